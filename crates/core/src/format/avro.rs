@@ -1,0 +1,112 @@
+//! Reading Hudi's Avro timeline files: object container files holding one record, written by
+//! Java's `DataFileWriter` (hudi-format.md §8.1).
+
+use apache_avro::types::Value;
+
+/// Why an Avro timeline file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AvroError {
+    /// Not an Avro object container file, or a truncated one.
+    #[error("not a readable Avro container: {0}")]
+    Container(String),
+    /// The file holds no record.
+    #[error("the Avro container holds no record")]
+    Empty,
+    /// The record does not have the expected shape.
+    #[error("unexpected Avro content: {0}")]
+    Shape(String),
+}
+
+/// Decode the single record of an Avro timeline file.
+pub fn read_single_record(bytes: &[u8]) -> Result<Value, AvroError> {
+    let reader =
+        apache_avro::Reader::new(bytes).map_err(|e| AvroError::Container(e.to_string()))?;
+    let mut records = reader;
+    match records.next() {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(AvroError::Container(e.to_string())),
+        None => Err(AvroError::Empty),
+    }
+}
+
+/// A field of a record value, looking through a `["null", T]` union.
+pub fn field<'a>(record: &'a Value, name: &str) -> Option<&'a Value> {
+    let Value::Record(fields) = record else {
+        return None;
+    };
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| unwrap_union(v))
+}
+
+/// The value inside a union (or the value itself).
+pub fn unwrap_union(v: &Value) -> &Value {
+    match v {
+        Value::Union(_, inner) => inner,
+        other => other,
+    }
+}
+
+/// A string field, if present and a string.
+pub fn string_field<'a>(record: &'a Value, name: &str) -> Option<&'a str> {
+    match field(record, name)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Whether the bytes of a `replacecommit.requested` (or `clustering.requested`) file describe a
+/// clustering: a `HoodieRequestedReplaceMetadata` whose `operationType` is `CLUSTER`. An empty
+/// file is not a clustering (Hudi's `ClusteringUtils` reads it the same way).
+pub fn requested_replace_is_clustering(bytes: &[u8]) -> Result<bool, AvroError> {
+    if bytes.is_empty() {
+        return Ok(false);
+    }
+    let record = read_single_record(bytes)?;
+    match string_field(&record, "operationType") {
+        Some(op) => Ok(op == "CLUSTER"),
+        None => Err(AvroError::Shape(
+            "no `operationType` in the requested replace metadata".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apache_avro::{Schema, Writer};
+
+    pub(crate) fn requested_replace(op: &str) -> Vec<u8> {
+        let schema = Schema::parse_str(
+            r#"{"type":"record","name":"HoodieRequestedReplaceMetadata","namespace":"org.apache.hudi.avro.model",
+                "fields":[{"name":"operationType","type":["null","string"],"default":null},
+                          {"name":"version","type":["int","null"],"default":1}]}"#,
+        )
+        .unwrap();
+        let mut w = Writer::new(&schema, Vec::new());
+        w.append(Value::Record(vec![
+            (
+                "operationType".into(),
+                Value::Union(1, Box::new(Value::String(op.into()))),
+            ),
+            ("version".into(), Value::Union(0, Box::new(Value::Int(1)))),
+        ]))
+        .unwrap();
+        w.into_inner().unwrap()
+    }
+
+    #[test]
+    fn tells_clustering_from_other_replace_commits() {
+        assert!(requested_replace_is_clustering(&requested_replace("CLUSTER")).unwrap());
+        assert!(!requested_replace_is_clustering(&requested_replace("INSERT_OVERWRITE")).unwrap());
+        assert!(!requested_replace_is_clustering(b"").unwrap());
+    }
+
+    #[test]
+    fn garbage_and_truncated_files_are_errors() {
+        assert!(requested_replace_is_clustering(b"not avro at all").is_err());
+        let full = requested_replace("CLUSTER");
+        assert!(requested_replace_is_clustering(&full[..full.len() / 2]).is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! Hudi's bytes: Avro timeline files.
+
+pub mod avro;

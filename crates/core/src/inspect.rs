@@ -1,0 +1,253 @@
+//! The operator's view of a table: its configuration, every instant, and each pending instant
+//! with its heartbeat, verdict and markers.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::format::avro::requested_replace_is_clustering;
+use crate::protocol::detect::{
+    assess, non_candidate_reason, DetectionInput, FailedWritesPolicy, ReplaceKind, Verdict,
+};
+use crate::protocol::heartbeat::{read_heartbeat, HeartbeatPolicy};
+use crate::protocol::markers::{read_markers, MarkerKind};
+use crate::table::Table;
+use crate::timeline::{Action, Instant, MalformedFile, State, Timeline};
+use crate::Error;
+
+/// How to judge pending instants.
+#[derive(Debug, Clone, Copy)]
+pub struct InspectOptions {
+    /// LAZY or EAGER.
+    pub policy: FailedWritesPolicy,
+    /// Heartbeat thresholds.
+    pub heartbeat: HeartbeatPolicy,
+    /// Now, in epoch ms.
+    pub now_ms: i64,
+}
+
+/// The table part of a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableSummary {
+    /// The table URI.
+    pub uri: String,
+    /// `hoodie.table.name`.
+    pub name: String,
+    /// `COPY_ON_WRITE` or `MERGE_ON_READ`.
+    #[serde(rename = "type")]
+    pub table_type: String,
+    /// `hoodie.table.version`.
+    pub version: u32,
+    /// `hoodie.timeline.layout.version`.
+    pub timeline_layout: u32,
+    /// The active timeline folder.
+    pub timeline_path: String,
+    /// `LOCAL` or `UTC`.
+    pub timeline_timezone: String,
+    /// Enabled metadata-table partitions.
+    pub metadata_partitions: Vec<String>,
+}
+
+/// One instant in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstantRow {
+    /// The instant time.
+    pub requested_time: String,
+    /// The action as Hudi reports it.
+    pub action: Action,
+    /// The latest state.
+    pub state: State,
+    /// The completion time (layout 2 only).
+    pub completion_time: Option<String>,
+}
+
+impl From<&Instant> for InstantRow {
+    fn from(i: &Instant) -> Self {
+        Self {
+            requested_time: i.requested_time.clone(),
+            action: i.action,
+            state: i.state,
+            completion_time: i.completion_time.clone(),
+        }
+    }
+}
+
+/// The markers of a pending instant.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkerSummary {
+    /// DIRECT or TIMELINE_SERVER_BASED; `None` without a marker folder.
+    pub kind: Option<MarkerKind>,
+    /// Markers by IO type.
+    pub counts: BTreeMap<String, usize>,
+    /// Total markers.
+    pub total: usize,
+    /// Why the markers could not be read, if they could not.
+    pub error: Option<String>,
+}
+
+/// One pending instant in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingRow {
+    /// The instant time.
+    pub requested_time: String,
+    /// The pending action.
+    pub action: Action,
+    /// Requested or inflight.
+    pub state: State,
+    /// The heartbeat's age in ms, when a heartbeat file exists.
+    pub heartbeat_age_ms: Option<i64>,
+    /// The instant's age in ms.
+    pub instant_age_ms: Option<i64>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why.
+    pub reason: String,
+    /// Its markers (for candidates).
+    pub markers: Option<MarkerSummary>,
+}
+
+/// The timeline of the metadata table.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetadataTableReport {
+    /// Its table version.
+    pub version: u32,
+    /// Every instant.
+    pub instants: Vec<InstantRow>,
+    /// Timeline-looking files that did not parse.
+    pub malformed: Vec<MalformedFile>,
+}
+
+/// What `hudi-keeper inspect` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct InspectReport {
+    /// The table.
+    pub table: TableSummary,
+    /// The policy pending instants were judged under.
+    pub policy: FailedWritesPolicy,
+    /// Every instant, sorted as Hudi sorts them.
+    pub instants: Vec<InstantRow>,
+    /// Pending instants, newest first.
+    pub pending: Vec<PendingRow>,
+    /// Timeline-looking files that did not parse.
+    pub malformed: Vec<MalformedFile>,
+    /// The metadata table's timeline, when there is one.
+    pub metadata_table: Option<MetadataTableReport>,
+}
+
+/// Read the heartbeat mtimes of candidate instants (one HEAD each) and what each pending
+/// replacecommit is (one GET each).
+pub async fn observe(
+    table: &Table,
+    timeline: &Timeline,
+) -> Result<(BTreeMap<String, i64>, BTreeMap<String, ReplaceKind>), Error> {
+    let mut heartbeats = BTreeMap::new();
+    let mut replace_kinds = BTreeMap::new();
+    for instant in timeline.pending() {
+        if non_candidate_reason(instant.action).is_some() {
+            continue;
+        }
+        if let Some(mtime) = read_heartbeat(table.storage(), &instant.requested_time).await? {
+            heartbeats.insert(instant.requested_time.clone(), mtime.timestamp_millis());
+        }
+        if instant.action == Action::ReplaceCommit {
+            let kind = match instant.file(State::Requested) {
+                None => ReplaceKind::Write,
+                Some(f) => match table.storage().get_opt(&f.path).await? {
+                    None => ReplaceKind::Unknown(format!("`{}` vanished while reading", f.path)),
+                    Some(bytes) => match requested_replace_is_clustering(&bytes) {
+                        Ok(true) => ReplaceKind::Clustering,
+                        Ok(false) => ReplaceKind::Write,
+                        Err(e) => ReplaceKind::Unknown(format!("`{}`: {e}", f.path)),
+                    },
+                },
+            };
+            replace_kinds.insert(instant.requested_time.clone(), kind);
+        }
+    }
+    Ok((heartbeats, replace_kinds))
+}
+
+/// Inspect `table`.
+pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectReport, Error> {
+    let config = table.config();
+    let timeline = table.timeline().await?;
+    let (heartbeats, replace_kinds) = observe(table, &timeline).await?;
+    let input = DetectionInput {
+        now_ms: options.now_ms,
+        policy: options.policy,
+        heartbeat: options.heartbeat,
+        zone: table.zone(),
+        heartbeats: &heartbeats,
+        replace_kinds: &replace_kinds,
+    };
+    let mut pending = Vec::new();
+    for a in assess(&timeline, &input) {
+        let markers = if a.verdict == Verdict::NotACandidate {
+            None
+        } else {
+            Some(
+                match read_markers(table.storage(), &a.requested_time).await {
+                    Ok(m) => {
+                        let mut counts = BTreeMap::new();
+                        for marker in &m.markers {
+                            *counts.entry(marker.io_type.to_string()).or_insert(0) += 1;
+                        }
+                        MarkerSummary {
+                            kind: m.kind,
+                            total: m.markers.len(),
+                            counts,
+                            error: None,
+                        }
+                    }
+                    Err(e) => MarkerSummary {
+                        kind: None,
+                        counts: BTreeMap::new(),
+                        total: 0,
+                        error: Some(e.to_string()),
+                    },
+                },
+            )
+        };
+        pending.push(PendingRow {
+            requested_time: a.requested_time,
+            action: a.action,
+            state: a.state,
+            heartbeat_age_ms: a.heartbeat_age_ms,
+            instant_age_ms: a.instant_age_ms,
+            verdict: a.verdict,
+            reason: a.reason,
+            markers,
+        });
+    }
+    let metadata_table = match table.metadata_table().await? {
+        Some(mdt) => {
+            let t = mdt.timeline().await?;
+            Some(MetadataTableReport {
+                version: mdt.config().version.number(),
+                instants: t.instants().iter().map(InstantRow::from).collect(),
+                malformed: t.malformed().to_vec(),
+            })
+        }
+        None => None,
+    };
+    Ok(InspectReport {
+        table: TableSummary {
+            uri: table.uri().to_string(),
+            name: config.name.clone(),
+            table_type: config.table_type.to_string(),
+            version: config.version.number(),
+            timeline_layout: config.timeline_layout.number(),
+            timeline_path: config.timeline_dir.clone(),
+            timeline_timezone: match config.timezone {
+                crate::table::TimelineTimezone::Local => "LOCAL".into(),
+                crate::table::TimelineTimezone::Utc => "UTC".into(),
+            },
+            metadata_partitions: config.metadata_partitions.clone(),
+        },
+        policy: options.policy,
+        instants: timeline.instants().iter().map(InstantRow::from).collect(),
+        pending,
+        malformed: timeline.malformed().to_vec(),
+        metadata_table,
+    })
+}

@@ -1,0 +1,359 @@
+//! Writer heartbeats: `.hoodie/.heartbeat/<instant>`, an empty file whose modification time is
+//! the writer's last sign of life (hudi-format.md §2).
+//!
+//! [`HeartbeatPolicy`] is the checker side (pure); [`Heartbeat`] is the writer side.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::storage::{RelPath, Storage, StorageError};
+
+/// The heartbeat folder, relative to a table base path.
+pub const HEARTBEAT_DIR: &str = ".hoodie/.heartbeat";
+
+/// The heartbeat file of `instant`.
+pub fn heartbeat_path(instant: &str) -> Result<RelPath, StorageError> {
+    Ok(RelPath::parse(HEARTBEAT_DIR)?.join(instant)?)
+}
+
+/// How writers beat and how stale a heartbeat may be before its writer counts as dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatPolicy {
+    /// The writers' `hoodie.client.heartbeat.interval_in_ms` (Hudi default 60 s).
+    pub interval: Duration,
+    /// The writers' `hoodie.client.heartbeat.tolerable.misses` (Hudi default 2).
+    pub tolerable_misses: u32,
+    /// A pending instant without any heartbeat file counts as dead only once it is older than
+    /// this (its writer may not have written its first heartbeat yet, or writes none).
+    pub min_instant_age: Duration,
+    /// Added to every threshold, for the difference between this clock and the store's.
+    pub clock_skew_margin: Duration,
+}
+
+impl Default for HeartbeatPolicy {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(60),
+            tolerable_misses: 2,
+            min_instant_age: Duration::from_secs(600),
+            clock_skew_margin: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a heartbeat says about its writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum HeartbeatStatus {
+    /// The heartbeat is fresh: the writer is alive.
+    Alive {
+        /// now − mtime, in ms (negative when the store's clock is ahead).
+        age_ms: i64,
+    },
+    /// The heartbeat is older than interval × misses + skew margin.
+    Expired {
+        /// now − mtime, in ms.
+        age_ms: i64,
+    },
+    /// No heartbeat file, and the instant is older than the minimum age (or its time is
+    /// unknown).
+    Missing,
+    /// No heartbeat file, but the instant is too young to call it dead.
+    MissingTooYoung {
+        /// now − instant time, in ms.
+        instant_age_ms: i64,
+    },
+}
+
+impl HeartbeatStatus {
+    /// The heartbeat's age, when there is a heartbeat file.
+    pub fn age_ms(&self) -> Option<i64> {
+        match self {
+            HeartbeatStatus::Alive { age_ms } | HeartbeatStatus::Expired { age_ms } => {
+                Some(*age_ms)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl HeartbeatPolicy {
+    /// Hudi's allowance: interval × tolerable misses.
+    pub fn max_allowed_ms(&self) -> i64 {
+        (self.interval.as_millis() as i64).saturating_mul(i64::from(self.tolerable_misses))
+    }
+
+    /// Judge a heartbeat: `expired ⇔ now − mtime > interval × misses + skew margin` (strictly
+    /// greater, as Hudi). Without a heartbeat file, the instant's own age decides: older than
+    /// `min_instant_age + skew margin` (or of unknown age) is [`HeartbeatStatus::Missing`].
+    pub fn check(
+        &self,
+        now_ms: i64,
+        heartbeat_mtime_ms: Option<i64>,
+        instant_epoch_ms: Option<i64>,
+    ) -> HeartbeatStatus {
+        let skew = self.clock_skew_margin.as_millis() as i64;
+        match heartbeat_mtime_ms {
+            Some(mtime) => {
+                let age_ms = now_ms - mtime;
+                if age_ms > self.max_allowed_ms().saturating_add(skew) {
+                    HeartbeatStatus::Expired { age_ms }
+                } else {
+                    HeartbeatStatus::Alive { age_ms }
+                }
+            }
+            None => match instant_epoch_ms {
+                Some(t) => {
+                    let instant_age_ms = now_ms - t;
+                    let min = (self.min_instant_age.as_millis() as i64).saturating_add(skew);
+                    if instant_age_ms > min {
+                        HeartbeatStatus::Missing
+                    } else {
+                        HeartbeatStatus::MissingTooYoung { instant_age_ms }
+                    }
+                }
+                None => HeartbeatStatus::Missing,
+            },
+        }
+    }
+}
+
+/// Read the heartbeat file's modification time of `instant` (one HEAD). `None` when absent.
+pub async fn read_heartbeat(
+    storage: &Storage,
+    instant: &str,
+) -> Result<Option<DateTime<Utc>>, StorageError> {
+    Ok(storage
+        .head(&heartbeat_path(instant)?)
+        .await?
+        .map(|m| m.last_modified))
+}
+
+/// The writer side: keeps `.hoodie/.heartbeat/<instant>` fresh while a write runs.
+///
+/// [`Heartbeat::start`] writes the file once before returning, then a tokio task rewrites it
+/// every interval until [`Heartbeat::stop`] (which deletes the file) or cancellation (which
+/// leaves it, as a crashed writer would).
+#[derive(Debug)]
+pub struct Heartbeat {
+    storage: Storage,
+    path: RelPath,
+    token: CancellationToken,
+    task: JoinHandle<()>,
+    last: watch::Receiver<HeartbeatState>,
+}
+
+/// What the writer task last did.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatState {
+    /// Successful beats so far, including the first.
+    pub beats: u64,
+    /// The last failure, if the last attempt failed.
+    pub last_error: Option<Arc<StorageError>>,
+}
+
+impl Heartbeat {
+    /// Write the first heartbeat of `instant`, then keep beating every `interval`. The task ends
+    /// when `token` (or a child of it) is cancelled.
+    pub async fn start(
+        storage: Storage,
+        instant: &str,
+        interval: Duration,
+        token: CancellationToken,
+    ) -> Result<Self, StorageError> {
+        let path = heartbeat_path(instant)?;
+        storage.put(&path, Bytes::new()).await?;
+        let (tx, rx) = watch::channel(HeartbeatState {
+            beats: 1,
+            last_error: None,
+        });
+        let token = token.child_token();
+        let task = tokio::spawn(beat(
+            storage.clone(),
+            path.clone(),
+            interval,
+            token.clone(),
+            tx,
+        ));
+        Ok(Self {
+            storage,
+            path,
+            token,
+            task,
+            last: rx,
+        })
+    }
+
+    /// What the writer task last did.
+    pub fn state(&self) -> HeartbeatState {
+        self.last.borrow().clone()
+    }
+
+    /// Stop beating and leave the file as it is (what a killed writer leaves behind).
+    pub async fn abandon(self) {
+        self.token.cancel();
+        let _ = self.task.await;
+    }
+
+    /// Stop beating and delete the heartbeat file (what a writer does when its commit is done).
+    pub async fn stop(self) -> Result<(), StorageError> {
+        self.token.cancel();
+        let _ = self.task.await;
+        self.storage.delete(&self.path).await
+    }
+}
+
+async fn beat(
+    storage: Storage,
+    path: RelPath,
+    interval: Duration,
+    token: CancellationToken,
+    tx: watch::Sender<HeartbeatState>,
+) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let result = storage.put(&path, Bytes::new()).await;
+        tx.send_modify(|s| match result {
+            Ok(()) => {
+                s.beats += 1;
+                s.last_error = None;
+            }
+            Err(e) => {
+                tracing::warn!(path = %path, error = %e, "heartbeat write failed");
+                s.last_error = Some(Arc::new(e));
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::testing::CountingInterceptor;
+    use crate::storage::OpKind;
+    use object_store::memory::InMemory;
+
+    fn policy() -> HeartbeatPolicy {
+        HeartbeatPolicy {
+            interval: Duration::from_millis(1000),
+            tolerable_misses: 2,
+            min_instant_age: Duration::from_millis(10_000),
+            clock_skew_margin: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn expiry_is_strictly_greater_than_interval_times_misses() {
+        let p = policy();
+        let now = 1_000_000;
+        assert_eq!(
+            p.check(now, Some(now - 2000), None),
+            HeartbeatStatus::Alive { age_ms: 2000 }
+        );
+        assert_eq!(
+            p.check(now, Some(now - 2001), None),
+            HeartbeatStatus::Expired { age_ms: 2001 }
+        );
+        assert_eq!(
+            p.check(now, Some(now + 500), None),
+            HeartbeatStatus::Alive { age_ms: -500 }
+        );
+    }
+
+    #[test]
+    fn the_skew_margin_extends_the_allowance() {
+        let p = HeartbeatPolicy {
+            clock_skew_margin: Duration::from_millis(300),
+            ..policy()
+        };
+        let now = 1_000_000;
+        assert!(matches!(
+            p.check(now, Some(now - 2300), None),
+            HeartbeatStatus::Alive { .. }
+        ));
+        assert!(matches!(
+            p.check(now, Some(now - 2301), None),
+            HeartbeatStatus::Expired { .. }
+        ));
+        // And the minimum age of instants without heartbeat.
+        assert!(matches!(
+            p.check(now, None, Some(now - 10_300)),
+            HeartbeatStatus::MissingTooYoung { .. }
+        ));
+        assert_eq!(
+            p.check(now, None, Some(now - 10_301)),
+            HeartbeatStatus::Missing
+        );
+    }
+
+    #[test]
+    fn a_missing_file_counts_as_dead_only_for_old_instants() {
+        let p = policy();
+        let now = 1_000_000;
+        assert_eq!(
+            p.check(now, None, Some(now - 10_000)),
+            HeartbeatStatus::MissingTooYoung {
+                instant_age_ms: 10_000
+            }
+        );
+        assert_eq!(
+            p.check(now, None, Some(now - 10_001)),
+            HeartbeatStatus::Missing
+        );
+        assert_eq!(p.check(now, None, None), HeartbeatStatus::Missing);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_writer_beats_every_interval_and_deletes_on_stop() {
+        let counter = Arc::new(CountingInterceptor::new());
+        let storage = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t")
+            .with_interceptor(counter.clone());
+        let hb = Heartbeat::start(
+            storage.clone(),
+            "20250101000000000",
+            Duration::from_secs(10),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(counter.count(OpKind::Put), 1);
+        assert!(read_heartbeat(&storage, "20250101000000000")
+            .await
+            .unwrap()
+            .is_some());
+        tokio::time::sleep(Duration::from_secs(35)).await;
+        assert_eq!(counter.count(OpKind::Put), 4);
+        assert_eq!(hb.state().beats, 4);
+        hb.stop().await.unwrap();
+        assert!(read_heartbeat(&storage, "20250101000000000")
+            .await
+            .unwrap()
+            .is_none());
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(counter.count(OpKind::Put), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancellation_stops_beating_and_leaves_the_file() {
+        let storage = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t");
+        let token = CancellationToken::new();
+        let hb = Heartbeat::start(storage.clone(), "1", Duration::from_secs(1), token.clone())
+            .await
+            .unwrap();
+        token.cancel();
+        hb.abandon().await;
+        assert!(read_heartbeat(&storage, "1").await.unwrap().is_some());
+    }
+}

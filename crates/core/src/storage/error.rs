@@ -1,0 +1,101 @@
+use super::relpath::{RelPath, RelPathError};
+use super::OpKind;
+
+/// A failed storage request, with the table URI and the path it concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The URI could not be turned into a store.
+    #[error("cannot open storage for `{uri}`: {reason}")]
+    Open {
+        /// The table URI.
+        uri: String,
+        /// Why.
+        reason: String,
+    },
+    /// The object does not exist.
+    #[error("`{path}` does not exist in table `{uri}`")]
+    NotFound {
+        /// The table URI.
+        uri: String,
+        /// The table-relative path.
+        path: String,
+    },
+    /// A create-if-absent found the object already there.
+    #[error("`{path}` already exists in table `{uri}`")]
+    AlreadyExists {
+        /// The table URI.
+        uri: String,
+        /// The table-relative path.
+        path: String,
+    },
+    /// Any other failure of the store.
+    #[error("{op} of `{path}` in table `{uri}` failed: {source}")]
+    Request {
+        /// The table URI.
+        uri: String,
+        /// The request kind.
+        op: OpKind,
+        /// The table-relative path.
+        path: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// The store returned a path outside the table root.
+    #[error("the store returned `{path}`, which is outside table `{uri}`")]
+    OutsideRoot {
+        /// The table URI.
+        uri: String,
+        /// The offending path.
+        path: String,
+    },
+    /// A path that would leave the table.
+    #[error(transparent)]
+    BadPath(#[from] RelPathError),
+    /// A failure injected by a test interceptor.
+    #[error("injected failure: {op} #{n} of `{path}`")]
+    Injected {
+        /// The request kind.
+        op: OpKind,
+        /// The 1-based index of the request among requests of its kind.
+        n: u64,
+        /// The table-relative path.
+        path: String,
+    },
+}
+
+impl StorageError {
+    pub(crate) fn from_store(
+        uri: &str,
+        op: OpKind,
+        path: &RelPath,
+        source: object_store::Error,
+    ) -> Self {
+        match source {
+            object_store::Error::NotFound { .. } => StorageError::NotFound {
+                uri: uri.to_string(),
+                path: path.to_string(),
+            },
+            object_store::Error::AlreadyExists { .. }
+            | object_store::Error::Precondition { .. }
+                if op == OpKind::PutIfAbsent =>
+            {
+                StorageError::AlreadyExists {
+                    uri: uri.to_string(),
+                    path: path.to_string(),
+                }
+            }
+            source => StorageError::Request {
+                uri: uri.to_string(),
+                op,
+                path: path.to_string(),
+                source,
+            },
+        }
+    }
+
+    /// Whether this is a "does not exist".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StorageError::NotFound { .. })
+    }
+}

@@ -1,0 +1,430 @@
+//! The one storage seam of the crate.
+//!
+//! Every byte hudi-keeper reads or writes goes through [`Storage`]. A `Storage` is rooted at a
+//! table's base path and only accepts *table-relative* paths ([`RelPath`]), so nothing built on
+//! it can address a file outside the table. Tests plug an [`Interceptor`] into it to count
+//! requests by kind or to fail the N-th request of a kind (see [`testing`]).
+
+mod error;
+mod open;
+mod relpath;
+pub mod testing;
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+pub use error::StorageError;
+pub use open::StorageOptions;
+pub use relpath::RelPath;
+
+/// The kinds of request the seam makes; the unit of request counting and fault injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    /// A recursive listing under a prefix.
+    List,
+    /// A one-level listing (with delimiter) under a prefix.
+    ListDir,
+    /// Reading an object's bytes.
+    Get,
+    /// Reading an object's metadata.
+    Head,
+    /// Writing an object, replacing any existing one.
+    Put,
+    /// Writing an object only if none exists (create-if-absent).
+    PutIfAbsent,
+    /// Deleting an object.
+    Delete,
+}
+
+impl OpKind {
+    /// Every kind, in a stable order.
+    pub const ALL: [OpKind; 7] = [
+        OpKind::List,
+        OpKind::ListDir,
+        OpKind::Get,
+        OpKind::Head,
+        OpKind::Put,
+        OpKind::PutIfAbsent,
+        OpKind::Delete,
+    ];
+
+    /// A short lower-case name, used in logs and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::List => "list",
+            OpKind::ListDir => "list_dir",
+            OpKind::Get => "get",
+            OpKind::Head => "head",
+            OpKind::Put => "put",
+            OpKind::PutIfAbsent => "put_if_absent",
+            OpKind::Delete => "delete",
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Called before every request the seam makes. Returning an error fails the request without
+/// it reaching the store.
+pub trait Interceptor: Send + Sync + fmt::Debug {
+    /// Observe (and possibly fail) one request of `op` on the table-relative `path`.
+    fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError>;
+}
+
+/// Metadata of one object, with its path relative to the storage root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Path relative to the storage root (the table base path).
+    pub path: RelPath,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification time as the store reports it.
+    pub last_modified: DateTime<Utc>,
+}
+
+impl FileMeta {
+    /// The last path segment.
+    pub fn file_name(&self) -> &str {
+        self.path.file_name()
+    }
+}
+
+/// The result of a one-level listing.
+#[derive(Debug, Clone, Default)]
+pub struct DirListing {
+    /// Objects directly under the prefix.
+    pub files: Vec<FileMeta>,
+    /// Names (last segment only) of the "folders" directly under the prefix.
+    pub dirs: Vec<String>,
+}
+
+/// Table-rooted access to an object store.
+#[derive(Clone)]
+pub struct Storage {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    uri: Arc<str>,
+    interceptor: Option<Arc<dyn Interceptor>>,
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Storage")
+            .field("uri", &self.uri)
+            .field("root", &self.root.as_ref())
+            .field("interceptor", &self.interceptor)
+            .finish()
+    }
+}
+
+impl Storage {
+    /// Open the storage of the table at `uri` (see [`StorageOptions`] for what a URI may be).
+    pub fn open(uri: &str, options: &StorageOptions) -> Result<Self, StorageError> {
+        let (store, root, uri) = open::open_store(uri, options)?;
+        Ok(Self {
+            store,
+            root,
+            uri: uri.into(),
+            interceptor: None,
+        })
+    }
+
+    /// Wrap an existing store, rooted at `root` inside it. `uri` is only used in messages.
+    pub fn from_store(store: Arc<dyn ObjectStore>, root: &str, uri: &str) -> Self {
+        Self {
+            store,
+            root: Path::from(root),
+            uri: uri.into(),
+            interceptor: None,
+        }
+    }
+
+    /// The same storage with `interceptor` called before every request.
+    pub fn with_interceptor(mut self, interceptor: Arc<dyn Interceptor>) -> Self {
+        self.interceptor = Some(interceptor);
+        self
+    }
+
+    /// The table URI this storage was opened for.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// A storage rooted at `sub` below this one (used for the metadata table), sharing the store
+    /// and the interceptor.
+    pub fn child(&self, sub: &RelPath) -> Self {
+        let mut root = self.root.clone();
+        for part in sub.segments() {
+            root = root.join(part);
+        }
+        let uri = format!("{}/{}", self.uri.trim_end_matches('/'), sub);
+        Self {
+            store: Arc::clone(&self.store),
+            root,
+            uri: uri.into(),
+            interceptor: self.interceptor.clone(),
+        }
+    }
+
+    fn check(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        match &self.interceptor {
+            Some(i) => i.before(op, path),
+            None => Ok(()),
+        }
+    }
+
+    fn full(&self, path: &RelPath) -> Path {
+        let mut full = self.root.clone();
+        for part in path.segments() {
+            full = full.join(part);
+        }
+        full
+    }
+
+    fn relativize(&self, full: &Path) -> Result<RelPath, StorageError> {
+        let rel = full
+            .prefix_match(&self.root)
+            .ok_or_else(|| StorageError::OutsideRoot {
+                uri: self.uri.to_string(),
+                path: full.to_string(),
+            })?;
+        let parts: Vec<String> = rel.map(|p| p.as_ref().to_string()).collect();
+        RelPath::from_segments(parts).map_err(|_| StorageError::OutsideRoot {
+            uri: self.uri.to_string(),
+            path: full.to_string(),
+        })
+    }
+
+    fn meta(&self, m: object_store::ObjectMeta) -> Result<FileMeta, StorageError> {
+        Ok(FileMeta {
+            path: self.relativize(&m.location)?,
+            size: m.size,
+            last_modified: m.last_modified,
+        })
+    }
+
+    fn err(&self, op: OpKind, path: &RelPath, source: object_store::Error) -> StorageError {
+        StorageError::from_store(self.uri(), op, path, source)
+    }
+
+    /// Every object below `prefix`, recursively. A missing prefix lists as empty.
+    pub async fn list(&self, prefix: &RelPath) -> Result<Vec<FileMeta>, StorageError> {
+        self.check(OpKind::List, prefix)?;
+        let full = self.full(prefix);
+        let metas: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(Some(&full))
+            .try_collect()
+            .await
+            .map_err(|e| self.err(OpKind::List, prefix, e))?;
+        metas.into_iter().map(|m| self.meta(m)).collect()
+    }
+
+    /// The objects and folders directly below `prefix`. A missing prefix lists as empty.
+    pub async fn list_dir(&self, prefix: &RelPath) -> Result<DirListing, StorageError> {
+        self.check(OpKind::ListDir, prefix)?;
+        let full = self.full(prefix);
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&full))
+            .await
+            .map_err(|e| self.err(OpKind::ListDir, prefix, e))?;
+        let files = listing
+            .objects
+            .into_iter()
+            .map(|m| self.meta(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dirs = listing
+            .common_prefixes
+            .into_iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        Ok(DirListing { files, dirs })
+    }
+
+    /// The bytes of `path`; a missing object is [`StorageError::NotFound`].
+    pub async fn get(&self, path: &RelPath) -> Result<Bytes, StorageError> {
+        self.check(OpKind::Get, path)?;
+        let full = self.full(path);
+        let result = self
+            .store
+            .get(&full)
+            .await
+            .map_err(|e| self.err(OpKind::Get, path, e))?;
+        result
+            .bytes()
+            .await
+            .map_err(|e| self.err(OpKind::Get, path, e))
+    }
+
+    /// The bytes of `path`, or `None` when it does not exist. Any other failure is an error.
+    pub async fn get_opt(&self, path: &RelPath) -> Result<Option<Bytes>, StorageError> {
+        match self.get(path).await {
+            Ok(b) => Ok(Some(b)),
+            Err(StorageError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The metadata of `path`, or `None` when it does not exist.
+    pub async fn head(&self, path: &RelPath) -> Result<Option<FileMeta>, StorageError> {
+        self.check(OpKind::Head, path)?;
+        let full = self.full(path);
+        match self.store.head(&full).await {
+            Ok(m) => Ok(Some(self.meta(m)?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err(OpKind::Head, path, e)),
+        }
+    }
+
+    /// Write `bytes` to `path`, replacing what is there.
+    pub async fn put(&self, path: &RelPath, bytes: Bytes) -> Result<(), StorageError> {
+        self.check(OpKind::Put, path)?;
+        let full = self.full(path);
+        self.store
+            .put(&full, PutPayload::from_bytes(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|e| self.err(OpKind::Put, path, e))
+    }
+
+    /// Create `path` with `bytes` only if it does not exist yet; an existing object is
+    /// [`StorageError::AlreadyExists`].
+    pub async fn put_if_absent(&self, path: &RelPath, bytes: Bytes) -> Result<(), StorageError> {
+        self.check(OpKind::PutIfAbsent, path)?;
+        let full = self.full(path);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        self.store
+            .put_opts(&full, PutPayload::from_bytes(bytes), opts)
+            .await
+            .map(|_| ())
+            .map_err(|e| self.err(OpKind::PutIfAbsent, path, e))
+    }
+
+    /// Delete `path`. A missing object counts as deleted.
+    pub async fn delete(&self, path: &RelPath) -> Result<(), StorageError> {
+        self.check(OpKind::Delete, path)?;
+        let full = self.full(path);
+        match self.store.delete(&full).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err(OpKind::Delete, path, e)),
+        }
+    }
+
+    /// Delete many paths with at most `concurrency` requests in flight. Returns one result per
+    /// path, in input order.
+    pub async fn delete_many(
+        &self,
+        paths: Vec<RelPath>,
+        concurrency: usize,
+    ) -> Vec<(RelPath, Result<(), StorageError>)> {
+        futures::stream::iter(paths)
+            .map(|p| async move {
+                let r = self.delete(&p).await;
+                (p, r)
+            })
+            .buffered(concurrency.max(1))
+            .collect()
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    fn mem() -> Storage {
+        Storage::from_store(
+            Arc::new(InMemory::new()),
+            "warehouse/t1",
+            "memory://test/t1",
+        )
+    }
+
+    fn p(s: &str) -> RelPath {
+        RelPath::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn put_if_absent_refuses_to_overwrite() {
+        let s = mem();
+        s.put_if_absent(&p("a/b"), Bytes::from_static(b"1"))
+            .await
+            .unwrap();
+        let err = s
+            .put_if_absent(&p("a/b"), Bytes::from_static(b"2"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StorageError::AlreadyExists { .. }), "{err}");
+        assert_eq!(s.get(&p("a/b")).await.unwrap(), Bytes::from_static(b"1"));
+    }
+
+    #[tokio::test]
+    async fn missing_objects_read_as_none_and_delete_as_done() {
+        let s = mem();
+        assert!(s.get_opt(&p("nope")).await.unwrap().is_none());
+        assert!(s.head(&p("nope")).await.unwrap().is_none());
+        assert!(matches!(
+            s.get(&p("nope")).await.unwrap_err(),
+            StorageError::NotFound { .. }
+        ));
+        s.delete(&p("nope")).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn listings_are_relative_to_the_root_and_stay_inside_it() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let s = Storage::from_store(Arc::clone(&store), "wh/t1", "memory://x/t1");
+        let other = Storage::from_store(store, "wh/t10", "memory://x/t10");
+        other
+            .put(&p(".hoodie/x"), Bytes::from_static(b"o"))
+            .await
+            .unwrap();
+        s.put(&p(".hoodie/1.commit"), Bytes::from_static(b"c"))
+            .await
+            .unwrap();
+        s.put(&p(".hoodie/.temp/1/p/f.marker.CREATE"), Bytes::new())
+            .await
+            .unwrap();
+        let all = s.list(&RelPath::root()).await.unwrap();
+        let mut names: Vec<_> = all.iter().map(|m| m.path.to_string()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![".hoodie/.temp/1/p/f.marker.CREATE", ".hoodie/1.commit"]
+        );
+        let dir = s.list_dir(&p(".hoodie")).await.unwrap();
+        assert_eq!(dir.files.len(), 1);
+        assert_eq!(dir.files[0].file_name(), "1.commit");
+        assert_eq!(dir.dirs, vec![".temp".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn child_storage_is_rooted_below_the_parent() {
+        let s = mem();
+        let md = s.child(&p(".hoodie/metadata"));
+        md.put(&p(".hoodie/hoodie.properties"), Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+        assert!(s
+            .head(&p(".hoodie/metadata/.hoodie/hoodie.properties"))
+            .await
+            .unwrap()
+            .is_some());
+        assert_eq!(md.uri(), "memory://test/t1/.hoodie/metadata");
+    }
+}

@@ -1,0 +1,242 @@
+//! Turning a table URI and store options into an `object_store` store rooted at the table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::ObjectStore;
+use url::Url;
+
+use super::StorageError;
+
+/// Options for the object store behind a table, in `object_store`'s own key names
+/// (`aws_endpoint`, `aws_region`, `aws_access_key_id`, `aws_allow_http`, `google_service_account`,
+/// `azure_storage_account_name`, …). The provider's usual environment variables
+/// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) are read too; explicit options win.
+///
+/// Keys of another provider (an `aws_` key for a `gs://` table) are ignored, so one set of
+/// defaults can serve tables on several stores; an unknown key of the table's own provider is an
+/// error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct StorageOptions(pub BTreeMap<String, String>);
+
+impl StorageOptions {
+    /// Options from `key=value` pairs.
+    pub fn from_pairs<I, K, V>(pairs: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Self(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// `other`'s entries on top of these.
+    pub fn merged(&self, other: &StorageOptions) -> StorageOptions {
+        let mut m = self.0.clone();
+        m.extend(other.0.iter().map(|(k, v)| (k.clone(), v.clone())));
+        StorageOptions(m)
+    }
+
+    fn for_provider<'a>(&'a self, own: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        const PREFIXES: [&str; 3] = ["aws_", "google_", "azure_"];
+        self.0.iter().filter_map(move |(k, v)| {
+            let foreign = PREFIXES
+                .iter()
+                .any(|p| *p != own && k.to_ascii_lowercase().starts_with(p));
+            (!foreign).then_some((k.as_str(), v.as_str()))
+        })
+    }
+}
+
+type Opened = (Arc<dyn ObjectStore>, Path, String);
+
+pub(super) fn open_store(uri: &str, options: &StorageOptions) -> Result<Opened, StorageError> {
+    let fail = |reason: String| StorageError::Open {
+        uri: uri.to_string(),
+        reason,
+    };
+    let trimmed = uri.trim();
+    if trimmed.is_empty() {
+        return Err(fail("the table URI is empty".into()));
+    }
+    if !trimmed.contains("://") && !trimmed.starts_with("file:") {
+        return open_local(uri, std::path::Path::new(trimmed));
+    }
+    let url = Url::parse(trimmed).map_err(|e| fail(format!("not a valid URI: {e}")))?;
+    match url.scheme() {
+        "file" => {
+            let path = url
+                .to_file_path()
+                .map_err(|()| fail("a file URI must hold an absolute local path".into()))?;
+            open_local(uri, &path)
+        }
+        "memory" => {
+            let name = url.host_str().unwrap_or_default().to_string();
+            let store = memory_store(&name);
+            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
+        }
+        "s3" | "s3a" => {
+            let bucket = url
+                .host_str()
+                .ok_or_else(|| fail("an s3 URI needs a bucket: s3://bucket/prefix".into()))?;
+            let mut b = AmazonS3Builder::from_env().with_url(format!("s3://{bucket}"));
+            for (k, v) in options.for_provider("aws_") {
+                let key = AmazonS3ConfigKey::from_str(k)
+                    .map_err(|_| fail(format!("unknown S3 storage option `{k}`")))?;
+                b = b.with_config(key, v);
+            }
+            let store = b
+                .build()
+                .map_err(|e| fail(format!("cannot configure S3: {e}")))?;
+            Ok((Arc::new(store), prefix_of(&url, uri)?, uri.to_string()))
+        }
+        "gs" => {
+            let bucket = url
+                .host_str()
+                .ok_or_else(|| fail("a gs URI needs a bucket: gs://bucket/prefix".into()))?;
+            let mut b = GoogleCloudStorageBuilder::from_env().with_url(format!("gs://{bucket}"));
+            for (k, v) in options.for_provider("google_") {
+                let key = GoogleConfigKey::from_str(k)
+                    .map_err(|_| fail(format!("unknown GCS storage option `{k}`")))?;
+                b = b.with_config(key, v);
+            }
+            let store = b
+                .build()
+                .map_err(|e| fail(format!("cannot configure GCS: {e}")))?;
+            Ok((Arc::new(store), prefix_of(&url, uri)?, uri.to_string()))
+        }
+        "az" | "azure" | "abfs" | "abfss" | "adl" => {
+            let container_url = {
+                let mut u = url.clone();
+                u.set_path("");
+                u.to_string()
+            };
+            let mut b = MicrosoftAzureBuilder::from_env().with_url(container_url);
+            for (k, v) in options.for_provider("azure_") {
+                let key = AzureConfigKey::from_str(k)
+                    .map_err(|_| fail(format!("unknown Azure storage option `{k}`")))?;
+                b = b.with_config(key, v);
+            }
+            let store = b
+                .build()
+                .map_err(|e| fail(format!("cannot configure Azure: {e}")))?;
+            Ok((Arc::new(store), prefix_of(&url, uri)?, uri.to_string()))
+        }
+        other => Err(fail(format!(
+            "unsupported scheme `{other}`; use a local path, file://, s3://, gs://, az://, abfss:// or memory://"
+        ))),
+    }
+}
+
+fn prefix_of(url: &Url, uri: &str) -> Result<Path, StorageError> {
+    let raw = url.path().trim_matches('/');
+    let decoded = percent_decode(raw);
+    Path::parse(&decoded).map_err(|e| StorageError::Open {
+        uri: uri.to_string(),
+        reason: format!("invalid table path `{raw}`: {e}"),
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn open_local(uri: &str, path: &std::path::Path) -> Result<Opened, StorageError> {
+    let fail = |reason: String| StorageError::Open {
+        uri: uri.to_string(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => fail(format!("`{}` does not exist", path.display())),
+        _ => fail(format!("cannot read `{}`: {e}", path.display())),
+    })?;
+    if !meta.is_dir() {
+        return Err(fail(format!("`{}` is not a directory", path.display())));
+    }
+    let store = LocalFileSystem::new_with_prefix(path)
+        .map_err(|e| fail(e.to_string()))?
+        .with_automatic_cleanup(true);
+    let canonical = std::fs::canonicalize(path).map_err(|e| fail(e.to_string()))?;
+    let display = format!("file://{}", canonical.display());
+    Ok((Arc::new(store), Path::default(), display))
+}
+
+/// In-memory stores by name, so that `memory://name/…` opened twice is the same store within
+/// one process (used by tests and the demo).
+fn memory_store(name: &str) -> Arc<dyn ObjectStore> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
+    let stores = STORES.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut guard = match stores.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let store = guard
+        .entry(name.to_string())
+        .or_insert_with(|| Arc::new(InMemory::new()));
+    Arc::clone(store) as Arc<dyn ObjectStore>
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_local_directory_is_a_clear_error() {
+        let err = open_store("/definitely/not/here", &StorageOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn file_uris_and_bare_paths_open_the_same_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let bare = dir.path().to_str().unwrap();
+        let (_, _, a) = open_store(bare, &StorageOptions::default()).unwrap();
+        let (_, _, b) = open_store(&format!("file://{bare}"), &StorageOptions::default()).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn s3_uris_keep_the_prefix_and_reject_unknown_options() {
+        let opts = StorageOptions::from_pairs([
+            ("aws_region", "us-east-1"),
+            ("aws_endpoint", "http://127.0.0.1:9"),
+            ("aws_allow_http", "true"),
+            ("aws_access_key_id", "k"),
+            ("aws_secret_access_key", "s"),
+            ("google_service_account", "ignored-for-s3"),
+        ]);
+        let (_, prefix, _) = open_store("s3a://bucket/wh/db/t1", &opts).unwrap();
+        assert_eq!(prefix.as_ref(), "wh/db/t1");
+        let bad = opts.merged(&StorageOptions::from_pairs([("aws_no_such_key", "x")]));
+        let err = open_store("s3://bucket/t", &bad).unwrap_err();
+        assert!(err.to_string().contains("aws_no_such_key"), "{err}");
+    }
+
+    #[test]
+    fn unknown_schemes_are_refused() {
+        let err = open_store("ftp://h/x", &StorageOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("unsupported scheme"), "{err}");
+    }
+
+    #[test]
+    fn memory_uris_share_a_store_by_name() {
+        let (a, _, _) = open_store("memory://shared-name/t", &StorageOptions::default()).unwrap();
+        let (b, _, _) = open_store("memory://shared-name/u", &StorageOptions::default()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

@@ -1,0 +1,146 @@
+//! Interceptors for tests: count requests by kind, or fail the N-th request of a kind.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::{Interceptor, OpKind, RelPath, StorageError};
+
+/// Counts every request by kind.
+#[derive(Debug, Default)]
+pub struct CountingInterceptor {
+    counts: Mutex<BTreeMap<OpKind, u64>>,
+}
+
+impl CountingInterceptor {
+    /// A fresh counter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of requests of `op` so far.
+    pub fn count(&self, op: OpKind) -> u64 {
+        self.snapshot().get(&op).copied().unwrap_or(0)
+    }
+
+    /// The number of requests of every kind so far.
+    pub fn total(&self) -> u64 {
+        self.snapshot().values().sum()
+    }
+
+    /// All counts so far.
+    pub fn snapshot(&self) -> BTreeMap<OpKind, u64> {
+        match self.counts.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+impl Interceptor for CountingInterceptor {
+    fn before(&self, op: OpKind, _path: &RelPath) -> Result<(), StorageError> {
+        let mut g = match self.counts.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *g.entry(op).or_insert(0) += 1;
+        Ok(())
+    }
+}
+
+/// Fails the `n`-th request (1-based) whose kind is in `kinds`; every other request passes.
+/// With `kinds` empty, the `n`-th request of any kind fails.
+#[derive(Debug)]
+pub struct FailNth {
+    kinds: Vec<OpKind>,
+    n: u64,
+    seen: AtomicU64,
+}
+
+impl FailNth {
+    /// Fail the `n`-th request of one of `kinds` (of any kind when empty).
+    pub fn new(kinds: &[OpKind], n: u64) -> Self {
+        Self {
+            kinds: kinds.to_vec(),
+            n,
+            seen: AtomicU64::new(0),
+        }
+    }
+
+    /// How many matching requests were seen so far.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Ordering::SeqCst)
+    }
+
+    /// Whether the failure was injected.
+    pub fn fired(&self) -> bool {
+        self.seen() >= self.n
+    }
+}
+
+impl Interceptor for FailNth {
+    fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        if !self.kinds.is_empty() && !self.kinds.contains(&op) {
+            return Ok(());
+        }
+        let k = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if k == self.n {
+            return Err(StorageError::Injected {
+                op,
+                n: k,
+                path: path.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Runs several interceptors in order; the first error wins.
+#[derive(Debug)]
+pub struct Chain(pub Vec<std::sync::Arc<dyn Interceptor>>);
+
+impl Interceptor for Chain {
+    fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        self.0.iter().try_for_each(|i| i.before(op, path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Storage;
+    use bytes::Bytes;
+    use object_store::memory::InMemory;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn counts_requests_by_kind() {
+        let counter = Arc::new(CountingInterceptor::new());
+        let s = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t")
+            .with_interceptor(counter.clone());
+        let p = RelPath::parse("a").unwrap();
+        s.put(&p, Bytes::new()).await.unwrap();
+        s.get(&p).await.unwrap();
+        s.head(&p).await.unwrap();
+        s.list(&RelPath::root()).await.unwrap();
+        assert_eq!(counter.count(OpKind::Put), 1);
+        assert_eq!(counter.count(OpKind::Get), 1);
+        assert_eq!(counter.count(OpKind::Head), 1);
+        assert_eq!(counter.count(OpKind::List), 1);
+        assert_eq!(counter.total(), 4);
+    }
+
+    #[tokio::test]
+    async fn fails_exactly_the_nth_request_of_a_kind() {
+        let fail = Arc::new(FailNth::new(&[OpKind::Put], 2));
+        let s = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t")
+            .with_interceptor(fail.clone());
+        let p = RelPath::parse("a").unwrap();
+        s.put(&p, Bytes::new()).await.unwrap();
+        s.get(&p).await.unwrap();
+        let err = s.put(&p, Bytes::new()).await.unwrap_err();
+        assert!(matches!(err, StorageError::Injected { n: 2, .. }), "{err}");
+        s.put(&p, Bytes::new()).await.unwrap();
+        assert!(fail.fired());
+    }
+}

@@ -1,0 +1,424 @@
+//! The table configuration in `.hoodie/hoodie.properties`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::properties;
+use crate::storage::RelPath;
+
+/// Property keys hudi-keeper reads.
+pub mod keys {
+    /// `hoodie.table.name`
+    pub const NAME: &str = "hoodie.table.name";
+    /// `hoodie.table.type`
+    pub const TYPE: &str = "hoodie.table.type";
+    /// `hoodie.table.version`
+    pub const VERSION: &str = "hoodie.table.version";
+    /// `hoodie.timeline.layout.version`
+    pub const LAYOUT: &str = "hoodie.timeline.layout.version";
+    /// `hoodie.timeline.path`
+    pub const TIMELINE_PATH: &str = "hoodie.timeline.path";
+    /// `hoodie.table.timeline.timezone`
+    pub const TIMEZONE: &str = "hoodie.table.timeline.timezone";
+    /// `hoodie.table.metadata.partitions`
+    pub const MDT_PARTITIONS: &str = "hoodie.table.metadata.partitions";
+    /// `hoodie.table.metadata.partitions.inflight`
+    pub const MDT_PARTITIONS_INFLIGHT: &str = "hoodie.table.metadata.partitions.inflight";
+    /// `hoodie.table.base.file.format`
+    pub const BASE_FILE_FORMAT: &str = "hoodie.table.base.file.format";
+}
+
+/// Why a table's configuration cannot be used. Every variant names the table.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `hoodie.properties` is absent.
+    #[error("`{table}` is not a Hudi table: `.hoodie/hoodie.properties` does not exist")]
+    Missing {
+        /// The table URI.
+        table: String,
+    },
+    /// The file could not be parsed.
+    #[error("`.hoodie/hoodie.properties` of `{table}` is corrupt at {source}")]
+    Corrupt {
+        /// The table URI.
+        table: String,
+        /// Where and why.
+        #[source]
+        source: properties::PropertiesError,
+    },
+    /// The file is not text.
+    #[error("`.hoodie/hoodie.properties` of `{table}` is not UTF-8 text (corrupt?)")]
+    NotText {
+        /// The table URI.
+        table: String,
+    },
+    /// A required key is absent.
+    #[error("`.hoodie/hoodie.properties` of `{table}` has no `{key}` (corrupt or truncated?)")]
+    MissingKey {
+        /// The table URI.
+        table: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// A key has a value hudi-keeper does not understand.
+    #[error("`{key}={value}` in table `{table}`: {reason}")]
+    Invalid {
+        /// The table URI.
+        table: String,
+        /// The key.
+        key: &'static str,
+        /// The value found.
+        value: String,
+        /// What was expected or why it is refused.
+        reason: String,
+    },
+}
+
+/// `hoodie.table.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TableType {
+    /// Copy-on-write.
+    #[serde(rename = "COPY_ON_WRITE")]
+    CopyOnWrite,
+    /// Merge-on-read.
+    #[serde(rename = "MERGE_ON_READ")]
+    MergeOnRead,
+}
+
+impl TableType {
+    /// Hudi's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableType::CopyOnWrite => "COPY_ON_WRITE",
+            TableType::MergeOnRead => "MERGE_ON_READ",
+        }
+    }
+}
+
+impl fmt::Display for TableType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The table versions hudi-keeper supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TableVersion {
+    /// Hudi 0.14 / 0.15.
+    V6,
+    /// Hudi 1.0.
+    V8,
+    /// Hudi 1.1.
+    V9,
+}
+
+impl TableVersion {
+    /// The number in `hoodie.table.version`.
+    pub fn number(self) -> u32 {
+        match self {
+            TableVersion::V6 => 6,
+            TableVersion::V8 => 8,
+            TableVersion::V9 => 9,
+        }
+    }
+
+    /// The timeline layout this version uses.
+    pub fn layout(self) -> TimelineLayout {
+        match self {
+            TableVersion::V6 => TimelineLayout::V1,
+            TableVersion::V8 | TableVersion::V9 => TimelineLayout::V2,
+        }
+    }
+}
+
+impl Serialize for TableVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.number())
+    }
+}
+
+/// `hoodie.timeline.layout.version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimelineLayout {
+    /// Layout 1: the timeline in `.hoodie/`, completed files named `T.action`.
+    V1,
+    /// Layout 2: the timeline in `.hoodie/timeline/`, completed files named `T_C.action`.
+    V2,
+}
+
+impl TimelineLayout {
+    /// The number in `hoodie.timeline.layout.version`.
+    pub fn number(self) -> u32 {
+        match self {
+            TimelineLayout::V1 => 1,
+            TimelineLayout::V2 => 2,
+        }
+    }
+}
+
+impl Serialize for TimelineLayout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.number())
+    }
+}
+
+/// `hoodie.table.timeline.timezone`: the zone instant times are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TimelineTimezone {
+    /// The writers' JVM default zone (Hudi's default).
+    #[serde(rename = "LOCAL")]
+    Local,
+    /// UTC.
+    #[serde(rename = "UTC")]
+    Utc,
+}
+
+/// What hudi-keeper needs from `hoodie.properties`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableConfig {
+    /// `hoodie.table.name`.
+    pub name: String,
+    /// `hoodie.table.type` (Hudi's default: copy-on-write).
+    pub table_type: TableType,
+    /// `hoodie.table.version`.
+    pub version: TableVersion,
+    /// `hoodie.timeline.layout.version` (implied by the version when absent).
+    pub timeline_layout: TimelineLayout,
+    /// The active timeline folder, relative to the table base path.
+    pub timeline_dir: String,
+    /// `hoodie.table.timeline.timezone`.
+    pub timezone: TimelineTimezone,
+    /// Metadata-table partitions that are enabled (empty: no metadata table in use).
+    pub metadata_partitions: Vec<String>,
+    /// Metadata-table partitions being built.
+    pub metadata_partitions_inflight: Vec<String>,
+    /// `hoodie.table.base.file.format`.
+    pub base_file_format: String,
+    /// Every property, as read.
+    #[serde(skip)]
+    pub properties: BTreeMap<String, String>,
+}
+
+impl TableConfig {
+    /// The file, relative to the table base path.
+    pub const PATH: &'static str = ".hoodie/hoodie.properties";
+
+    /// Parse the text of `hoodie.properties` of table `table`.
+    pub fn parse(table: &str, bytes: &[u8]) -> Result<Self, ConfigError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| ConfigError::NotText {
+            table: table.to_string(),
+        })?;
+        let props = properties::parse(text).map_err(|source| ConfigError::Corrupt {
+            table: table.to_string(),
+            source,
+        })?;
+        Self::from_properties(table, props)
+    }
+
+    /// Interpret parsed properties of table `table`.
+    pub fn from_properties(
+        table: &str,
+        props: BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let invalid = |key: &'static str, value: &str, reason: String| ConfigError::Invalid {
+            table: table.to_string(),
+            key,
+            value: value.to_string(),
+            reason,
+        };
+        let get = |key: &str| props.get(key).map(|v| v.trim());
+
+        let version_raw = get(keys::VERSION).ok_or_else(|| ConfigError::MissingKey {
+            table: table.to_string(),
+            key: keys::VERSION,
+        })?;
+        let version = match version_raw {
+            "6" => TableVersion::V6,
+            "8" => TableVersion::V8,
+            "9" => TableVersion::V9,
+            other => {
+                let reason = match other.parse::<u32>() {
+                    Ok(n) if n < 6 => "tables older than version 6 (Hudi 0.14) are not supported; upgrade the table with Hudi first".to_string(),
+                    Ok(7) => "table version 7 is an intermediate upgrade state that hudi-keeper does not support; finish the upgrade to 8 with Hudi first".to_string(),
+                    Ok(_) => "this table version is newer than hudi-keeper knows (it supports 6, 8 and 9)".to_string(),
+                    Err(_) => "not a number".to_string(),
+                };
+                return Err(invalid(keys::VERSION, other, reason));
+            }
+        };
+
+        let timeline_layout =
+            match get(keys::LAYOUT) {
+                None => version.layout(),
+                Some("1") => TimelineLayout::V1,
+                Some("2") => TimelineLayout::V2,
+                Some(other) => return Err(invalid(
+                    keys::LAYOUT,
+                    other,
+                    "only timeline layouts 1 and 2 are supported (layout 0 predates Hudi 0.5.1)"
+                        .into(),
+                )),
+            };
+        if timeline_layout != version.layout() {
+            return Err(invalid(
+                keys::LAYOUT,
+                &timeline_layout.number().to_string(),
+                format!(
+                    "table version {} uses timeline layout {}",
+                    version.number(),
+                    version.layout().number()
+                ),
+            ));
+        }
+
+        let table_type = match get(keys::TYPE) {
+            None | Some("COPY_ON_WRITE") => TableType::CopyOnWrite,
+            Some("MERGE_ON_READ") => TableType::MergeOnRead,
+            Some(other) => {
+                return Err(invalid(
+                    keys::TYPE,
+                    other,
+                    "expected COPY_ON_WRITE or MERGE_ON_READ".into(),
+                ))
+            }
+        };
+
+        let timeline_dir = match timeline_layout {
+            TimelineLayout::V1 => ".hoodie".to_string(),
+            TimelineLayout::V2 => {
+                let sub = get(keys::TIMELINE_PATH).unwrap_or("timeline");
+                let path = RelPath::parse(&format!(".hoodie/{sub}")).map_err(|e| {
+                    invalid(keys::TIMELINE_PATH, sub, format!("not a folder name: {e}"))
+                })?;
+                path.to_string()
+            }
+        };
+
+        let timezone = match get(keys::TIMEZONE) {
+            None => TimelineTimezone::Local,
+            Some(v) if v.eq_ignore_ascii_case("LOCAL") => TimelineTimezone::Local,
+            Some(v) if v.eq_ignore_ascii_case("UTC") => TimelineTimezone::Utc,
+            Some(other) => {
+                return Err(invalid(
+                    keys::TIMEZONE,
+                    other,
+                    "expected LOCAL or UTC".into(),
+                ))
+            }
+        };
+
+        let list = |key: &str| -> Vec<String> {
+            get(key)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+
+        Ok(TableConfig {
+            name: get(keys::NAME).unwrap_or_default().to_string(),
+            table_type,
+            version,
+            timeline_layout,
+            timeline_dir,
+            timezone,
+            metadata_partitions: list(keys::MDT_PARTITIONS),
+            metadata_partitions_inflight: list(keys::MDT_PARTITIONS_INFLIGHT),
+            base_file_format: get(keys::BASE_FILE_FORMAT).unwrap_or("PARQUET").to_string(),
+            properties: props,
+        })
+    }
+
+    /// Whether the metadata table is in use (some partition of it is enabled).
+    pub fn metadata_table_enabled(&self) -> bool {
+        !self.metadata_partitions.is_empty()
+    }
+
+    /// The active timeline folder as a relative path.
+    pub fn timeline_path(&self) -> RelPath {
+        RelPath::parse(&self.timeline_dir).unwrap_or_else(|_| RelPath::root())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Result<TableConfig, ConfigError> {
+        TableConfig::parse("file:///t", text.as_bytes())
+    }
+
+    #[test]
+    fn reads_a_version_6_mor_table() {
+        let c = cfg("hoodie.table.name=trips\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version=6\nhoodie.timeline.layout.version=1\nhoodie.table.metadata.partitions=files,column_stats\n").unwrap();
+        assert_eq!(c.version, TableVersion::V6);
+        assert_eq!(c.table_type, TableType::MergeOnRead);
+        assert_eq!(c.timeline_layout, TimelineLayout::V1);
+        assert_eq!(c.timeline_dir, ".hoodie");
+        assert_eq!(c.metadata_partitions, vec!["files", "column_stats"]);
+        assert!(c.metadata_table_enabled());
+        assert_eq!(c.timezone, TimelineTimezone::Local);
+    }
+
+    #[test]
+    fn reads_a_version_9_table_with_a_custom_timeline_path() {
+        let c = cfg("hoodie.table.version=9\nhoodie.timeline.layout.version=2\nhoodie.timeline.path=tl\nhoodie.table.timeline.timezone=UTC\nhoodie.table.metadata.partitions=\n").unwrap();
+        assert_eq!(c.version, TableVersion::V9);
+        assert_eq!(c.table_type, TableType::CopyOnWrite);
+        assert_eq!(c.timeline_dir, ".hoodie/tl");
+        assert_eq!(c.timezone, TimelineTimezone::Utc);
+        assert!(!c.metadata_table_enabled());
+    }
+
+    #[test]
+    fn unsupported_versions_are_named_errors() {
+        for (v, needle) in [
+            ("5", "older than version 6"),
+            ("7", "intermediate"),
+            ("10", "newer"),
+            ("six", "not a number"),
+        ] {
+            let err = cfg(&format!("hoodie.table.version={v}\n")).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("hoodie.table.version"), "{msg}");
+            assert!(msg.contains("file:///t"), "{msg}");
+            assert!(msg.contains(needle), "{msg}");
+        }
+    }
+
+    #[test]
+    fn layout_0_and_mismatched_layouts_are_refused() {
+        let err = cfg("hoodie.table.version=6\nhoodie.timeline.layout.version=0\n").unwrap_err();
+        assert!(err.to_string().contains("layout"), "{err}");
+        let err = cfg("hoodie.table.version=8\nhoodie.timeline.layout.version=1\n").unwrap_err();
+        assert!(err.to_string().contains("uses timeline layout 2"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_version_or_bad_type_is_an_error() {
+        let err = cfg("hoodie.table.name=x\n").unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::MissingKey {
+                key: keys::VERSION,
+                ..
+            }
+        ));
+        let err = cfg("hoodie.table.version=6\nhoodie.table.type=WHATEVER\n").unwrap_err();
+        assert!(err.to_string().contains("hoodie.table.type"), "{err}");
+    }
+
+    #[test]
+    fn binary_garbage_is_reported_as_corrupt() {
+        let err = TableConfig::parse("t", &[0xff, 0xfe, 0x00, 0x01]).unwrap_err();
+        assert!(matches!(err, ConfigError::NotText { .. }));
+        let err = cfg("hoodie.table.version=6\nx=\\uZZZZ\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Corrupt { .. }), "{err}");
+    }
+}

@@ -1,0 +1,93 @@
+//! A Hudi table: its storage, its configuration, and its metadata table.
+
+mod config;
+pub mod properties;
+
+pub use config::{
+    keys, ConfigError, TableConfig, TableType, TableVersion, TimelineLayout, TimelineTimezone,
+};
+
+use crate::error::Error;
+use crate::storage::{RelPath, Storage, StorageOptions};
+use crate::timeline::{InstantZone, Timeline};
+
+/// The metadata table's base path, relative to its data table.
+pub const METADATA_TABLE_PATH: &str = ".hoodie/metadata";
+
+/// An opened Hudi table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    storage: Storage,
+    config: TableConfig,
+    zone: InstantZone,
+}
+
+impl Table {
+    /// Open the table at `uri`: read and check `.hoodie/hoodie.properties`.
+    pub async fn open(uri: &str, options: &StorageOptions) -> Result<Self, Error> {
+        Self::open_storage(Storage::open(uri, options)?).await
+    }
+
+    /// Open the table whose base path `storage` is rooted at.
+    pub async fn open_storage(storage: Storage) -> Result<Self, Error> {
+        let path = RelPath::parse(TableConfig::PATH).map_err(crate::storage::StorageError::from)?;
+        let bytes = match storage.get_opt(&path).await? {
+            Some(b) => b,
+            None => {
+                // Hudi falls back to the backup while an upgrade rewrites the file.
+                let backup = RelPath::parse(".hoodie/hoodie.properties.backup")
+                    .map_err(crate::storage::StorageError::from)?;
+                storage.get_opt(&backup).await?.ok_or_else(|| {
+                    Error::Config(ConfigError::Missing {
+                        table: storage.uri().to_string(),
+                    })
+                })?
+            }
+        };
+        let config = TableConfig::parse(storage.uri(), &bytes)?;
+        let zone = InstantZone::from(config.timezone);
+        Ok(Self {
+            storage,
+            config,
+            zone,
+        })
+    }
+
+    /// The table's storage.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// The table URI.
+    pub fn uri(&self) -> &str {
+        self.storage.uri()
+    }
+
+    /// The table configuration.
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    /// The zone the table's instant times are written in.
+    pub fn zone(&self) -> InstantZone {
+        self.zone
+    }
+
+    /// Load the active timeline (one listing).
+    pub async fn timeline(&self) -> Result<Timeline, Error> {
+        Ok(Timeline::load(&self.storage, &self.config, self.zone).await?)
+    }
+
+    /// The metadata table, when `.hoodie/metadata` holds one.
+    pub async fn metadata_table(&self) -> Result<Option<Table>, Error> {
+        let sub =
+            RelPath::parse(METADATA_TABLE_PATH).map_err(crate::storage::StorageError::from)?;
+        let child = self.storage.child(&sub);
+        let props =
+            RelPath::parse(TableConfig::PATH).map_err(crate::storage::StorageError::from)?;
+        if child.head(&props).await?.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Self::open_storage(child).await?))
+    }
+}
