@@ -62,6 +62,16 @@ pub enum MarkerKind {
     TimelineServerBased,
 }
 
+impl MarkerKind {
+    /// Hudi's name for the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkerKind::Direct => "DIRECT",
+            MarkerKind::TimelineServerBased => "TIMELINE_SERVER_BASED",
+        }
+    }
+}
+
 /// One marker: a data file of the write.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Marker {

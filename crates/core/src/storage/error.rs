@@ -39,7 +39,7 @@ pub enum StorageError {
         path: String,
         /// The store's error.
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     /// The store returned a path outside the table root.
     #[error("the store returned `{path}`, which is outside table `{uri}`")]
@@ -89,7 +89,7 @@ impl StorageError {
                 uri: uri.to_string(),
                 op,
                 path: path.to_string(),
-                source,
+                source: Box::new(source),
             },
         }
     }

@@ -1,0 +1,64 @@
+//! Durations on the command line and in config: `500ms`, `30s`, `2m`, `1h`, `1d`, or a bare
+//! number of seconds; several parts may be combined (`1m30s`).
+
+use std::time::Duration;
+
+/// Parse a duration such as `90s`, `1m30s` or `250ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!("`{s}` is not a duration (e.g. 500ms, 30s, 2m, 1h)"));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("`{s}`: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            _ => {
+                return Err(format!(
+                    "`{s}`: unknown unit `{unit}` (use ms, s, m, h or d)"
+                ))
+            }
+        };
+        total = total.saturating_add(part);
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_combinations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in ["", "s", "10x", "1.5s", "-1s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! `hudi-keeper inspect`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use hudi_keeper_core::inspect::{inspect, InspectOptions, InspectReport, InstantRow};
+use hudi_keeper_core::Table;
+
+use super::{DetectionArgs, TableArgs};
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[command(flatten)]
+    pub detection: DetectionArgs,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let table = Table::open(&args.table.uri, &args.table.storage_options())
+        .await
+        .with_context(|| format!("cannot open table `{}`", args.table.uri))?;
+    let options = InspectOptions {
+        policy: args.detection.policy.into(),
+        heartbeat: args.detection.heartbeat_policy(),
+        now_ms: chrono::Utc::now().timestamp_millis(),
+    };
+    let report = inspect(&table, &options)
+        .await
+        .with_context(|| format!("cannot inspect table `{}`", table.uri()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A duration in ms as `1h 02m`, `3m 12s`, `4.2s` or `350ms`.
+fn human_ms(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let ms = ms.unsigned_abs();
+    let s = ms / 1000;
+    let text = match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{}.{}s", s, (ms % 1000) / 100),
+        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d {:02}h", s / 86_400, (s % 86_400) / 3600),
+    };
+    format!("{sign}{text}")
+}
+
+fn instants_table(out: &mut String, rows: &[InstantRow]) {
+    let _ = writeln!(
+        out,
+        "  {:<22} {:<14} {:<10} COMPLETION TIME",
+        "REQUESTED TIME", "ACTION", "STATE"
+    );
+    for i in rows {
+        let _ = writeln!(
+            out,
+            "  {:<22} {:<14} {:<10} {}",
+            i.requested_time,
+            i.action.as_str(),
+            i.state.as_str(),
+            i.completion_time.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+pub fn render(r: &InspectReport) -> String {
+    let mut out = String::new();
+    let t = &r.table;
+    let _ = writeln!(
+        out,
+        "Table     {} ({}, table version {}, timeline layout {})",
+        if t.name.is_empty() {
+            "<unnamed>"
+        } else {
+            &t.name
+        },
+        t.table_type,
+        t.version,
+        t.timeline_layout
+    );
+    let _ = writeln!(out, "URI       {}", t.uri);
+    let _ = writeln!(
+        out,
+        "Timeline  {} (instant times in {})",
+        t.timeline_path, t.timeline_timezone
+    );
+    let _ = writeln!(
+        out,
+        "Metadata  {}",
+        if t.metadata_partitions.is_empty() {
+            "not in use".to_string()
+        } else {
+            format!("partitions {}", t.metadata_partitions.join(", "))
+        }
+    );
+
+    let _ = writeln!(out, "\nInstants ({})", r.instants.len());
+    if r.instants.is_empty() {
+        let _ = writeln!(out, "  (the timeline is empty)");
+    } else {
+        instants_table(&mut out, &r.instants);
+    }
+
+    let _ = writeln!(
+        out,
+        "\nPending instants ({}), judged under the {} policy",
+        r.pending.len(),
+        r.policy.to_string().to_uppercase()
+    );
+    if r.pending.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<22} {:<14} {:<10} {:<14} {:<16} MARKERS",
+            "REQUESTED TIME", "ACTION", "STATE", "HEARTBEAT AGE", "VERDICT"
+        );
+        for p in &r.pending {
+            let markers = match &p.markers {
+                None => "-".to_string(),
+                Some(m) if m.error.is_some() => "unreadable".to_string(),
+                Some(m) => match m.kind {
+                    None => "none".to_string(),
+                    Some(kind) => {
+                        let kinds: Vec<String> =
+                            m.counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                        format!("{} {} ({})", kind.as_str(), m.total, kinds.join(", "))
+                    }
+                },
+            };
+            let _ = writeln!(
+                out,
+                "  {:<22} {:<14} {:<10} {:<14} {:<16} {}",
+                p.requested_time,
+                p.action.as_str(),
+                p.state.as_str(),
+                p.heartbeat_age_ms
+                    .map(human_ms)
+                    .unwrap_or_else(|| "none".into()),
+                p.verdict.as_str(),
+                markers
+            );
+            let _ = writeln!(out, "      {}", p.reason);
+            if let Some(err) = p.markers.as_ref().and_then(|m| m.error.as_ref()) {
+                let _ = writeln!(out, "      markers: {err}");
+            }
+        }
+    }
+
+    if !r.malformed.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nMalformed timeline files ({}), ignored",
+            r.malformed.len()
+        );
+        for m in &r.malformed {
+            let _ = writeln!(out, "  {}: {}", m.name, m.reason);
+        }
+    }
+
+    if let Some(mdt) = &r.metadata_table {
+        let _ = writeln!(
+            out,
+            "\nMetadata table (.hoodie/metadata, table version {}): {} instants, {} pending",
+            mdt.version,
+            mdt.instants.len(),
+            mdt.instants.iter().filter(|i| i.state.is_pending()).count()
+        );
+        let pending: Vec<InstantRow> = mdt
+            .instants
+            .iter()
+            .filter(|i| i.state.is_pending())
+            .cloned()
+            .collect();
+        if !pending.is_empty() {
+            instants_table(&mut out, &pending);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_ms;
+
+    #[test]
+    fn ages_read_like_a_person_would_say_them() {
+        assert_eq!(human_ms(350), "350ms");
+        assert_eq!(human_ms(4_250), "4.2s");
+        assert_eq!(human_ms(192_000), "3m 12s");
+        assert_eq!(human_ms(3_720_000), "1h 02m");
+        assert_eq!(human_ms(-1_500), "-1.5s");
+    }
+}

@@ -1,0 +1,130 @@
+//! The command line.
+
+mod duration;
+mod inspect;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
+use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
+use hudi_keeper_core::storage::StorageOptions;
+
+pub use duration::parse_duration;
+
+/// Keeps Apache Hudi tables free of partially failed writes.
+#[derive(Debug, Parser)]
+#[command(name = "hudi-keeper", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show a table's configuration, its timeline, and its pending instants with heartbeat age,
+    /// verdict and markers.
+    Inspect(inspect::InspectArgs),
+}
+
+/// Where a table lives and how to reach its store.
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// The table's base path: a local path, file://, s3://, gs://, az://, abfss:// or memory://.
+    #[arg(value_name = "TABLE_URI")]
+    pub uri: String,
+    /// An object-store option, in object_store's key names (repeatable), e.g.
+    /// `--storage-option aws_endpoint=http://127.0.0.1:9000 --storage-option aws_allow_http=true`.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub storage_options: Vec<(String, String)>,
+}
+
+impl TableArgs {
+    pub fn storage_options(&self) -> StorageOptions {
+        StorageOptions::from_pairs(self.storage_options.iter().cloned())
+    }
+}
+
+/// How the table's writers beat, and how to judge their pending instants.
+#[derive(Debug, Args)]
+pub struct DetectionArgs {
+    /// LAZY (writers keep heartbeats; several writers) or EAGER (one writer, no heartbeats).
+    #[arg(long, value_enum, default_value_t = PolicyArg::Lazy)]
+    pub policy: PolicyArg,
+    /// The writers' `hoodie.client.heartbeat.interval_in_ms`.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub heartbeat_interval: std::time::Duration,
+    /// The writers' `hoodie.client.heartbeat.tolerable.misses`.
+    #[arg(long, default_value_t = 2)]
+    pub heartbeat_tolerable_misses: u32,
+    /// A pending instant without any heartbeat file counts as failed only once older than this.
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub min_instant_age: std::time::Duration,
+    /// Allowance for the difference between this clock and the store's.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub clock_skew_margin: std::time::Duration,
+}
+
+impl DetectionArgs {
+    pub fn heartbeat_policy(&self) -> HeartbeatPolicy {
+        HeartbeatPolicy {
+            interval: self.heartbeat_interval,
+            tolerable_misses: self.heartbeat_tolerable_misses,
+            min_instant_age: self.min_instant_age,
+            clock_skew_margin: self.clock_skew_margin,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PolicyArg {
+    Lazy,
+    Eager,
+}
+
+impl From<PolicyArg> for FailedWritesPolicy {
+    fn from(p: PolicyArg) -> Self {
+        match p {
+            PolicyArg::Lazy => FailedWritesPolicy::Lazy,
+            PolicyArg::Eager => FailedWritesPolicy::Eager,
+        }
+    }
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("expected KEY=VALUE, got `{s}`"))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::Inspect(args) => inspect::run(args).await,
+    }
+}

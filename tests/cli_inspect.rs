@@ -1,0 +1,182 @@
+//! `hudi-keeper inspect` end to end: the real binary on hand-made tables, including bad input.
+
+mod common;
+
+use common::{run, stderr, stdout, TableDir};
+use serde_json::Value;
+
+fn inspect_json(t: &TableDir, extra: &[&str]) -> Value {
+    let uri = t.uri();
+    let mut args = vec!["inspect", uri.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(out.status.success(), "inspect failed: {}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("inspect --json prints one JSON document")
+}
+
+#[test]
+fn json_lists_instants_and_judges_pending_ones() {
+    let t = TableDir::v8_mor();
+    t.touch(&[
+        ".hoodie/timeline/20200101000000000.deltacommit.requested",
+        ".hoodie/timeline/20200101000000000.deltacommit.inflight",
+        ".hoodie/timeline/20200101000000000_20200101000001000.deltacommit",
+        ".hoodie/timeline/20200102000000000.deltacommit.requested",
+        ".hoodie/timeline/20200102000000000.deltacommit.inflight",
+        ".hoodie/timeline/20200103000000000.compaction.requested",
+        ".hoodie/.temp/20200102000000000/p1/a_0-1-2_20200102000000000.parquet.marker.CREATE",
+        ".hoodie/.temp/20200102000000000/p1/.a_20200101000000000.log.1_0-1-2.marker.APPEND",
+    ]);
+    let v = inspect_json(&t, &[]);
+    assert_eq!(v["table"]["name"], "t");
+    assert_eq!(v["table"]["type"], "MERGE_ON_READ");
+    assert_eq!(v["table"]["version"], 8);
+    assert_eq!(v["table"]["timeline_layout"], 2);
+    let instants = v["instants"].as_array().unwrap();
+    assert_eq!(instants.len(), 3);
+    assert_eq!(instants[0]["requested_time"], "20200101000000000");
+    assert_eq!(instants[0]["state"], "completed");
+    assert_eq!(instants[0]["completion_time"], "20200101000001000");
+    assert_eq!(instants[1]["state"], "inflight");
+    assert!(instants[1]["completion_time"].is_null());
+    let pending = v["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 2);
+    // Newest first: the compaction is never a candidate.
+    assert_eq!(pending[0]["action"], "compaction");
+    assert_eq!(pending[0]["verdict"], "not_a_candidate");
+    assert_eq!(pending[1]["requested_time"], "20200102000000000");
+    assert_eq!(pending[1]["verdict"], "no_heartbeat");
+    assert!(pending[1]["heartbeat_age_ms"].is_null());
+    assert!(pending[1]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("no heartbeat"));
+    assert_eq!(pending[1]["markers"]["total"], 2);
+    assert_eq!(pending[1]["markers"]["kind"], "DIRECT");
+}
+
+#[test]
+fn a_fresh_heartbeat_makes_an_instant_live() {
+    let t = TableDir::v8_mor();
+    t.touch(&[
+        ".hoodie/timeline/20200102000000000.deltacommit.requested",
+        ".hoodie/.heartbeat/20200102000000000",
+    ]);
+    let v = inspect_json(&t, &["--heartbeat-interval", "60s"]);
+    let p = &v["pending"][0];
+    assert_eq!(p["verdict"], "live");
+    assert!(p["heartbeat_age_ms"].as_i64().unwrap() < 60_000);
+}
+
+#[test]
+fn the_text_output_names_the_table_and_the_verdicts() {
+    let t = TableDir::v8_mor();
+    t.touch(&[".hoodie/timeline/20200102000000000.deltacommit.requested"]);
+    let out = run(&["inspect", &t.uri()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("MERGE_ON_READ, table version 8, timeline layout 2"),
+        "{text}"
+    );
+    assert!(text.contains("no_heartbeat"), "{text}");
+}
+
+#[test]
+fn a_corrupt_hoodie_properties_is_a_clear_error() {
+    let t = TableDir::empty();
+    t.write(".hoodie/hoodie.properties", &[0xff, 0xfe, 0x00, 0x13, 0x37]);
+    let out = run(&["inspect", &t.uri()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("hoodie.properties"), "{err}");
+    assert!(err.contains("corrupt"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let t = TableDir::with_properties("hoodie.table.name=x\nhoodie.table.type=MERGE_ON_READ\n");
+    let out = run(&["inspect", &t.uri()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("has no `hoodie.table.version`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_unknown_table_version_is_a_clear_error() {
+    for (v, needle) in [("7", "intermediate"), ("5", "older"), ("12", "newer")] {
+        let t = TableDir::with_properties(&format!("hoodie.table.version={v}\n"));
+        let out = run(&["inspect", &t.uri()]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("hoodie.table.version={v}")), "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn junk_timeline_names_are_reported_not_fatal() {
+    let t = TableDir::v8_mor();
+    t.touch(&[
+        ".hoodie/timeline/20200101000000000_20200101000001000.deltacommit",
+        ".hoodie/timeline/20200101000000000.bogus",
+        ".hoodie/timeline/2020_x.commit",
+        ".hoodie/timeline/README.txt",
+        ".hoodie/timeline/history/manifest_1",
+    ]);
+    let v = inspect_json(&t, &[]);
+    assert_eq!(v["instants"].as_array().unwrap().len(), 1);
+    let malformed: Vec<&str> = v["malformed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(malformed, vec!["20200101000000000.bogus", "2020_x.commit"]);
+}
+
+#[test]
+fn an_empty_table_has_an_empty_timeline() {
+    let t = TableDir::v8_mor();
+    let v = inspect_json(&t, &[]);
+    assert_eq!(v["instants"], serde_json::json!([]));
+    assert_eq!(v["pending"], serde_json::json!([]));
+    let out = run(&["inspect", &t.uri()]);
+    assert!(stdout(&out).contains("the timeline is empty"));
+}
+
+#[test]
+fn a_table_uri_that_does_not_exist_is_a_clear_error() {
+    let out = run(&["inspect", "/no/such/hudi/table"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("`/no/such/hudi/table` does not exist"),
+        "{}",
+        stderr(&out)
+    );
+
+    let t = TableDir::empty();
+    let out = run(&["inspect", &format!("file://{}", t.uri())]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not a Hudi table"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(&["inspect", "ftp://host/table"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unsupported scheme"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let out = run(&["inspect", "/tmp", "--heartbeat-interval", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not a duration"), "{}", stderr(&out));
+}

@@ -1,0 +1,77 @@
+//! Helpers shared by the integration tests: run the real binary, build small tables by hand.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `hudi-keeper` binary cargo built for these tests.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hudi-keeper"))
+}
+
+/// Run `hudi-keeper` with `args`.
+pub fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("spawn hudi-keeper")
+}
+
+/// Stdout as UTF-8.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr as UTF-8.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A table folder built file by file.
+pub struct TableDir {
+    pub dir: tempfile::TempDir,
+}
+
+impl TableDir {
+    /// An empty folder.
+    pub fn empty() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// A table with this `hoodie.properties` text.
+    pub fn with_properties(text: &str) -> Self {
+        let t = Self::empty();
+        t.write(".hoodie/hoodie.properties", text.as_bytes());
+        t
+    }
+
+    /// A version-8 MERGE_ON_READ table without instants.
+    pub fn v8_mor() -> Self {
+        Self::with_properties(
+            "hoodie.table.name=t\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version=8\nhoodie.timeline.layout.version=2\nhoodie.table.timeline.timezone=UTC\n",
+        )
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn uri(&self) -> String {
+        self.path().to_str().expect("utf-8 temp path").to_string()
+    }
+
+    /// Write a file (creating folders).
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+
+    /// Create empty files.
+    pub fn touch(&self, rels: &[&str]) {
+        for r in rels {
+            self.write(r, b"");
+        }
+    }
+}
