@@ -1,7 +1,10 @@
 //! Reading Hudi's Avro timeline files: object container files holding one record, written by
 //! Java's `DataFileWriter` (hudi-format.md §8.1).
 
+use std::hash::{BuildHasher, Hasher};
+
 use apache_avro::types::Value;
+use apache_avro::Schema;
 
 /// Why an Avro timeline file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +30,79 @@ pub fn read_single_record(bytes: &[u8]) -> Result<Value, AvroError> {
         Some(Err(e)) => Err(AvroError::Container(e.to_string())),
         None => Err(AvroError::Empty),
     }
+}
+
+/// Decode the single record of an Avro timeline file, resolving its embedded writer schema
+/// against `reader` (so files with extra or missing defaulted fields still read).
+pub fn read_single_record_as(bytes: &[u8], reader: &Schema) -> Result<Value, AvroError> {
+    let mut records = apache_avro::Reader::with_schema(reader, bytes)
+        .map_err(|e| AvroError::Container(e.to_string()))?;
+    match records.next() {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(AvroError::Container(e.to_string())),
+        None => Err(AvroError::Empty),
+    }
+}
+
+/// Write one record as an Avro object container file the way Hudi's Java `DataFileWriter`
+/// does: no codec entry, the schema text `schema_json` embedded verbatim, one data block.
+pub fn write_single_record(
+    schema_json: &str,
+    schema: &Schema,
+    record: Value,
+) -> Result<Vec<u8>, AvroError> {
+    let datum =
+        apache_avro::to_avro_datum(schema, record).map_err(|e| AvroError::Shape(e.to_string()))?;
+    let sync = sync_marker();
+    let mut out = Vec::with_capacity(schema_json.len() + datum.len() + 64);
+    out.extend_from_slice(b"Obj\x01");
+    // File metadata: a map with one entry, then the end-of-map marker.
+    put_long(&mut out, 1);
+    put_bytes(&mut out, b"avro.schema");
+    put_bytes(&mut out, schema_json.as_bytes());
+    put_long(&mut out, 0);
+    out.extend_from_slice(&sync);
+    // One data block of one record.
+    put_long(&mut out, 1);
+    put_long(&mut out, datum.len() as i64);
+    out.extend_from_slice(&datum);
+    out.extend_from_slice(&sync);
+    Ok(out)
+}
+
+fn put_long(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        if z & !0x7f == 0 {
+            out.push(z as u8);
+            return;
+        }
+        out.push(((z & 0x7f) | 0x80) as u8);
+        z >>= 7;
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_long(out, b.len() as i64);
+    out.extend_from_slice(b);
+}
+
+/// 16 unpredictable bytes for the container's sync marker.
+fn sync_marker() -> [u8; 16] {
+    let state = std::collections::hash_map::RandomState::new();
+    let mut out = [0u8; 16];
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out
 }
 
 /// A field of a record value, looking through a `["null", T]` union.

@@ -1,3 +1,4 @@
 //! Hudi's bytes: Avro timeline files.
 
 pub mod avro;
+pub mod rollback;
