@@ -75,3 +75,5 @@ impl TableDir {
         }
     }
 }
+
+pub mod fixtures;

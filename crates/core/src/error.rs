@@ -1,6 +1,7 @@
 //! The crate's error type. Each variant carries the table (and instant and path where known).
 
 use crate::format::avro::AvroError;
+use crate::plan::rollback::PlanError;
 use crate::protocol::markers::MarkerError;
 use crate::storage::StorageError;
 use crate::table::ConfigError;
@@ -17,6 +18,38 @@ pub enum Error {
     /// Markers could not be read.
     #[error(transparent)]
     Marker(#[from] MarkerError),
+    /// A plan cannot be made or executed safely.
+    #[error("table `{table}`: {source}")]
+    Plan {
+        /// The table URI.
+        table: String,
+        /// Why.
+        #[source]
+        source: PlanError,
+    },
+    /// hudi-keeper refuses to act on this instant; the message says why and what to do.
+    #[error("table `{table}`, instant {instant}: {reason}")]
+    Refused {
+        /// The table URI.
+        table: String,
+        /// The instant.
+        instant: String,
+        /// Why, and what the operator can do.
+        reason: String,
+    },
+    /// A file could not be deleted; the rollback stays pending and resumes on the next run.
+    #[error("table `{table}`, instant {instant}: could not delete `{path}`: {source}")]
+    Delete {
+        /// The table URI.
+        table: String,
+        /// The instant being rolled back.
+        instant: String,
+        /// The file.
+        path: String,
+        /// The storage error.
+        #[source]
+        source: Box<StorageError>,
+    },
     /// An Avro timeline file could not be read.
     #[error("`{path}` of table `{table}` (instant {instant}): {source}")]
     Avro {

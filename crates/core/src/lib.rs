@@ -8,8 +8,10 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod exec;
 pub mod format;
 pub mod inspect;
+pub mod plan;
 pub mod protocol;
 pub mod storage;
 pub mod table;

@@ -1,4 +1,5 @@
 //! Hudi's bytes: Avro timeline files.
 
 pub mod avro;
+pub mod log_block;
 pub mod rollback;

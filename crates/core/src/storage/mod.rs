@@ -21,7 +21,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 pub use error::StorageError;
 pub use open::StorageOptions;
-pub use relpath::RelPath;
+pub use relpath::{RelPath, RelPathError};
 
 /// The kinds of request the seam makes; the unit of request counting and fault injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,6 +79,12 @@ impl fmt::Display for OpKind {
 pub trait Interceptor: Send + Sync + fmt::Debug {
     /// Observe (and possibly fail) one request of `op` on the table-relative `path`.
     fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError>;
+
+    /// Called after a request succeeded; an error here reports a failure although the request
+    /// took effect (a crash after the store applied it).
+    fn after(&self, _op: OpKind, _path: &RelPath) -> Result<(), StorageError> {
+        Ok(())
+    }
 }
 
 /// Metadata of one object, with its path relative to the storage root.
@@ -183,6 +189,13 @@ impl Storage {
         }
     }
 
+    fn done<T>(&self, op: OpKind, path: &RelPath, value: T) -> Result<T, StorageError> {
+        match &self.interceptor {
+            Some(i) => i.after(op, path).map(|()| value),
+            None => Ok(value),
+        }
+    }
+
     fn full(&self, path: &RelPath) -> Path {
         let mut full = self.root.clone();
         for part in path.segments() {
@@ -227,7 +240,11 @@ impl Storage {
             .try_collect()
             .await
             .map_err(|e| self.err(OpKind::List, prefix, e))?;
-        metas.into_iter().map(|m| self.meta(m)).collect()
+        let metas = metas
+            .into_iter()
+            .map(|m| self.meta(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.done(OpKind::List, prefix, metas)
     }
 
     /// The objects and folders directly below `prefix`. A missing prefix lists as empty.
@@ -249,7 +266,7 @@ impl Storage {
             .into_iter()
             .filter_map(|p| p.filename().map(str::to_string))
             .collect();
-        Ok(DirListing { files, dirs })
+        self.done(OpKind::ListDir, prefix, DirListing { files, dirs })
     }
 
     /// The bytes of `path`; a missing object is [`StorageError::NotFound`].
@@ -261,10 +278,11 @@ impl Storage {
             .get(&full)
             .await
             .map_err(|e| self.err(OpKind::Get, path, e))?;
-        result
+        let bytes = result
             .bytes()
             .await
-            .map_err(|e| self.err(OpKind::Get, path, e))
+            .map_err(|e| self.err(OpKind::Get, path, e))?;
+        self.done(OpKind::Get, path, bytes)
     }
 
     /// The bytes of `path`, or `None` when it does not exist. Any other failure is an error.
@@ -280,11 +298,12 @@ impl Storage {
     pub async fn head(&self, path: &RelPath) -> Result<Option<FileMeta>, StorageError> {
         self.check(OpKind::Head, path)?;
         let full = self.full(path);
-        match self.store.head(&full).await {
-            Ok(m) => Ok(Some(self.meta(m)?)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.err(OpKind::Head, path, e)),
-        }
+        let meta = match self.store.head(&full).await {
+            Ok(m) => Some(self.meta(m)?),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(self.err(OpKind::Head, path, e)),
+        };
+        self.done(OpKind::Head, path, meta)
     }
 
     /// Write `bytes` to `path`, replacing what is there.
@@ -294,8 +313,8 @@ impl Storage {
         self.store
             .put(&full, PutPayload::from_bytes(bytes))
             .await
-            .map(|_| ())
-            .map_err(|e| self.err(OpKind::Put, path, e))
+            .map_err(|e| self.err(OpKind::Put, path, e))?;
+        self.done(OpKind::Put, path, ())
     }
 
     /// Create `path` with `bytes` only if it does not exist yet; an existing object is
@@ -310,8 +329,8 @@ impl Storage {
         self.store
             .put_opts(&full, PutPayload::from_bytes(bytes), opts)
             .await
-            .map(|_| ())
-            .map_err(|e| self.err(OpKind::PutIfAbsent, path, e))
+            .map_err(|e| self.err(OpKind::PutIfAbsent, path, e))?;
+        self.done(OpKind::PutIfAbsent, path, ())
     }
 
     /// Delete `path`. A missing object counts as deleted.
@@ -319,21 +338,26 @@ impl Storage {
         self.check(OpKind::Delete, path)?;
         let full = self.full(path);
         match self.store.delete(&full).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                self.done(OpKind::Delete, path, ())
+            }
             Err(e) => Err(self.err(OpKind::Delete, path, e)),
         }
     }
 
-    /// Delete many paths with at most `concurrency` requests in flight. Returns one result per
-    /// path, in input order.
-    pub async fn delete_many(
+    /// Delete many paths with at most `concurrency` requests in flight, calling `on_done` after
+    /// each. Returns one result per path, in input order.
+    pub async fn delete_many_with(
         &self,
         paths: Vec<RelPath>,
         concurrency: usize,
+        on_done: impl Fn() + Send + Sync,
     ) -> Vec<(RelPath, Result<(), StorageError>)> {
+        let on_done = &on_done;
         futures::stream::iter(paths)
             .map(|p| async move {
                 let r = self.delete(&p).await;
+                on_done();
                 (p, r)
             })
             .buffered(concurrency.max(1))

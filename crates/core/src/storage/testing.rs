@@ -48,21 +48,37 @@ impl Interceptor for CountingInterceptor {
     }
 }
 
+/// When an injected failure strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// The request never reaches the store.
+    Before,
+    /// The request takes effect, then the caller sees an error (a crash after the write).
+    After,
+}
+
 /// Fails the `n`-th request (1-based) whose kind is in `kinds`; every other request passes.
 /// With `kinds` empty, the `n`-th request of any kind fails.
 #[derive(Debug)]
 pub struct FailNth {
     kinds: Vec<OpKind>,
     n: u64,
+    mode: FailMode,
     seen: AtomicU64,
 }
 
 impl FailNth {
-    /// Fail the `n`-th request of one of `kinds` (of any kind when empty).
+    /// Fail the `n`-th request of one of `kinds` (of any kind when empty) before it is made.
     pub fn new(kinds: &[OpKind], n: u64) -> Self {
+        Self::with_mode(kinds, n, FailMode::Before)
+    }
+
+    /// Fail the `n`-th request of one of `kinds`, before or after it takes effect.
+    pub fn with_mode(kinds: &[OpKind], n: u64, mode: FailMode) -> Self {
         Self {
             kinds: kinds.to_vec(),
             n,
+            mode,
             seen: AtomicU64::new(0),
         }
     }
@@ -78,8 +94,8 @@ impl FailNth {
     }
 }
 
-impl Interceptor for FailNth {
-    fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+impl FailNth {
+    fn strike(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
         if !self.kinds.is_empty() && !self.kinds.contains(&op) {
             return Ok(());
         }
@@ -95,6 +111,22 @@ impl Interceptor for FailNth {
     }
 }
 
+impl Interceptor for FailNth {
+    fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        match self.mode {
+            FailMode::Before => self.strike(op, path),
+            FailMode::After => Ok(()),
+        }
+    }
+
+    fn after(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        match self.mode {
+            FailMode::Before => Ok(()),
+            FailMode::After => self.strike(op, path),
+        }
+    }
+}
+
 /// Runs several interceptors in order; the first error wins.
 #[derive(Debug)]
 pub struct Chain(pub Vec<std::sync::Arc<dyn Interceptor>>);
@@ -102,6 +134,10 @@ pub struct Chain(pub Vec<std::sync::Arc<dyn Interceptor>>);
 impl Interceptor for Chain {
     fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
         self.0.iter().try_for_each(|i| i.before(op, path))
+    }
+
+    fn after(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        self.0.iter().try_for_each(|i| i.after(op, path))
     }
 }
 
@@ -142,5 +178,19 @@ mod tests {
         assert!(matches!(err, StorageError::Injected { n: 2, .. }), "{err}");
         s.put(&p, Bytes::new()).await.unwrap();
         assert!(fail.fired());
+    }
+
+    #[tokio::test]
+    async fn an_after_failure_reports_an_error_for_a_write_that_landed() {
+        let fail = Arc::new(FailNth::with_mode(
+            &[OpKind::PutIfAbsent],
+            1,
+            FailMode::After,
+        ));
+        let s = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t")
+            .with_interceptor(fail.clone());
+        let p = RelPath::parse("a").unwrap();
+        assert!(s.put_if_absent(&p, Bytes::from_static(b"x")).await.is_err());
+        assert_eq!(s.get(&p).await.unwrap(), Bytes::from_static(b"x"));
     }
 }

@@ -1,6 +1,7 @@
 //! A Hudi table: its storage, its configuration, and its metadata table.
 
 mod config;
+pub mod files;
 pub mod properties;
 
 pub use config::{

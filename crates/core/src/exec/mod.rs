@@ -1,0 +1,7 @@
+//! The executor: runs plans through storage in Hudi's order, resumable after a crash at any
+//! step.
+
+pub mod rollback;
+mod timeline_ops;
+
+pub use timeline_ops::new_instant_time;

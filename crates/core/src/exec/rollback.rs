@@ -1,0 +1,1067 @@
+//! Rolling back failed writes (hudi-format.md §5.5-5.7, §7.1).
+//!
+//! The state machine, each step resumable:
+//! `R.rollback.requested` (the plan) → empty `R.rollback.inflight` → deletes (and v6 MOR rollback
+//! command blocks) → the metadata table's rollback of the same instant with the same `R` → the
+//! target's inflight, then requested file deleted → the completed rollback (`R.rollback`, or
+//! `R_C.rollback` in layout 2) → marker folder and heartbeat removed.
+//!
+//! A pending rollback of the same target is always resumed with its own plan, never duplicated.
+
+use std::collections::BTreeMap;
+use std::time::Instant as Clock;
+
+use bytes::Bytes;
+use serde::Serialize;
+use tracing::{info, info_span, warn, Instrument};
+
+use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::log_block::{is_rollback_block_for, rollback_command_block};
+use crate::format::rollback::{
+    InstantInfo, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan,
+};
+use crate::inspect::observe;
+use crate::plan::rollback::{
+    plan_rollback, resolve_plan, PlanInput, PlanTarget, PlannedDelete, PlannedRollback,
+};
+use crate::protocol::detect::{
+    assess, non_candidate_reason, Assessment, DetectionInput, FailedWritesPolicy, Verdict,
+};
+use crate::protocol::heartbeat::{heartbeat_path, HeartbeatPolicy};
+use crate::protocol::markers::{marker_dir, read_markers};
+use crate::storage::{FileMeta, RelPath, Storage, StorageError};
+use crate::table::files::{log_file_name, BasePath, DataFile};
+use crate::table::{Table, TableType, TableVersion};
+use crate::timeline::{Action, Instant, State, Timeline};
+use crate::Error;
+
+/// The write token Java uses when it rolls a log file over without a task context.
+const UNKNOWN_WRITE_TOKEN: &str = "1-0-1";
+
+/// How rollbacks are chosen and run.
+#[derive(Debug, Clone, Copy)]
+pub struct RollbackOptions {
+    /// LAZY or EAGER.
+    pub policy: FailedWritesPolicy,
+    /// Heartbeat thresholds.
+    pub heartbeat: HeartbeatPolicy,
+    /// Roll back a named instant even if its heartbeat is live or it is too young.
+    pub force: bool,
+    /// Deletes in flight at once.
+    pub delete_concurrency: usize,
+}
+
+impl Default for RollbackOptions {
+    fn default() -> Self {
+        Self {
+            policy: FailedWritesPolicy::Lazy,
+            heartbeat: HeartbeatPolicy::default(),
+            force: false,
+            delete_concurrency: 64,
+        }
+    }
+}
+
+/// What to roll back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Every instant the policy calls failed, plus every pending rollback (newest first).
+    AllFailed,
+    /// One pending instant.
+    Instant(String),
+}
+
+/// Progress of the deletes of one rollback, for progress bars.
+pub trait Progress: Send + Sync {
+    /// `total` deletes are about to run for `instant`.
+    fn start(&self, instant: &str, total: usize);
+    /// One more delete finished.
+    fn deleted(&self);
+}
+
+/// A rollback that would run, as `--dry-run` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RollbackPreview {
+    /// The instant to roll back.
+    pub instant: String,
+    /// Its pending action.
+    pub action: Action,
+    /// Requested or inflight.
+    pub state: State,
+    /// The pending rollback that would be resumed, if any.
+    pub resumes: Option<String>,
+    /// Why it is rolled back.
+    pub reason: String,
+    /// Files to delete per partition: (count, bytes).
+    pub partitions: BTreeMap<String, PartitionPreview>,
+    /// Total files to delete.
+    pub files: usize,
+    /// Total bytes to delete (of files that exist now).
+    pub bytes: u64,
+    /// Log files that get a rollback command block (v6 MOR).
+    pub log_blocks: usize,
+    /// Files found by the listing that the markers missed.
+    pub files_not_in_markers: usize,
+    /// Markers naming files that never appeared.
+    pub markers_without_files: usize,
+    /// The plan.
+    pub plan: RollbackPlan,
+}
+
+/// One partition of a preview.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct PartitionPreview {
+    /// Files to delete.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// A finished rollback.
+#[derive(Debug, Clone, Serialize)]
+pub struct RollbackDone {
+    /// The rolled-back instant.
+    pub instant: String,
+    /// Its action.
+    pub action: String,
+    /// The rollback instant.
+    pub rollback_instant: String,
+    /// Whether an earlier pending rollback was resumed.
+    pub resumed: bool,
+    /// Files the plan deletes (already-missing files count as deleted).
+    pub files_deleted: usize,
+    /// Rollback command blocks written (v6 MOR).
+    pub log_blocks_written: usize,
+    /// What happened in the metadata table.
+    pub metadata_table: MetadataTableOutcome,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+/// What a rollback did to the metadata table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataTableOutcome {
+    /// The table has no metadata table in use.
+    NotInUse,
+    /// The metadata table had no completed deltacommit of the instant: nothing to undo there
+    /// (its own next write rolls back a pending one).
+    NothingToUndo,
+    /// The metadata table's deltacommit of the instant was rolled back with the same instant.
+    RolledBack,
+}
+
+fn refused(table: &Table, instant: &str, reason: impl Into<String>) -> Error {
+    Error::Refused {
+        table: table.uri().to_string(),
+        instant: instant.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn plan_err(table: &Table, e: crate::plan::rollback::PlanError) -> Error {
+    Error::Plan {
+        table: table.uri().to_string(),
+        source: e,
+    }
+}
+
+fn avro_err(
+    table: &Table,
+    instant: &str,
+    path: &RelPath,
+    e: crate::format::avro::AvroError,
+) -> Error {
+    Error::Avro {
+        table: table.uri().to_string(),
+        instant: instant.to_string(),
+        path: path.to_string(),
+        source: e,
+    }
+}
+
+/// A rollback instant that has not completed, with its plan.
+#[derive(Debug, Clone)]
+pub struct PendingRollback {
+    /// The rollback instant time.
+    pub instant: String,
+    /// Requested or inflight.
+    pub state: State,
+    /// Its plan.
+    pub plan: RollbackPlan,
+}
+
+/// The pending rollbacks of a timeline, by the instant they roll back (the first per target, as
+/// Hudi keeps it). Rollbacks whose plan cannot be read are returned apart.
+pub async fn pending_rollbacks(
+    table: &Table,
+    timeline: &Timeline,
+) -> Result<(BTreeMap<String, PendingRollback>, Vec<(String, String)>), Error> {
+    let mut by_target = BTreeMap::new();
+    let mut unreadable = Vec::new();
+    for i in timeline.pending().filter(|i| i.action == Action::Rollback) {
+        let Some(req) = i.file(State::Requested) else {
+            unreadable.push((
+                i.requested_time.clone(),
+                "no rollback.requested file".into(),
+            ));
+            continue;
+        };
+        let bytes = match table.storage().get_opt(&req.path).await? {
+            Some(b) => b,
+            None => continue,
+        };
+        match RollbackPlan::from_avro(&bytes) {
+            Ok(plan) => {
+                let Some(target) = plan
+                    .instant_to_rollback
+                    .as_ref()
+                    .map(|t| t.commit_time.clone())
+                else {
+                    unreadable.push((i.requested_time.clone(), "the plan names no instant".into()));
+                    continue;
+                };
+                by_target.entry(target).or_insert(PendingRollback {
+                    instant: i.requested_time.clone(),
+                    state: i.state,
+                    plan,
+                });
+            }
+            Err(e) => unreadable.push((i.requested_time.clone(), e.to_string())),
+        }
+    }
+    Ok((by_target, unreadable))
+}
+
+/// Assess the pending instants of a table (heartbeats read now).
+pub async fn assess_table(
+    table: &Table,
+    timeline: &Timeline,
+    options: &RollbackOptions,
+) -> Result<Vec<Assessment>, Error> {
+    let (heartbeats, replace_kinds) = observe(table, timeline).await?;
+    let input = DetectionInput {
+        now_ms: chrono::Utc::now().timestamp_millis(),
+        policy: options.policy,
+        heartbeat: options.heartbeat,
+        zone: table.zone(),
+        heartbeats: &heartbeats,
+        replace_kinds: &replace_kinds,
+    };
+    Ok(assess(timeline, &input))
+}
+
+/// One unit of work: a target and, if it has one, its pending rollback.
+#[derive(Debug, Clone)]
+struct Work {
+    target: String,
+    action: Action,
+    state: State,
+    reason: String,
+    pending: Option<PendingRollback>,
+}
+
+/// Decide what to roll back: refuses (with the reason) a named instant that must not be.
+async fn select(
+    table: &Table,
+    selection: &Selection,
+    options: &RollbackOptions,
+) -> Result<Vec<Work>, Error> {
+    let timeline = table.timeline().await?;
+    let (pending, unreadable) = pending_rollbacks(table, &timeline).await?;
+    for (r, why) in &unreadable {
+        warn!(table = %table.uri(), rollback = %r, error = %why, "pending rollback with an unreadable plan is left alone");
+    }
+    let assessments = assess_table(table, &timeline, options).await?;
+    match selection {
+        Selection::Instant(t) => {
+            if let Some(p) = pending.get(t) {
+                return Ok(vec![Work {
+                    target: t.clone(),
+                    action: action_of_plan(&p.plan),
+                    state: State::Inflight,
+                    reason: format!("resuming pending rollback {}", p.instant),
+                    pending: Some(p.clone()),
+                }]);
+            }
+            let instants: Vec<&Instant> = timeline.find(t).collect();
+            let Some(instant) = instants.iter().find(|i| i.is_pending()).copied() else {
+                return match instants.first() {
+                    Some(_) => Err(refused(
+                        table,
+                        t,
+                        "the instant is completed; undoing completed commits is a restore (`hudi-keeper restore`)",
+                    )),
+                    None => Err(refused(table, t, "the instant is not on the active timeline")),
+                };
+            };
+            if let Some(reason) = non_candidate_reason(instant.action) {
+                return Err(refused(
+                    table,
+                    t,
+                    format!("{reason}; hudi-keeper will not roll it back"),
+                ));
+            }
+            let a = assessments
+                .iter()
+                .find(|a| a.requested_time == *t)
+                .ok_or_else(|| refused(table, t, "the instant was not assessed"))?;
+            let allowed = match a.verdict {
+                Verdict::Expired | Verdict::NoHeartbeat => true,
+                Verdict::Live | Verdict::TooYoung => options.force,
+                Verdict::NotACandidate | Verdict::Unknown => false,
+            };
+            if !allowed {
+                let hint = match a.verdict {
+                    Verdict::Live | Verdict::TooYoung => {
+                        " (pass --force if you know its writer is gone)"
+                    }
+                    _ => "",
+                };
+                return Err(refused(
+                    table,
+                    t,
+                    format!("not rolled back: {} — {}{hint}", a.verdict, a.reason),
+                ));
+            }
+            Ok(vec![Work {
+                target: t.clone(),
+                action: instant.action,
+                state: instant.state,
+                reason: a.reason.clone(),
+                pending: None,
+            }])
+        }
+        Selection::AllFailed => {
+            let mut work: Vec<Work> = pending
+                .iter()
+                .map(|(t, p)| Work {
+                    target: t.clone(),
+                    action: action_of_plan(&p.plan),
+                    state: State::Inflight,
+                    reason: format!("resuming pending rollback {}", p.instant),
+                    pending: Some(p.clone()),
+                })
+                .collect();
+            for a in assessments.iter().filter(|a| a.verdict.is_failed()) {
+                if !pending.contains_key(&a.requested_time) {
+                    work.push(Work {
+                        target: a.requested_time.clone(),
+                        action: a.action,
+                        state: a.state,
+                        reason: a.reason.clone(),
+                        pending: None,
+                    });
+                }
+            }
+            work.sort_by(|a, b| b.target.cmp(&a.target));
+            Ok(work)
+        }
+    }
+}
+
+fn action_of_plan(plan: &RollbackPlan) -> Action {
+    plan.instant_to_rollback
+        .as_ref()
+        .and_then(|i| i.action.parse().ok())
+        .unwrap_or(Action::Commit)
+}
+
+/// The table's data files: one recursive listing, `.hoodie/` left out.
+async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, Error> {
+    let all = storage.list(&RelPath::root()).await?;
+    Ok(all
+        .into_iter()
+        .filter(|m| m.path.segments().next() != Some(".hoodie"))
+        .collect())
+}
+
+/// Refuse table kinds whose rollback hudi-keeper cannot do as Hudi would.
+fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
+    let c = table.config();
+    if c.version == TableVersion::V6 && c.metadata_table_enabled() {
+        return Err(refused(
+            table,
+            target,
+            "this is a table version 6 (Hudi 0.14/0.15) table with the metadata table enabled; Hudi 0.x records a rollback there as a new metadata-table deltacommit of HFile blocks, which hudi-keeper does not write. Nothing was changed. Roll it back with Hudi (a clean under the LAZY policy does it), or disable the metadata table (hoodie.metadata.enable=false, which deletes it) first",
+        ));
+    }
+    Ok(())
+}
+
+async fn make_plan(table: &Table, work: &Work) -> Result<PlannedRollback, Error> {
+    let markers = match work.state {
+        State::Requested => None,
+        _ => {
+            let m = read_markers(table.storage(), &work.target).await?;
+            m.kind.is_some().then_some(m)
+        }
+    };
+    let data_files = match work.state {
+        State::Requested => vec![],
+        _ => list_data_files(table.storage()).await?,
+    };
+    let base = BasePath::from_uri(table.uri());
+    let target = PlanTarget {
+        requested_time: work.target.clone(),
+        action: work.action,
+        state: work.state,
+    };
+    plan_rollback(&PlanInput {
+        version: table.config().version,
+        table_type: table.config().table_type,
+        base: &base,
+        target: &target,
+        markers: markers.as_ref(),
+        data_files: &data_files,
+    })
+    .map_err(|e| plan_err(table, e))
+}
+
+/// Preview what [`rollback`] would do, changing nothing.
+pub async fn preview(
+    table: &Table,
+    selection: &Selection,
+    options: &RollbackOptions,
+) -> Result<Vec<RollbackPreview>, Error> {
+    let mut out = Vec::new();
+    for work in select(table, selection, options).await? {
+        check_supported(table, &work.target)?;
+        let (plan, deletes, log_blocks, missed, phantom) = match &work.pending {
+            Some(p) => {
+                let base = BasePath::from_uri(table.uri());
+                let resolved = resolve_plan(&p.plan, &base).map_err(|e| plan_err(table, e))?;
+                let deletes: Vec<PlannedDelete> = resolved
+                    .deletes
+                    .iter()
+                    .flat_map(|(part, files)| {
+                        files.iter().map(move |(_, rel)| PlannedDelete {
+                            partition: part.clone(),
+                            path: rel.clone(),
+                            size: None,
+                            from_markers: true,
+                        })
+                    })
+                    .collect();
+                let blocks = resolved.log_blocks.iter().map(|b| b.3.len()).sum();
+                (p.plan.clone(), deletes, blocks, 0, 0)
+            }
+            None => {
+                let planned = make_plan(table, &work).await?;
+                let missed = planned.deletes.iter().filter(|d| !d.from_markers).count();
+                (
+                    planned.plan,
+                    planned.deletes,
+                    planned.log_blocks.len(),
+                    missed,
+                    planned.markers_without_files,
+                )
+            }
+        };
+        let mut partitions: BTreeMap<String, PartitionPreview> = BTreeMap::new();
+        for d in &deletes {
+            let p = partitions.entry(d.partition.clone()).or_default();
+            p.files += 1;
+            p.bytes += d.size.unwrap_or(0);
+        }
+        out.push(RollbackPreview {
+            instant: work.target.clone(),
+            action: work.action,
+            state: work.state,
+            resumes: work.pending.as_ref().map(|p| p.instant.clone()),
+            reason: work.reason.clone(),
+            files: deletes.len(),
+            bytes: deletes.iter().filter_map(|d| d.size).sum(),
+            partitions,
+            log_blocks,
+            files_not_in_markers: missed,
+            markers_without_files: phantom,
+            plan,
+        });
+    }
+    Ok(out)
+}
+
+/// Delete the marker folders of completed rollbacks (left when a rollback stopped between its
+/// completion and its last clean-up): one listing of `.hoodie/.temp`.
+pub async fn sweep(table: &Table) -> Result<usize, Error> {
+    let timeline = table.timeline().await?;
+    let root = RelPath::parse(crate::protocol::markers::MARKER_ROOT).map_err(StorageError::from)?;
+    let mut swept = 0;
+    for dir in table.storage().list_dir(&root).await?.dirs {
+        let completed_rollback = timeline
+            .find(&dir)
+            .any(|i| i.action == Action::Rollback && !i.is_pending());
+        if completed_rollback {
+            delete_folder(table.storage(), &marker_dir(&dir)?).await?;
+            swept += 1;
+        }
+    }
+    Ok(swept)
+}
+
+/// Roll back what `selection` names. Stops at the first failure (what is done stays done; a
+/// started rollback resumes on the next run).
+pub async fn rollback(
+    table: &Table,
+    selection: &Selection,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+) -> Result<Vec<RollbackDone>, Error> {
+    let mut done = Vec::new();
+    if *selection == Selection::AllFailed {
+        sweep(table).await?;
+    }
+    for work in select(table, selection, options).await? {
+        let span = info_span!("rollback", table = %table.uri(), instant = %work.target);
+        let d = run_one(table, work, options, progress)
+            .instrument(span)
+            .await?;
+        done.push(d);
+    }
+    Ok(done)
+}
+
+async fn run_one(
+    table: &Table,
+    work: Work,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+) -> Result<RollbackDone, Error> {
+    let started = Clock::now();
+    check_supported(table, &work.target)?;
+    let storage = table.storage();
+    let config = table.config();
+    let t = work.target.clone();
+    let resumed = work.pending.is_some();
+
+    let (r, plan, r_state) = match work.pending.clone() {
+        Some(p) => (p.instant, p.plan, p.state),
+        None => {
+            let planned = make_plan(table, &work).await?;
+            // Re-check right before the first mutation: still pending, in the same state, and
+            // nobody scheduled a rollback of it meanwhile.
+            let timeline = table.timeline().await?;
+            let still = timeline
+                .find(&t)
+                .find(|i| i.is_pending() && i.state == work.state);
+            if still.is_none() {
+                return Err(refused(
+                    table,
+                    &t,
+                    "the instant changed state while the rollback was planned; nothing was changed, try again",
+                ));
+            }
+            let (pending, _) = pending_rollbacks(table, &timeline).await?;
+            if pending.contains_key(&t) {
+                return Err(refused(
+                    table,
+                    &t,
+                    "another rollback of this instant was scheduled meanwhile; nothing was changed, run again to resume it",
+                ));
+            }
+            let mdt_timeline = match table.metadata_table().await? {
+                Some(m) if config.metadata_table_enabled() => Some(m.timeline().await?),
+                _ => None,
+            };
+            let mut timelines = vec![&timeline];
+            if let Some(m) = &mdt_timeline {
+                timelines.push(m);
+            }
+            let r = new_instant_time(&timelines, table.zone());
+            let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
+            let bytes = planned
+                .plan
+                .to_avro()
+                .map_err(|e| avro_err(table, &t, &path, e))?;
+            if !create_if_absent(storage, &path, bytes).await? {
+                return Err(refused(
+                    table,
+                    &t,
+                    format!("rollback instant {r} already exists; nothing was changed, try again"),
+                ));
+            }
+            info!(rollback_instant = %r, files = planned.deletes.len(), "scheduled rollback");
+            (r, planned.plan, State::Requested)
+        }
+    };
+
+    let span = info_span!("execute", rollback_instant = %r);
+    execute(
+        table, &t, &r, &plan, r_state, resumed, options, progress, started,
+    )
+    .instrument(span)
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    table: &Table,
+    t: &str,
+    r: &str,
+    plan: &RollbackPlan,
+    r_state: State,
+    resumed: bool,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+    started: Clock,
+) -> Result<RollbackDone, Error> {
+    let storage = table.storage();
+    let config = table.config();
+    let base = BasePath::from_uri(table.uri());
+    let resolved = resolve_plan(plan, &base).map_err(|e| plan_err(table, e))?;
+    let action = action_of_plan(plan);
+
+    if r_state == State::Requested {
+        let inflight = timeline_file(config, r, None, Action::Rollback, State::Inflight)?;
+        create_if_absent(storage, &inflight, Vec::new()).await?;
+    }
+
+    // Last look before the first delete of a fresh rollback: if the writer completed the
+    // instant after all, withdraw the rollback; nothing was deleted yet.
+    if !resumed {
+        let timeline = table.timeline().await?;
+        if timeline.find(t).any(|i| !i.is_pending()) {
+            for state in [State::Inflight, State::Requested] {
+                let path = timeline_file(config, r, None, Action::Rollback, state)?;
+                storage.delete(&path).await?;
+            }
+            return Err(refused(
+                table,
+                t,
+                format!("the instant completed while rollback {r} was being scheduled; the rollback was withdrawn and nothing was deleted"),
+            ));
+        }
+    }
+
+    // Deletes. A missing file counts as deleted.
+    let all: Vec<RelPath> = resolved
+        .deletes
+        .values()
+        .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
+        .collect();
+    if let Some(p) = progress {
+        p.start(t, all.len());
+    }
+    let results = storage
+        .delete_many_with(all, options.delete_concurrency, || {
+            if let Some(p) = progress {
+                p.deleted();
+            }
+        })
+        .await;
+    for (path, result) in results {
+        if let Err(source) = result {
+            return Err(Error::Delete {
+                table: table.uri().to_string(),
+                instant: t.to_string(),
+                path: path.to_string(),
+                source: Box::new(source),
+            });
+        }
+    }
+
+    // v6 MOR: rollback command blocks into new log versions.
+    let mut rollback_log_files: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for (partition, file_id, base_instant, _) in &resolved.log_blocks {
+        let (rel, len) =
+            write_command_block(storage, r, t, partition, file_id, base_instant).await?;
+        rollback_log_files
+            .entry(partition.clone())
+            .or_default()
+            .insert(base.render_qualified(&rel), len);
+    }
+
+    // The metadata table, before the data table's timeline changes.
+    let mdt = rollback_metadata_table(table, t, r, options).await?;
+
+    // The target's own timeline files: inflight first, then requested.
+    let timeline = table.timeline().await?;
+    let mut own: Vec<_> = timeline
+        .find(t)
+        .filter(|i| i.is_pending() && i.action.completed_action() == action.completed_action())
+        .flat_map(|i| i.files.clone())
+        .collect();
+    if timeline.find(t).any(|i| !i.is_pending()) {
+        return Err(refused(
+            table,
+            t,
+            format!("the instant completed while rollback {r} was running; its rollback stays pending for an operator to look at"),
+        ));
+    }
+    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
+    for f in own {
+        storage.delete(&f.path).await?;
+    }
+
+    // The target's markers and heartbeat, before completing, so that a crash leaves nothing
+    // behind that a rerun would not clean.
+    delete_folder(storage, &marker_dir(t)?).await?;
+    storage.delete(&heartbeat_path(t)?).await?;
+
+    // The completed rollback.
+    let metadata = rollback_metadata(
+        r,
+        t,
+        action,
+        plan,
+        &resolved,
+        &rollback_log_files,
+        &base,
+        started,
+    );
+    let completion = match config.timeline_layout {
+        crate::table::TimelineLayout::V1 => None,
+        crate::table::TimelineLayout::V2 => {
+            let timeline = table.timeline().await?;
+            Some(new_instant_time(&[&timeline], table.zone()))
+        }
+    };
+    let path = timeline_file(
+        config,
+        r,
+        completion.as_deref(),
+        Action::Rollback,
+        State::Completed,
+    )?;
+    let bytes = metadata
+        .to_avro()
+        .map_err(|e| avro_err(table, t, &path, e))?;
+    create_if_absent(storage, &path, bytes).await?;
+    info!(files = metadata.total_files_deleted, "rollback completed");
+
+    // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
+    // `sweep` to find.
+    delete_folder(storage, &marker_dir(r)?).await?;
+
+    Ok(RollbackDone {
+        instant: t.to_string(),
+        action: action.as_str().to_string(),
+        rollback_instant: r.to_string(),
+        resumed,
+        files_deleted: metadata.total_files_deleted as usize,
+        log_blocks_written: resolved.log_blocks.len(),
+        metadata_table: mdt,
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rollback_metadata(
+    r: &str,
+    t: &str,
+    action: Action,
+    plan: &RollbackPlan,
+    resolved: &crate::plan::rollback::ResolvedPlan,
+    rollback_log_files: &BTreeMap<String, BTreeMap<String, i64>>,
+    base: &BasePath,
+    started: Clock,
+) -> RollbackMetadata {
+    let mut partitions: BTreeMap<String, RollbackPartitionMetadata> = BTreeMap::new();
+    for req in plan.requests.iter().flatten() {
+        let p = partitions
+            .entry(req.partition_path.clone())
+            .or_insert_with(|| RollbackPartitionMetadata {
+                partition_path: req.partition_path.clone(),
+                rollback_log_files: Some(BTreeMap::new()),
+                log_files_from_failed_commit: Some(BTreeMap::new()),
+                ..Default::default()
+            });
+        if let Some(logs) = &req.log_blocks_to_be_deleted {
+            if req.files_to_be_deleted.is_empty() {
+                let failed = p
+                    .log_files_from_failed_commit
+                    .get_or_insert_with(BTreeMap::new);
+                for (name, size) in logs {
+                    let qualified = if name.contains('/') {
+                        name.clone()
+                    } else {
+                        RelPath::parse(&req.partition_path)
+                            .and_then(|pp| pp.join(name))
+                            .map(|rel| base.render_qualified(&rel))
+                            .unwrap_or_else(|_| name.clone())
+                    };
+                    failed.insert(qualified, *size);
+                }
+            }
+        }
+    }
+    for (partition, files) in &resolved.deletes {
+        if let Some(p) = partitions.get_mut(partition) {
+            p.success_delete_files
+                .extend(files.iter().map(|(abs, _)| abs.clone()));
+        }
+    }
+    for (partition, logs) in rollback_log_files {
+        if let Some(p) = partitions.get_mut(partition) {
+            p.rollback_log_files
+                .get_or_insert_with(BTreeMap::new)
+                .extend(logs.clone());
+        }
+    }
+    let total: usize = resolved.deletes.values().map(Vec::len).sum();
+    RollbackMetadata {
+        start_rollback_time: r.to_string(),
+        time_taken_in_millis: started.elapsed().as_millis() as i64,
+        total_files_deleted: total as i32,
+        commits_rollback: vec![t.to_string()],
+        partition_metadata: partitions,
+        version: Some(1),
+        instants_rollback: vec![InstantInfo {
+            commit_time: t.to_string(),
+            action: action.as_str().to_string(),
+        }],
+    }
+}
+
+/// Write one rollback command block into a new log version of the file slice, reusing one an
+/// earlier attempt of the same rollback wrote (found through its APPEND marker).
+async fn write_command_block(
+    storage: &Storage,
+    r: &str,
+    t: &str,
+    partition: &str,
+    file_id: &str,
+    base_instant: &str,
+) -> Result<(RelPath, i64), Error> {
+    let part = RelPath::parse(partition).map_err(StorageError::from)?;
+    let rmarkers = marker_dir(r)?.join_rel(&part);
+    // An earlier attempt's block?
+    for m in storage.list_dir(&rmarkers).await?.files {
+        let Some(log) = m.file_name().strip_suffix(".marker.APPEND") else {
+            continue;
+        };
+        let Some(DataFile::Log {
+            file_id: f,
+            instant,
+            ..
+        }) = DataFile::parse(log)
+        else {
+            continue;
+        };
+        if f != file_id || instant != base_instant {
+            continue;
+        }
+        let rel = part.join(log).map_err(StorageError::from)?;
+        if let Some(bytes) = storage.get_opt(&rel).await? {
+            if is_rollback_block_for(&bytes, r, t) {
+                return Ok((rel, bytes.len() as i64));
+            }
+        }
+    }
+    let block = rollback_command_block(r, t);
+    let listing = storage.list_dir(&part).await?;
+    let mut version = listing
+        .files
+        .iter()
+        .filter_map(|m| match DataFile::parse(m.file_name()) {
+            Some(DataFile::Log {
+                file_id: f,
+                instant,
+                version,
+                ..
+            }) if f == file_id && instant == base_instant => Some(version),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    for _ in 0..16 {
+        version += 1;
+        let name = log_file_name(file_id, base_instant, version, UNKNOWN_WRITE_TOKEN);
+        let rel = part.join(&name).map_err(StorageError::from)?;
+        let marker = rmarkers
+            .join(&format!("{name}.marker.APPEND"))
+            .map_err(StorageError::from)?;
+        create_if_absent(storage, &marker, Vec::new()).await?;
+        match storage
+            .put_if_absent(&rel, Bytes::from(block.clone()))
+            .await
+        {
+            Ok(()) => return Ok((rel, block.len() as i64)),
+            Err(StorageError::AlreadyExists { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Refused {
+        table: storage.uri().to_string(),
+        instant: t.to_string(),
+        reason: format!(
+            "could not find a free log version for file group {file_id} in `{partition}`"
+        ),
+    })
+}
+
+/// Delete every object below `dir`. Missing objects count as deleted.
+async fn delete_folder(storage: &Storage, dir: &RelPath) -> Result<(), Error> {
+    for m in storage.list(dir).await? {
+        storage.delete(&m.path).await?;
+    }
+    Ok(())
+}
+
+/// Roll back the metadata table's deltacommit of `t` with the same rollback instant `r`, as Hudi
+/// 1.x does (listing-based: its log files named with `t` are deleted).
+async fn rollback_metadata_table(
+    table: &Table,
+    t: &str,
+    r: &str,
+    options: &RollbackOptions,
+) -> Result<MetadataTableOutcome, Error> {
+    if !table.config().metadata_table_enabled() {
+        return Ok(MetadataTableOutcome::NotInUse);
+    }
+    let Some(mdt) = table.metadata_table().await? else {
+        return Ok(MetadataTableOutcome::NotInUse);
+    };
+    let timeline = mdt.timeline().await?;
+    let (pending, _) = pending_rollbacks(&mdt, &timeline).await?;
+    let started = Clock::now();
+    if let Some(p) = pending.get(t) {
+        // Resume the metadata table's rollback of t.
+        let span = info_span!("metadata_table", rollback_instant = %p.instant);
+        execute_mdt(&mdt, t, &p.instant, &p.plan, p.state, options, started)
+            .instrument(span)
+            .await?;
+        return Ok(MetadataTableOutcome::RolledBack);
+    }
+    let Some(instant) = timeline
+        .find(t)
+        .find(|i| i.action == Action::DeltaCommit && !i.is_pending())
+    else {
+        return Ok(MetadataTableOutcome::NothingToUndo);
+    };
+    // Hudi refuses when a metadata-table compaction already covers t: that needs a restore.
+    let last_compaction = timeline
+        .completed()
+        .filter(|i| i.action == Action::Commit)
+        .map(|i| i.requested_time.clone())
+        .max();
+    if let Some(c) = last_compaction {
+        if c.len() == t.len() && t <= c.as_str() {
+            return Err(refused(
+                table,
+                t,
+                format!("the metadata table compacted at {c}, after this instant's deltacommit; undoing it needs a restore"),
+            ));
+        }
+    }
+    let files = list_data_files(mdt.storage()).await?;
+    let base = BasePath::from_uri(mdt.uri());
+    let target = PlanTarget {
+        requested_time: t.to_string(),
+        action: Action::DeltaCommit,
+        state: State::Inflight,
+    };
+    let planned = plan_rollback(&PlanInput {
+        version: mdt.config().version,
+        table_type: TableType::MergeOnRead,
+        base: &base,
+        target: &target,
+        markers: None,
+        data_files: &files,
+    })
+    .map_err(|e| plan_err(&mdt, e))?;
+    let path = timeline_file(mdt.config(), r, None, Action::Rollback, State::Requested)?;
+    let bytes = planned
+        .plan
+        .to_avro()
+        .map_err(|e| avro_err(&mdt, t, &path, e))?;
+    create_if_absent(mdt.storage(), &path, bytes).await?;
+    // The completed deltacommit goes back to inflight first (Hudi's revertToInflight).
+    revert_to_inflight(&mdt, instant).await?;
+    let span = info_span!("metadata_table", rollback_instant = %r);
+    execute_mdt(
+        &mdt,
+        t,
+        r,
+        &planned.plan,
+        State::Requested,
+        options,
+        started,
+    )
+    .instrument(span)
+    .await?;
+    Ok(MetadataTableOutcome::RolledBack)
+}
+
+/// Layout 2 `revertCompleteToInflight`: make sure requested and inflight files exist, then
+/// delete the completed file.
+async fn revert_to_inflight(mdt: &Table, instant: &Instant) -> Result<(), Error> {
+    let config = mdt.config();
+    let t = &instant.requested_time;
+    for state in [State::Requested, State::Inflight] {
+        if instant.file(state).is_none() {
+            let path = timeline_file(config, t, None, instant.pending_action, state)?;
+            create_if_absent(mdt.storage(), &path, Vec::new()).await?;
+        }
+    }
+    if let Some(done) = instant.file(State::Completed) {
+        mdt.storage().delete(&done.path).await?;
+    }
+    Ok(())
+}
+
+async fn execute_mdt(
+    mdt: &Table,
+    t: &str,
+    r: &str,
+    plan: &RollbackPlan,
+    r_state: State,
+    options: &RollbackOptions,
+    started: Clock,
+) -> Result<(), Error> {
+    let storage = mdt.storage();
+    let config = mdt.config();
+    let base = BasePath::from_uri(mdt.uri());
+    let resolved = resolve_plan(plan, &base).map_err(|e| plan_err(mdt, e))?;
+    if r_state == State::Requested {
+        let inflight = timeline_file(config, r, None, Action::Rollback, State::Inflight)?;
+        create_if_absent(storage, &inflight, Vec::new()).await?;
+    }
+    // A resumed rollback may find the completed deltacommit still there.
+    let timeline = mdt.timeline().await?;
+    if let Some(done) = timeline.find(t).find(|i| !i.is_pending()) {
+        revert_to_inflight(mdt, done).await?;
+    }
+    let all: Vec<RelPath> = resolved
+        .deletes
+        .values()
+        .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
+        .collect();
+    for (path, result) in storage
+        .delete_many_with(all, options.delete_concurrency, || {})
+        .await
+    {
+        result.map_err(|source| Error::Delete {
+            table: mdt.uri().to_string(),
+            instant: t.to_string(),
+            path: path.to_string(),
+            source: Box::new(source),
+        })?;
+    }
+    let timeline = mdt.timeline().await?;
+    let mut own: Vec<_> = timeline
+        .find(t)
+        .filter(|i| i.is_pending() && i.action == Action::DeltaCommit)
+        .flat_map(|i| i.files.clone())
+        .collect();
+    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
+    for f in own {
+        storage.delete(&f.path).await?;
+    }
+    let metadata = rollback_metadata(
+        r,
+        t,
+        Action::DeltaCommit,
+        plan,
+        &resolved,
+        &BTreeMap::new(),
+        &base,
+        started,
+    );
+    let c = new_instant_time(&[&timeline], mdt.zone());
+    let path = timeline_file(config, r, Some(&c), Action::Rollback, State::Completed)?;
+    let bytes = metadata.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
+    create_if_absent(storage, &path, bytes).await?;
+    Ok(())
+}

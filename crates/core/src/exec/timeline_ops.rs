@@ -1,0 +1,98 @@
+//! Timeline mutations shared by the executors.
+
+use bytes::Bytes;
+use chrono::Utc;
+
+use crate::storage::{RelPath, Storage, StorageError};
+use crate::table::TableConfig;
+use crate::timeline::{format_instant, Action, InstantZone, State, Timeline, TimelineFileName};
+
+/// A new instant time: now in the table's zone, made strictly greater than every time on the
+/// given timelines (so it sorts after them, as Hudi's time generator guarantees).
+pub fn new_instant_time(timelines: &[&Timeline], zone: InstantZone) -> String {
+    let now = format_instant(Utc::now(), zone);
+    let max = timelines.iter().filter_map(|t| t.max_time()).max();
+    match max {
+        Some(m) if m.len() == now.len() && m >= now.as_str() => increment(m),
+        Some(m) if m.len() > now.len() && m[..now.len()] >= *now.as_str() => {
+            increment(&m[..now.len()])
+        }
+        _ => now,
+    }
+}
+
+/// The decimal string one greater (same width; all-9s grows by a digit).
+fn increment(s: &str) -> String {
+    let mut digits: Vec<u8> = s.bytes().collect();
+    for d in digits.iter_mut().rev() {
+        if *d == b'9' {
+            *d = b'0';
+        } else {
+            *d += 1;
+            return String::from_utf8(digits).unwrap_or_default();
+        }
+    }
+    format!("1{}", String::from_utf8(digits).unwrap_or_default())
+}
+
+/// The path of a timeline file.
+pub(crate) fn timeline_file(
+    config: &TableConfig,
+    requested_time: &str,
+    completion_time: Option<&str>,
+    action: Action,
+    state: State,
+) -> Result<RelPath, StorageError> {
+    let name = TimelineFileName {
+        requested_time: requested_time.to_string(),
+        completion_time: completion_time.map(str::to_string),
+        action,
+        state,
+    }
+    .format(config.timeline_layout);
+    Ok(config.timeline_path().join(&name)?)
+}
+
+/// Create a timeline file only if it does not exist. `Ok(false)` if it already did.
+pub(crate) async fn create_if_absent(
+    storage: &Storage,
+    path: &RelPath,
+    bytes: Vec<u8>,
+) -> Result<bool, StorageError> {
+    match storage.put_if_absent(path, Bytes::from(bytes)).await {
+        Ok(()) => Ok(true),
+        Err(StorageError::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn increments_keep_the_width() {
+        assert_eq!(increment("20250101000000999"), "20250101000001000");
+        assert_eq!(increment("99"), "100");
+    }
+
+    #[test]
+    fn new_times_sort_after_the_timeline() {
+        let t = Timeline::from_files(
+            vec![crate::storage::FileMeta {
+                path: RelPath::parse(".hoodie/timeline/99990101000000000.commit.requested")
+                    .unwrap(),
+                size: 0,
+                last_modified: Utc::now(),
+            }],
+            crate::table::TimelineLayout::V2,
+            InstantZone::Utc,
+        );
+        assert_eq!(
+            new_instant_time(&[&t], InstantZone::Utc),
+            "99990101000000001"
+        );
+        let empty = Timeline::default();
+        assert_eq!(new_instant_time(&[&empty], InstantZone::Utc).len(), 17);
+    }
+}

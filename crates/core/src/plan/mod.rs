@@ -1,0 +1,3 @@
+//! Pure planners: a loaded timeline and listings in, a plan out.
+
+pub mod rollback;

@@ -1,0 +1,539 @@
+//! Rollback planning (hudi-format.md §5.1-5.4): which files of a failed instant to delete, and,
+//! on v6 merge-on-read tables, which log files need a rollback command block. Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::format::rollback::{InstantInfo, RollbackPlan, RollbackRequest};
+use crate::protocol::markers::{IoType, Markers};
+use crate::storage::{FileMeta, RelPath};
+use crate::table::files::{BasePath, DataFile};
+use crate::table::{TableType, TableVersion};
+use crate::timeline::{Action, State};
+
+/// Why a plan cannot be made (or a plan cannot be executed). Nothing is deleted then.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A marker or plan entry names something that is not a data file of the target instant.
+    #[error("instant {instant}: `{path}` is not a file of this instant ({reason}); refusing to delete it")]
+    NotAttributable {
+        /// The instant being rolled back.
+        instant: String,
+        /// The offending path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A path leaves the table.
+    #[error("instant {instant}: `{path}` is outside the table; refusing to touch it")]
+    OutsideTable {
+        /// The instant being rolled back.
+        instant: String,
+        /// The offending path.
+        path: String,
+    },
+    /// The situation is not supported; the message says what to do.
+    #[error("instant {instant}: {reason}")]
+    Unsupported {
+        /// The instant being rolled back.
+        instant: String,
+        /// Why, and what the operator can do.
+        reason: String,
+    },
+}
+
+/// The instant a plan is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanTarget {
+    /// Its time.
+    pub requested_time: String,
+    /// Its pending action (what the plan records).
+    pub action: Action,
+    /// Its state when planned.
+    pub state: State,
+}
+
+/// Everything a rollback plan is made from.
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    /// Table version.
+    pub version: TableVersion,
+    /// Table type.
+    pub table_type: TableType,
+    /// How absolute paths of this table are written.
+    pub base: &'a BasePath,
+    /// The instant to roll back.
+    pub target: &'a PlanTarget,
+    /// Its markers (`None` when it has no marker folder).
+    pub markers: Option<&'a Markers>,
+    /// A listing of the table's data files (every partition, `.hoodie/` excluded).
+    pub data_files: &'a [FileMeta],
+}
+
+/// One file a plan will delete, with its size when known (for dry runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedDelete {
+    /// Its partition.
+    pub partition: String,
+    /// Its path.
+    pub path: RelPath,
+    /// Its size, if it exists now.
+    pub size: Option<u64>,
+    /// Whether markers named it (otherwise only the listing found it).
+    pub from_markers: bool,
+}
+
+/// A plan with what was learned making it.
+#[derive(Debug, Clone)]
+pub struct PlannedRollback {
+    /// The plan as Hudi stores it.
+    pub plan: RollbackPlan,
+    /// Every file it deletes.
+    pub deletes: Vec<PlannedDelete>,
+    /// v6 MOR: log files that get a rollback command block.
+    pub log_blocks: Vec<(String, RelPath)>,
+    /// Markers naming files that do not exist (harmless; reported).
+    pub markers_without_files: usize,
+}
+
+fn partition_of(rel: &RelPath) -> String {
+    rel.parent().to_string()
+}
+
+/// Check that `rel` is a data file written by `instant`: a base file of that instant, or a log
+/// file named with it.
+pub fn attributable(rel: &RelPath, instant: &str) -> Result<DataFile, String> {
+    let name = rel.file_name();
+    let file = DataFile::parse(name).ok_or_else(|| "not a Hudi data file name".to_string())?;
+    if file.instant() != instant {
+        return Err(format!("its name carries instant {}", file.instant()));
+    }
+    Ok(file)
+}
+
+/// Make the rollback plan of a pending instant.
+pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError> {
+    let t = &input.target.requested_time;
+    let instant_info = InstantInfo {
+        commit_time: t.clone(),
+        action: input.target.action.as_str().to_string(),
+    };
+    if input.target.state == State::Requested {
+        // Nothing was written yet: only the timeline files go.
+        return Ok(PlannedRollback {
+            plan: RollbackPlan {
+                instant_to_rollback: Some(instant_info),
+                requests: Some(vec![]),
+                version: Some(1),
+            },
+            deletes: vec![],
+            log_blocks: vec![],
+            markers_without_files: 0,
+        });
+    }
+    if input.target.state == State::Completed {
+        return Err(PlanError::Unsupported {
+            instant: t.clone(),
+            reason: "the instant is completed; undoing completed commits is a restore".into(),
+        });
+    }
+    let v6_mor = input.version == TableVersion::V6 && input.table_type == TableType::MergeOnRead;
+    let existing: BTreeMap<&RelPath, u64> =
+        input.data_files.iter().map(|f| (&f.path, f.size)).collect();
+
+    let mut deletes: BTreeMap<RelPath, bool> = BTreeMap::new();
+    // (partition, fileId, baseInstant) -> {log file name -> size}
+    let mut appends: BTreeMap<(String, String, String), BTreeMap<String, i64>> = BTreeMap::new();
+    let mut markers_without_files = 0;
+
+    if let Some(markers) = input.markers {
+        for m in &markers.markers {
+            let rel = m.data_path().map_err(|_| PlanError::OutsideTable {
+                instant: t.clone(),
+                path: format!("{}/{}", m.partition, m.file_name),
+            })?;
+            let file = DataFile::parse(&m.file_name).ok_or_else(|| PlanError::NotAttributable {
+                instant: t.clone(),
+                path: rel.to_string(),
+                reason: format!(
+                    "a {} marker names something that is not a Hudi data file",
+                    m.io_type
+                ),
+            })?;
+            let exists = existing.contains_key(&rel);
+            if !exists {
+                markers_without_files += 1;
+            }
+            match (m.io_type, &file) {
+                (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
+                    // Appended to an older file slice: void the blocks with a command block.
+                    if let Some(size) = existing.get(&rel) {
+                        appends
+                            .entry((
+                                m.partition.clone(),
+                                file.file_id().to_string(),
+                                instant.clone(),
+                            ))
+                            .or_default()
+                            .insert(m.file_name.clone(), (*size).max(1) as i64);
+                    }
+                }
+                _ => {
+                    if file.instant() != t {
+                        return Err(PlanError::NotAttributable {
+                            instant: t.clone(),
+                            path: rel.to_string(),
+                            reason: format!(
+                                "a {} marker names a file of instant {}",
+                                m.io_type,
+                                file.instant()
+                            ),
+                        });
+                    }
+                    deletes.insert(rel, true);
+                }
+            }
+        }
+    } else if v6_mor && input.target.action == Action::DeltaCommit {
+        return Err(PlanError::Unsupported {
+            instant: t.clone(),
+            reason: "this v6 merge-on-read deltacommit has no markers, so the log files it appended to cannot be found; roll it back with Hudi (or restore its markers)".into(),
+        });
+    }
+
+    // Cross-check: every data file named with the instant is the instant's, markers or not.
+    for f in input.data_files {
+        if let Some(file) = DataFile::parse(f.path.file_name()) {
+            if file.instant() == t {
+                deletes.entry(f.path.clone()).or_insert(false);
+            }
+        }
+    }
+
+    let mut by_partition: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut planned = Vec::new();
+    for (rel, from_markers) in &deletes {
+        let partition = partition_of(rel);
+        by_partition
+            .entry(partition.clone())
+            .or_default()
+            .push(input.base.render(rel));
+        planned.push(PlannedDelete {
+            partition,
+            path: rel.clone(),
+            size: existing.get(rel).copied(),
+            from_markers: *from_markers,
+        });
+    }
+    let mut requests: Vec<RollbackRequest> = by_partition
+        .into_iter()
+        .map(|(partition, files)| RollbackRequest {
+            partition_path: partition,
+            file_id: Some(String::new()),
+            latest_base_instant: Some(String::new()),
+            files_to_be_deleted: files,
+            log_blocks_to_be_deleted: Some(BTreeMap::new()),
+        })
+        .collect();
+    let mut log_blocks = Vec::new();
+    for ((partition, file_id, base_instant), logs) in appends {
+        for name in logs.keys() {
+            let rel = RelPath::parse(&partition)
+                .and_then(|p| p.join(name))
+                .map_err(|_| PlanError::OutsideTable {
+                    instant: t.clone(),
+                    path: format!("{partition}/{name}"),
+                })?;
+            log_blocks.push((partition.clone(), rel));
+        }
+        requests.push(RollbackRequest {
+            partition_path: partition,
+            file_id: Some(file_id),
+            latest_base_instant: Some(base_instant),
+            files_to_be_deleted: vec![],
+            log_blocks_to_be_deleted: Some(logs),
+        });
+    }
+    Ok(PlannedRollback {
+        plan: RollbackPlan {
+            instant_to_rollback: Some(instant_info),
+            requests: Some(requests),
+            version: Some(1),
+        },
+        deletes: planned,
+        log_blocks,
+        markers_without_files,
+    })
+}
+
+/// A plan (ours or Java's) checked and resolved for execution.
+#[derive(Debug, Clone, Default)]
+pub struct ResolvedPlan {
+    /// Files to delete, by partition.
+    pub deletes: BTreeMap<String, Vec<(String, RelPath)>>,
+    /// v6 MOR command-block requests: (partition, fileId, base instant, {log file: size}).
+    pub log_blocks: Vec<(String, String, String, BTreeMap<String, i64>)>,
+}
+
+/// Check every path of a plan (ours or one Java wrote) before anything is deleted: inside the
+/// table, and a data file whose name carries the target instant.
+pub fn resolve_plan(plan: &RollbackPlan, base: &BasePath) -> Result<ResolvedPlan, PlanError> {
+    let t = plan
+        .instant_to_rollback
+        .as_ref()
+        .map(|i| i.commit_time.clone())
+        .ok_or_else(|| PlanError::Unsupported {
+            instant: "?".into(),
+            reason: "the rollback plan names no instant to roll back".into(),
+        })?;
+    let mut out = ResolvedPlan::default();
+    let mut seen = BTreeSet::new();
+    for r in plan.requests.iter().flatten() {
+        for abs in &r.files_to_be_deleted {
+            let rel = base.resolve(abs).map_err(|_| PlanError::OutsideTable {
+                instant: t.clone(),
+                path: abs.clone(),
+            })?;
+            attributable(&rel, &t).map_err(|reason| PlanError::NotAttributable {
+                instant: t.clone(),
+                path: abs.clone(),
+                reason,
+            })?;
+            if seen.insert(rel.clone()) {
+                out.deletes
+                    .entry(r.partition_path.clone())
+                    .or_default()
+                    .push((abs.clone(), rel));
+            }
+        }
+        if let Some(logs) = &r.log_blocks_to_be_deleted {
+            if !logs.is_empty() && r.files_to_be_deleted.is_empty() {
+                let file_id = r.file_id.clone().unwrap_or_default();
+                let base_instant = r.latest_base_instant.clone().unwrap_or_default();
+                for name in logs.keys() {
+                    let short = name.rsplit('/').next().unwrap_or(name);
+                    match DataFile::parse(short) {
+                        Some(DataFile::Log { file_id: f, instant, .. })
+                            if f == file_id && instant == base_instant => {}
+                        _ => {
+                            return Err(PlanError::NotAttributable {
+                                instant: t.clone(),
+                                path: name.clone(),
+                                reason: format!(
+                                    "not a log file of file group {file_id} at base instant {base_instant}"
+                                ),
+                            })
+                        }
+                    }
+                }
+                out.log_blocks.push((
+                    r.partition_path.clone(),
+                    file_id,
+                    base_instant,
+                    logs.clone(),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::markers::{Marker, MarkerKind};
+
+    const T: &str = "20250101000000000";
+
+    fn meta(path: &str, size: u64) -> FileMeta {
+        FileMeta {
+            path: RelPath::parse(path).unwrap(),
+            size,
+            last_modified: chrono::DateTime::from_timestamp_millis(0).unwrap(),
+        }
+    }
+
+    fn marker(partition: &str, file: &str, io: IoType) -> Marker {
+        Marker {
+            partition: partition.into(),
+            file_name: file.into(),
+            io_type: io,
+        }
+    }
+
+    fn target(state: State) -> PlanTarget {
+        PlanTarget {
+            requested_time: T.into(),
+            action: Action::DeltaCommit,
+            state,
+        }
+    }
+
+    fn plan(
+        version: TableVersion,
+        table_type: TableType,
+        markers: Option<Vec<Marker>>,
+        files: &[FileMeta],
+    ) -> Result<PlannedRollback, PlanError> {
+        let base = BasePath::from_uri("file:///t");
+        let markers = markers.map(|m| Markers {
+            kind: Some(MarkerKind::Direct),
+            markers: m,
+        });
+        plan_rollback(&PlanInput {
+            version,
+            table_type,
+            base: &base,
+            target: &target(State::Inflight),
+            markers: markers.as_ref(),
+            data_files: files,
+        })
+    }
+
+    #[test]
+    fn a_requested_instant_gets_a_plan_without_file_requests() {
+        let base = BasePath::from_uri("/t");
+        let p = plan_rollback(&PlanInput {
+            version: TableVersion::V8,
+            table_type: TableType::CopyOnWrite,
+            base: &base,
+            target: &target(State::Requested),
+            markers: None,
+            data_files: &[meta(&format!("p/a_0-1-2_{T}.parquet"), 1)],
+        })
+        .unwrap();
+        assert_eq!(p.plan.requests, Some(vec![]));
+        assert!(p.deletes.is_empty());
+    }
+
+    #[test]
+    fn markers_and_the_listing_are_cross_checked() {
+        let files = [
+            meta(&format!("p1/a_0-1-2_{T}.parquet"), 10),
+            meta(&format!("p2/missed_0-1-2_{T}.parquet"), 20),
+            meta("p1/old_0-1-2_20240101000000000.parquet", 30),
+            meta(&format!("p1/.a_{T}.log.1_0-1-2"), 5),
+        ];
+        let p = plan(
+            TableVersion::V8,
+            TableType::MergeOnRead,
+            Some(vec![
+                marker("p1", &format!("a_0-1-2_{T}.parquet"), IoType::Create),
+                marker("p3", &format!("never_0-1-2_{T}.parquet"), IoType::Create),
+                marker("p1", &format!(".a_{T}.log.1_0-1-2"), IoType::Append),
+            ]),
+            &files,
+        )
+        .unwrap();
+        let paths: Vec<(&str, bool)> = p
+            .deletes
+            .iter()
+            .map(|d| (d.path.as_str(), d.from_markers))
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                (&*format!("p1/.a_{T}.log.1_0-1-2"), true),
+                (&*format!("p1/a_0-1-2_{T}.parquet"), true),
+                (&*format!("p2/missed_0-1-2_{T}.parquet"), false),
+                (&*format!("p3/never_0-1-2_{T}.parquet"), true),
+            ]
+        );
+        assert_eq!(p.markers_without_files, 1);
+        let reqs = p.plan.requests.unwrap();
+        assert_eq!(reqs.len(), 3);
+        assert_eq!(reqs[0].partition_path, "p1");
+        assert_eq!(
+            reqs[0].files_to_be_deleted[1],
+            format!("/t/p1/a_0-1-2_{T}.parquet")
+        );
+        assert_eq!(reqs[0].file_id.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn v6_mor_appends_to_older_slices_get_command_blocks() {
+        let old_log = ".f1_20240101000000000.log.1_0-1-2";
+        let files = [meta(&format!("p1/{old_log}"), 777)];
+        let p = plan(
+            TableVersion::V6,
+            TableType::MergeOnRead,
+            Some(vec![marker("p1", old_log, IoType::Append)]),
+            &files,
+        )
+        .unwrap();
+        assert!(p.deletes.is_empty());
+        let reqs = p.plan.requests.unwrap();
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].file_id.as_deref(), Some("f1"));
+        assert_eq!(
+            reqs[0].latest_base_instant.as_deref(),
+            Some("20240101000000000")
+        );
+        assert_eq!(
+            reqs[0].log_blocks_to_be_deleted,
+            Some(BTreeMap::from([(old_log.to_string(), 777)]))
+        );
+    }
+
+    #[test]
+    fn a_marker_naming_a_file_of_another_instant_is_refused() {
+        let err = plan(
+            TableVersion::V8,
+            TableType::CopyOnWrite,
+            Some(vec![marker(
+                "p1",
+                "a_0-1-2_20240101000000000.parquet",
+                IoType::Create,
+            )]),
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(err, PlanError::NotAttributable { .. }), "{err}");
+        let err = plan(
+            TableVersion::V8,
+            TableType::CopyOnWrite,
+            Some(vec![marker("p1", "hoodie.properties", IoType::Create)]),
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("not a Hudi data file"), "{err}");
+    }
+
+    #[test]
+    fn a_v6_mor_deltacommit_without_markers_is_refused() {
+        let err = plan(TableVersion::V6, TableType::MergeOnRead, None, &[]).unwrap_err();
+        assert!(matches!(err, PlanError::Unsupported { .. }));
+    }
+
+    #[test]
+    fn resolving_a_plan_refuses_foreign_and_outside_paths() {
+        let base = BasePath::from_uri("/t");
+        let mk = |files: Vec<&str>| RollbackPlan {
+            instant_to_rollback: Some(InstantInfo {
+                commit_time: T.into(),
+                action: "commit".into(),
+            }),
+            requests: Some(vec![RollbackRequest {
+                partition_path: "p".into(),
+                file_id: Some("".into()),
+                latest_base_instant: Some("".into()),
+                files_to_be_deleted: files.into_iter().map(String::from).collect(),
+                log_blocks_to_be_deleted: None,
+            }]),
+            version: Some(1),
+        };
+        let ok = resolve_plan(&mk(vec![&format!("file:/t/p/a_0-1-2_{T}.parquet")]), &base).unwrap();
+        assert_eq!(ok.deletes["p"].len(), 1);
+        let other = "/t/p/a_0-1-2_20240101000000000.parquet";
+        assert!(matches!(
+            resolve_plan(&mk(vec![other]), &base).unwrap_err(),
+            PlanError::NotAttributable { .. }
+        ));
+        let outside = format!("/u/p/a_0-1-2_{T}.parquet");
+        assert!(matches!(
+            resolve_plan(&mk(vec![&outside]), &base).unwrap_err(),
+            PlanError::OutsideTable { .. }
+        ));
+        let escape = format!("/t/p/../../etc/a_0-1-2_{T}.parquet");
+        assert!(resolve_plan(&mk(vec![&escape]), &base).is_err());
+    }
+}

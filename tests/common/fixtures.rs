@@ -1,0 +1,224 @@
+//! Hand-made Hudi tables for engine tests: a few completed commits and one failed write, laid
+//! out as hudi-format.md describes (the interop suite checks the same against real Hudi).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hudi_keeper_core::storage::{RelPath, Storage};
+use object_store::memory::InMemory;
+use object_store::ObjectStore;
+
+pub const T1: &str = "20240101000000000";
+pub const T2: &str = "20240101010000000";
+/// The failed write.
+pub const TF: &str = "20240101020000000";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    CowV6,
+    CowV8,
+    MorV6,
+    MorV9,
+}
+
+impl Kind {
+    pub fn layout2(self) -> bool {
+        matches!(self, Kind::CowV8 | Kind::MorV9)
+    }
+    pub fn mor(self) -> bool {
+        matches!(self, Kind::MorV6 | Kind::MorV9)
+    }
+    fn version(self) -> u32 {
+        match self {
+            Kind::CowV6 | Kind::MorV6 => 6,
+            Kind::CowV8 => 8,
+            Kind::MorV9 => 9,
+        }
+    }
+    fn timeline(self) -> &'static str {
+        if self.layout2() {
+            ".hoodie/timeline"
+        } else {
+            ".hoodie"
+        }
+    }
+    fn action(self) -> &'static str {
+        if self.mor() {
+            "deltacommit"
+        } else {
+            "commit"
+        }
+    }
+}
+
+pub struct Fixture {
+    pub store: Arc<InMemory>,
+    pub kind: Kind,
+    pub mdt: bool,
+}
+
+pub fn rel(s: &str) -> RelPath {
+    RelPath::parse(s).expect("valid relative path")
+}
+
+impl Fixture {
+    pub fn storage(&self) -> Storage {
+        Storage::from_store(
+            Arc::clone(&self.store) as Arc<dyn ObjectStore>,
+            "wh/t",
+            "memory://fixture/wh/t",
+        )
+    }
+
+    async fn put(&self, path: &str, bytes: &[u8]) {
+        self.storage()
+            .put(&rel(path), Bytes::copy_from_slice(bytes))
+            .await
+            .expect("fixture write");
+    }
+
+    /// Every object of the table with its bytes.
+    pub async fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        let s = self.storage();
+        let mut out = BTreeMap::new();
+        for m in s.list(&RelPath::root()).await.expect("list") {
+            let b = s.get(&m.path).await.expect("get");
+            out.insert(m.path.to_string(), b.to_vec());
+        }
+        out
+    }
+
+    fn completed_name(&self, t: &str, action: &str) -> String {
+        if self.kind.layout2() {
+            format!("{}/{t}_{}.{action}", self.kind.timeline(), bump(t))
+        } else {
+            format!("{}/{t}.{action}", self.kind.timeline())
+        }
+    }
+
+    fn inflight_name(&self, t: &str, action: &str) -> String {
+        if action == "commit" {
+            format!("{}/{t}.inflight", self.kind.timeline())
+        } else {
+            format!("{}/{t}.{action}.inflight", self.kind.timeline())
+        }
+    }
+
+    /// Build the table. With `mdt`, the table has a metadata table (v8/v9 layout) whose
+    /// deltacommit of the failed write completed.
+    pub async fn build(kind: Kind, mdt: bool) -> Fixture {
+        let f = Fixture {
+            store: Arc::new(InMemory::new()),
+            kind,
+            mdt,
+        };
+        let ty = if kind.mor() {
+            "MERGE_ON_READ"
+        } else {
+            "COPY_ON_WRITE"
+        };
+        let layout = if kind.layout2() { 2 } else { 1 };
+        let mdt_parts = if mdt { "files" } else { "" };
+        f.put(
+            ".hoodie/hoodie.properties",
+            format!(
+                "hoodie.table.name=fx\nhoodie.table.type={ty}\nhoodie.table.version={}\nhoodie.timeline.layout.version={layout}\nhoodie.table.timeline.timezone=UTC\nhoodie.table.metadata.partitions={mdt_parts}\n",
+                kind.version()
+            )
+            .as_bytes(),
+        )
+        .await;
+        let a = kind.action();
+        for t in [T1, T2] {
+            f.put(&format!("{}/{t}.{a}.requested", kind.timeline()), b"")
+                .await;
+            f.put(&f.inflight_name(t, a), b"{}").await;
+            f.put(&f.completed_name(t, a), b"{}").await;
+        }
+        // Committed data: base files of T1 in two partitions, and a T2 base file.
+        f.put(&format!("p1/fg1-0_0-1-1_{T1}.parquet"), b"committed-1")
+            .await;
+        f.put(&format!("p2/fg2-0_0-1-1_{T1}.parquet"), b"committed-2")
+            .await;
+        f.put(&format!("p1/fg3-0_0-1-1_{T2}.parquet"), b"committed-3")
+            .await;
+        f.put("p1/.hoodie_partition_metadata", b"commitTime=1\n")
+            .await;
+
+        // The failed write: requested + inflight, data files, markers, no heartbeat (old).
+        f.put(&format!("{}/{TF}.{a}.requested", kind.timeline()), b"")
+            .await;
+        f.put(&f.inflight_name(TF, a), b"{}").await;
+        let new_base = format!("fg4-0_0-9-9_{TF}.parquet");
+        f.put(&format!("p1/{new_base}"), b"failed-new").await;
+        f.put(
+            &format!(".hoodie/.temp/{TF}/p1/{new_base}.marker.CREATE"),
+            b"",
+        )
+        .await;
+        // A file the markers missed.
+        f.put(&format!("p2/missed-0_0-9-9_{TF}.parquet"), b"failed-missed")
+            .await;
+        match kind {
+            Kind::MorV6 => {
+                // An append to the older slice of fg1 (base instant T1).
+                let log = format!(".fg1-0_{T1}.log.1_0-9-9");
+                f.put(&format!("p1/{log}"), b"#HUDI#failed-blocks").await;
+                f.put(&format!(".hoodie/.temp/{TF}/p1/{log}.marker.APPEND"), b"")
+                    .await;
+            }
+            Kind::MorV9 => {
+                let log = format!(".fg1-0_{TF}.log.1_0-9-9");
+                f.put(&format!("p1/{log}"), b"#HUDI#failed-blocks").await;
+                f.put(&format!(".hoodie/.temp/{TF}/p1/{log}.marker.APPEND"), b"")
+                    .await;
+            }
+            _ => {
+                let merged = format!("fg1-0_0-9-9_{TF}.parquet");
+                f.put(&format!("p1/{merged}"), b"failed-merge").await;
+                f.put(&format!(".hoodie/.temp/{TF}/p1/{merged}.marker.MERGE"), b"")
+                    .await;
+            }
+        }
+        if mdt {
+            let m = ".hoodie/metadata";
+            f.put(
+                &format!("{m}/.hoodie/hoodie.properties"),
+                format!("hoodie.table.name=fx_metadata\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version={}\nhoodie.timeline.layout.version=2\nhoodie.table.timeline.timezone=UTC\n", kind.version()).as_bytes(),
+            )
+            .await;
+            for t in [T1, T2, TF] {
+                f.put(
+                    &format!("{m}/.hoodie/timeline/{t}.deltacommit.requested"),
+                    b"",
+                )
+                .await;
+                f.put(
+                    &format!("{m}/.hoodie/timeline/{t}.deltacommit.inflight"),
+                    b"",
+                )
+                .await;
+                f.put(
+                    &format!("{m}/.hoodie/timeline/{t}_{}.deltacommit", bump(t)),
+                    b"x",
+                )
+                .await;
+                f.put(
+                    &format!("{m}/files/.files-0000-0_{t}.log.1_0-1-0"),
+                    t.as_bytes(),
+                )
+                .await;
+            }
+        }
+        f
+    }
+}
+
+/// A time a little after `t` (as its completion time).
+pub fn bump(t: &str) -> String {
+    let n: u128 = t.parse().expect("digits");
+    format!("{:0width$}", n + 500, width = t.len())
+}

@@ -1,0 +1,505 @@
+//! The rollback engine on hand-made tables of every kind: what it deletes, what it writes, and
+//! that a crash at any storage call, then a rerun, ends where an uninterrupted rollback ends.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::fixtures::{bump, rel, Fixture, Kind, T1, T2, TF};
+use hudi_keeper_core::exec::rollback::{
+    preview, rollback, MetadataTableOutcome, RollbackOptions, Selection,
+};
+use hudi_keeper_core::format::log_block::is_rollback_block_for;
+use hudi_keeper_core::format::rollback::{RollbackMetadata, RollbackPlan};
+use hudi_keeper_core::storage::testing::{CountingInterceptor, FailMode, FailNth};
+use hudi_keeper_core::storage::OpKind;
+use hudi_keeper_core::{Error, Table};
+
+fn opts() -> RollbackOptions {
+    RollbackOptions::default()
+}
+
+async fn open(f: &Fixture) -> Table {
+    Table::open_storage(f.storage())
+        .await
+        .expect("open fixture")
+}
+
+fn names(snapshot: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+    snapshot.keys().cloned().collect()
+}
+
+/// Replace the rollback's instant and completion times, which differ run to run.
+fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    let rollback_times: Vec<String> = snapshot
+        .keys()
+        .filter_map(|k| k.rsplit('/').next())
+        .filter(|n| n.contains(".rollback"))
+        .filter_map(|n| n.split(['.', '_']).next())
+        .map(str::to_string)
+        .collect();
+    snapshot
+        .iter()
+        .map(|(k, v)| {
+            let segments: Vec<String> = k
+                .split('/')
+                .map(|seg| match seg.split_once('.') {
+                    Some((times, rest)) if rest.starts_with("rollback") => {
+                        if times.contains('_') {
+                            format!("<R>_<C>.{rest}")
+                        } else {
+                            format!("<R>.{rest}")
+                        }
+                    }
+                    _ if rollback_times.iter().any(|t| t == seg) => "<R>".to_string(),
+                    _ => seg.to_string(),
+                })
+                .collect();
+            let k = segments.join("/");
+            // Rollback files and command blocks embed times and durations: keep only that
+            // they exist.
+            let v = if k.contains(".rollback") || v.starts_with(b"#HUDI#\0") {
+                Vec::new()
+            } else {
+                v.clone()
+            };
+            (k, v)
+        })
+        .collect()
+}
+
+async fn completed_rollback(f: &Fixture, timeline_dir: &str) -> (String, RollbackMetadata) {
+    let snap = f.snapshot().await;
+    let (name, bytes) = snap
+        .iter()
+        .find(|(k, _)| {
+            k.starts_with(&format!("{timeline_dir}/"))
+                && k.ends_with(".rollback")
+                && !k[timeline_dir.len() + 1..].contains('/')
+        })
+        .expect("a completed rollback file");
+    (
+        name.clone(),
+        RollbackMetadata::from_avro(bytes).expect("readable metadata"),
+    )
+}
+
+#[tokio::test]
+async fn cow_v8_rollback_deletes_only_the_failed_files_and_completes() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].instant, TF);
+    assert_eq!(done[0].files_deleted, 3);
+    let after = f.snapshot().await;
+    let gone: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    assert_eq!(
+        gone,
+        vec![
+            &format!(".hoodie/.temp/{TF}/p1/fg1-0_0-9-9_{TF}.parquet.marker.MERGE"),
+            &format!(".hoodie/.temp/{TF}/p1/fg4-0_0-9-9_{TF}.parquet.marker.CREATE"),
+            &format!(".hoodie/timeline/{TF}.commit.requested"),
+            &format!(".hoodie/timeline/{TF}.inflight"),
+            &format!("p1/fg1-0_0-9-9_{TF}.parquet"),
+            &format!("p1/fg4-0_0-9-9_{TF}.parquet"),
+            &format!("p2/missed-0_0-9-9_{TF}.parquet"),
+        ]
+    );
+    // Committed files untouched.
+    for k in [
+        format!("p1/fg1-0_0-1-1_{T1}.parquet"),
+        format!("p2/fg2-0_0-1-1_{T1}.parquet"),
+        format!("p1/fg3-0_0-1-1_{T2}.parquet"),
+    ] {
+        assert_eq!(after.get(&k), before.get(&k), "{k}");
+    }
+    let r = &done[0].rollback_instant;
+    assert!(after.contains_key(&format!(".hoodie/timeline/{r}.rollback.requested")));
+    assert_eq!(
+        after[&format!(".hoodie/timeline/{r}.rollback.inflight")],
+        b""
+    );
+    let (name, meta) = completed_rollback(&f, ".hoodie/timeline").await;
+    assert!(
+        name.starts_with(&format!(".hoodie/timeline/{r}_")),
+        "{name}"
+    );
+    assert_eq!(meta.commits_rollback, vec![TF.to_string()]);
+    assert_eq!(meta.total_files_deleted, 3);
+    assert_eq!(meta.instants_rollback[0].action, "commit");
+    assert_eq!(meta.partition_metadata["p1"].success_delete_files.len(), 2);
+    assert_eq!(
+        meta.partition_metadata["p2"].success_delete_files,
+        vec![format!(
+            "memory://fixture/wh/t/p2/missed-0_0-9-9_{TF}.parquet"
+        )]
+    );
+    let plan = RollbackPlan::from_avro(&after[&format!(".hoodie/timeline/{r}.rollback.requested")])
+        .unwrap();
+    assert_eq!(plan.instant_to_rollback.unwrap().commit_time, TF);
+
+    // Nothing is left to do: a second run is a no-op.
+    let again = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+    assert_eq!(f.snapshot().await, after);
+}
+
+#[tokio::test]
+async fn v6_mor_appends_get_a_rollback_command_block_in_a_new_log_version() {
+    let f = Fixture::build(Kind::MorV6, false).await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].log_blocks_written, 1);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    // The appended log file stays; a new version holds the command block.
+    assert!(after.contains_key(&format!("p1/.fg1-0_{T1}.log.1_0-9-9")));
+    let block = &after[&format!("p1/.fg1-0_{T1}.log.2_1-0-1")];
+    assert!(is_rollback_block_for(block, &r, TF));
+    assert!(after.contains_key(&format!(".hoodie/{r}.rollback")));
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!(".hoodie/.temp/{r}/"))));
+    let (_, meta) = completed_rollback(&f, ".hoodie").await;
+    let p1 = &meta.partition_metadata["p1"];
+    assert_eq!(
+        p1.rollback_log_files,
+        Some(BTreeMap::from([(
+            format!("memory://fixture/wh/t/p1/.fg1-0_{T1}.log.2_1-0-1"),
+            105
+        )]))
+    );
+    assert_eq!(
+        p1.log_files_from_failed_commit,
+        Some(BTreeMap::from([(
+            format!("memory://fixture/wh/t/p1/.fg1-0_{T1}.log.1_0-9-9"),
+            19
+        )]))
+    );
+}
+
+#[tokio::test]
+async fn v9_mor_with_metadata_table_rolls_back_the_metadata_deltacommit_with_the_same_instant() {
+    let f = Fixture::build(Kind::MorV9, true).await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::RolledBack);
+    let r = &done[0].rollback_instant;
+    let after = f.snapshot().await;
+    let m = ".hoodie/metadata";
+    assert!(!after.contains_key(&format!("{m}/files/.files-0000-0_{TF}.log.1_0-1-0")));
+    assert!(after.contains_key(&format!("{m}/files/.files-0000-0_{T2}.log.1_0-1-0")));
+    assert!(!after
+        .keys()
+        .any(|k| k.contains(&format!("{m}/.hoodie/timeline/{TF}"))));
+    assert!(after.contains_key(&format!(
+        "{m}/.hoodie/timeline/{T2}_{}.deltacommit",
+        bump(T2)
+    )));
+    let (_, mdt_meta) = completed_rollback(&f, &format!("{m}/.hoodie/timeline")).await;
+    assert_eq!(mdt_meta.start_rollback_time, *r);
+    assert_eq!(mdt_meta.commits_rollback, vec![TF.to_string()]);
+    assert_eq!(mdt_meta.total_files_deleted, 1);
+    // The data table's log file of the failed deltacommit is deleted outright.
+    assert!(!after.contains_key(&format!("p1/.fg1-0_{TF}.log.1_0-9-9")));
+}
+
+#[tokio::test]
+async fn v6_with_metadata_table_is_refused_and_nothing_changes() {
+    let f = Fixture::build(Kind::CowV6, true).await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("metadata table"), "{err}");
+    assert_eq!(f.snapshot().await, before);
+}
+
+#[tokio::test]
+async fn dry_run_previews_and_changes_nothing() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let p = preview(&table, &Selection::AllFailed, &opts())
+        .await
+        .unwrap();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].files, 3);
+    assert_eq!(p[0].files_not_in_markers, 1);
+    assert_eq!(p[0].partitions["p1"].files, 2);
+    assert_eq!(
+        p[0].bytes,
+        ("failed-new".len() + "failed-merge".len() + "failed-missed".len()) as u64
+    );
+    assert_eq!(f.snapshot().await, before);
+}
+
+#[tokio::test]
+async fn named_instants_that_must_not_be_rolled_back_are_refused() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let table = open(&f).await;
+    let before = f.snapshot().await;
+    for (t, needle) in [
+        (T1, "completed"),
+        ("20990101000000000", "not on the active timeline"),
+    ] {
+        let err = rollback(&table, &Selection::Instant(t.into()), &opts(), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err}");
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+    // A live heartbeat needs --force.
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/.heartbeat/{TF}")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let err = rollback(&table, &Selection::Instant(TF.into()), &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("live"), "{err}");
+    assert!(err.to_string().contains("--force"), "{err}");
+    let mut after = f.snapshot().await;
+    after.remove(&format!(".hoodie/.heartbeat/{TF}"));
+    assert_eq!(after, before);
+    let forced = RollbackOptions {
+        force: true,
+        ..opts()
+    };
+    let done = rollback(&table, &Selection::Instant(TF.into()), &forced, None)
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+}
+
+#[tokio::test]
+async fn a_pending_compaction_is_never_rolled_back() {
+    let f = Fixture::build(Kind::MorV9, false).await;
+    let t = "20240101030000000";
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/timeline/{t}.compaction.requested")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let table = open(&f).await;
+    let err = rollback(
+        &table,
+        &Selection::Instant(t.into()),
+        &RollbackOptions {
+            force: true,
+            ..opts()
+        },
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("compaction"), "{err}");
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        done.iter().map(|d| d.instant.as_str()).collect::<Vec<_>>(),
+        vec![TF]
+    );
+    assert!(f
+        .snapshot()
+        .await
+        .contains_key(&format!(".hoodie/timeline/{t}.compaction.requested")));
+}
+
+#[tokio::test]
+async fn a_marker_pointing_outside_the_table_stops_the_rollback_before_any_change() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    // A marker file name cannot hold `..` segments, but a timeline-server marker line can.
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/.temp/{TF}/MARKERS.type")),
+            bytes::Bytes::from_static(b"TIMELINE_SERVER_BASED"),
+        )
+        .await
+        .unwrap();
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/.temp/{TF}/MARKERS0")),
+            bytes::Bytes::from(format!("../../other/x_0-1-2_{TF}.parquet.marker.CREATE\n")),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("leave the table"), "{err}");
+    assert_eq!(f.snapshot().await, before);
+}
+
+#[tokio::test]
+async fn a_corrupt_pending_plan_is_never_executed() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let table = open(&f).await;
+    // Schedule, then truncate the plan.
+    let r = "20240101030000000";
+    let good = rollback_plan_bytes(&f).await;
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/timeline/{r}.rollback.requested")),
+            bytes::Bytes::from(good[..good.len() / 2].to_vec()),
+        )
+        .await
+        .unwrap();
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/timeline/{r}.rollback.inflight")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let p = preview(&table, &Selection::AllFailed, &opts())
+        .await
+        .unwrap();
+    // The unreadable plan is left alone: the failed write is planned afresh.
+    assert_eq!(p.len(), 1);
+    assert!(p[0].resumes.is_none());
+}
+
+async fn rollback_plan_bytes(f: &Fixture) -> Vec<u8> {
+    let copy = Fixture::build(f.kind, false).await;
+    let table = open(&copy).await;
+    let p = preview(&table, &Selection::AllFailed, &opts())
+        .await
+        .unwrap();
+    p[0].plan.to_avro().unwrap()
+}
+
+#[tokio::test]
+async fn a_plan_naming_a_file_of_another_instant_is_refused_before_any_delete() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let table = open(&f).await;
+    let mut plan = preview(&table, &Selection::AllFailed, &opts())
+        .await
+        .unwrap()[0]
+        .plan
+        .clone();
+    plan.requests.as_mut().unwrap()[0]
+        .files_to_be_deleted
+        .push(format!("memory://fixture/wh/t/p1/fg3-0_0-1-1_{T2}.parquet"));
+    let r = "20240101030000000";
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/timeline/{r}.rollback.requested")),
+            bytes::Bytes::from(plan.to_avro().unwrap()),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not a file of this instant"),
+        "{err}"
+    );
+    assert_eq!(f.snapshot().await, before);
+}
+
+/// Fail the n-th storage call of a rollback, rerun, and compare with an uninterrupted run.
+async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
+    let reference = Fixture::build(kind, mdt).await;
+    let counter = Arc::new(CountingInterceptor::new());
+    let t = Table::open_storage(reference.storage().with_interceptor(counter.clone()))
+        .await
+        .unwrap();
+    rollback(&t, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    let expected = normalize(&reference.snapshot().await);
+    let calls = counter.total() as usize;
+    assert!(calls > 10, "suspiciously few calls: {calls}");
+
+    for (mode, n) in (1..=calls).flat_map(|n| [(FailMode::Before, n), (FailMode::After, n)]) {
+        let f = Fixture::build(kind, mdt).await;
+        let fail = Arc::new(FailNth::with_mode(&[], n as u64, mode));
+        let crashing = f.storage().with_interceptor(fail.clone());
+        let first = match Table::open_storage(crashing).await {
+            Ok(t) => rollback(&t, &Selection::AllFailed, &opts(), None)
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        assert!(
+            fail.fired(),
+            "call {n} of {calls} was never reached ({mode:?})"
+        );
+        assert!(
+            first.is_err(),
+            "injected failure {mode:?} call {n} went unnoticed"
+        );
+        let t = open(&f).await;
+        rollback(&t, &Selection::AllFailed, &opts(), None)
+            .await
+            .unwrap_or_else(|e| panic!("rerun after a failure {mode:?} call {n}: {e}"));
+        let got = normalize(&f.snapshot().await);
+        assert_eq!(
+            names(&got),
+            names(&expected),
+            "end state after a failure {mode:?} call {n}"
+        );
+        assert_eq!(
+            got, expected,
+            "end state bytes after a failure {mode:?} call {n}"
+        );
+    }
+    calls * 2
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_cow() {
+    let n = crash_at_every_call(Kind::CowV8, false).await;
+    eprintln!("cow v8: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v6_mor() {
+    let n = crash_at_every_call(Kind::MorV6, false).await;
+    eprintln!("v6 mor: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v9_mdt() {
+    let n = crash_at_every_call(Kind::MorV9, true).await;
+    eprintln!("v9 mor + metadata table: {n} injection points");
+}
+
+#[tokio::test]
+async fn rollback_requests_are_counted() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let counter = Arc::new(CountingInterceptor::new());
+    let t = Table::open_storage(f.storage().with_interceptor(counter.clone()))
+        .await
+        .unwrap();
+    rollback(&t, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    // 3 data files + 2 timeline files + 2 markers + heartbeat.
+    assert_eq!(counter.count(OpKind::Delete), 8);
+    assert_eq!(counter.count(OpKind::PutIfAbsent), 3);
+    assert_eq!(counter.count(OpKind::Put), 0);
+}
