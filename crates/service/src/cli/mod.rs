@@ -2,6 +2,7 @@
 
 mod duration;
 mod inspect;
+mod rollback;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,9 @@ pub enum Command {
     /// Show a table's configuration, its timeline, and its pending instants with heartbeat age,
     /// verdict and markers.
     Inspect(inspect::InspectArgs),
+    /// Roll back failed writes as Hudi would: every instant the policy calls failed (and every
+    /// pending rollback), or one named instant.
+    Rollback(rollback::RollbackArgs),
 }
 
 /// Where a table lives and how to reach its store.
@@ -126,5 +130,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format);
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
+        Command::Rollback(args) => rollback::run(args).await,
     }
 }

@@ -1,0 +1,217 @@
+//! `hudi-keeper rollback`.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use hudi_keeper_core::exec::rollback::{
+    preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
+};
+use hudi_keeper_core::Table;
+
+use super::{DetectionArgs, TableArgs};
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[command(flatten)]
+    pub detection: DetectionArgs,
+    /// Roll back this pending instant only (default: every failed write the policy finds, and
+    /// every pending rollback).
+    #[arg(long, value_name = "INSTANT_TIME")]
+    pub instant: Option<String>,
+    /// With --instant: roll it back even if its heartbeat is live or it is too young.
+    #[arg(long, requires = "instant")]
+    pub force: bool,
+    /// Print the plan (instants, files per partition, bytes) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Deletes in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub delete_concurrency: u16,
+}
+
+struct Bar {
+    total: AtomicUsize,
+    done: AtomicUsize,
+    label: Mutex<String>,
+}
+
+impl Bar {
+    fn draw(&self) {
+        let total = self.total.load(Ordering::Relaxed);
+        let done = self.done.load(Ordering::Relaxed);
+        let label = self.label.lock().map(|l| l.clone()).unwrap_or_default();
+        let width = 30;
+        let filled = (done * width)
+            .checked_div(total)
+            .unwrap_or(width)
+            .min(width);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r{label} [{}{}] {done}/{total} files",
+            "#".repeat(filled),
+            " ".repeat(width - filled)
+        );
+        if done >= total {
+            let _ = writeln!(err);
+        }
+        let _ = err.flush();
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, instant: &str, total: usize) {
+        self.total.store(total, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+        if let Ok(mut l) = self.label.lock() {
+            *l = format!("rolling back {instant}");
+        }
+        self.draw();
+    }
+
+    fn deleted(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let total = self.total.load(Ordering::Relaxed);
+        if done == total || done % 64 == 0 {
+            self.draw();
+        }
+    }
+}
+
+pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
+    let table = Table::open(&args.table.uri, &args.table.storage_options())
+        .await
+        .with_context(|| format!("cannot open table `{}`", args.table.uri))?;
+    let options = RollbackOptions {
+        policy: args.detection.policy.into(),
+        heartbeat: args.detection.heartbeat_policy(),
+        force: args.force,
+        delete_concurrency: usize::from(args.delete_concurrency),
+    };
+    let selection = match &args.instant {
+        Some(t) => Selection::Instant(t.clone()),
+        None => Selection::AllFailed,
+    };
+    let plans = preview(&table, &selection, &options).await?;
+    if args.dry_run || plans.is_empty() {
+        if args.json {
+            let doc = serde_json::json!({"table": table.uri(), "dry_run": args.dry_run, "rollbacks": plans});
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        } else if plans.is_empty() {
+            println!("Nothing to roll back in {}.", table.uri());
+        } else {
+            print!("{}", render_previews(&plans));
+            println!("Dry run: nothing was changed.");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("refusing to roll back without confirmation: stdin is not a terminal; pass --yes (or --dry-run to look first)");
+        }
+        eprint!("{}", render_previews(&plans));
+        eprint!(
+            "Roll back {} instant(s) of {}? [y/N] ",
+            plans.len(),
+            table.uri()
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("Nothing was changed.");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let bar = Bar {
+        total: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        label: Mutex::new(String::new()),
+    };
+    let progress: Option<&dyn Progress> =
+        (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
+    let done = rollback(&table, &selection, &options, progress).await?;
+    if args.json {
+        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", render_done(&done));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_previews(plans: &[RollbackPreview]) -> String {
+    let mut out = String::new();
+    for p in plans {
+        let _ = writeln!(
+            out,
+            "{} {} ({}){}: {} files, {} bytes{}",
+            p.instant,
+            p.action.as_str(),
+            p.state.as_str(),
+            p.resumes
+                .as_ref()
+                .map(|r| format!(", resuming rollback {r}"))
+                .unwrap_or_default(),
+            p.files,
+            p.bytes,
+            if p.log_blocks > 0 {
+                format!(", {} rollback command blocks", p.log_blocks)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(out, "    why: {}", p.reason);
+        for (part, pp) in &p.partitions {
+            let name = if part.is_empty() {
+                "<table root>"
+            } else {
+                part
+            };
+            let _ = writeln!(out, "    {name}: {} files, {} bytes", pp.files, pp.bytes);
+        }
+        if p.files_not_in_markers > 0 {
+            let _ = writeln!(
+                out,
+                "    {} file(s) carry the instant but were missing from its markers; they are deleted too",
+                p.files_not_in_markers
+            );
+        }
+    }
+    out
+}
+
+fn render_done(done: &[RollbackDone]) -> String {
+    let mut out = String::new();
+    if done.is_empty() {
+        out.push_str("Nothing to roll back.\n");
+    }
+    for d in done {
+        let _ = writeln!(
+            out,
+            "rolled back {} {} with rollback {}{}: {} files deleted, {} command blocks, metadata table: {:?}, {} ms",
+            d.instant,
+            d.action,
+            d.rollback_instant,
+            if d.resumed { " (resumed)" } else { "" },
+            d.files_deleted,
+            d.log_blocks_written,
+            d.metadata_table,
+            d.duration_ms
+        );
+    }
+    out
+}

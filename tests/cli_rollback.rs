@@ -1,0 +1,108 @@
+//! `hudi-keeper rollback` end to end on a hand-made table: dry run, confirmation, JSON.
+
+mod common;
+
+use common::{bin, run, stderr, stdout, TableDir};
+use std::process::Stdio;
+
+const TF: &str = "20200102000000000";
+
+fn failed_table() -> TableDir {
+    let t = TableDir::v8_mor();
+    t.touch(&[
+        ".hoodie/timeline/20200101000000000.deltacommit.requested",
+        ".hoodie/timeline/20200101000000000.deltacommit.inflight",
+        ".hoodie/timeline/20200101000000000_20200101000001000.deltacommit",
+        ".hoodie/timeline/20200102000000000.deltacommit.requested",
+        ".hoodie/timeline/20200102000000000.deltacommit.inflight",
+        "p1/committed-0_0-1-2_20200101000000000.parquet",
+        "p1/failed-0_0-1-2_20200102000000000.parquet",
+        "p1/.failed-0_20200102000000000.log.1_0-1-2",
+        ".hoodie/.temp/20200102000000000/p1/failed-0_0-1-2_20200102000000000.parquet.marker.CREATE",
+    ]);
+    t
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_changes_nothing() {
+    let t = failed_table();
+    let out = run(&["rollback", &t.uri(), "--dry-run", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["rollbacks"][0]["instant"], TF);
+    assert_eq!(v["rollbacks"][0]["files"], 2);
+    assert_eq!(v["rollbacks"][0]["files_not_in_markers"], 1);
+    assert!(t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    let text = stdout(&run(&["rollback", &t.uri(), "--dry-run"]));
+    assert!(text.contains("p1: 2 files"), "{text}");
+    assert!(text.contains("nothing was changed"), "{text}");
+}
+
+#[test]
+fn executing_without_a_terminal_needs_yes() {
+    let t = failed_table();
+    let out = bin()
+        .args(["rollback", &t.uri()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert!(t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+}
+
+#[test]
+fn yes_rolls_back_and_a_second_run_finds_nothing() {
+    let t = failed_table();
+    let out = run(&["rollback", &t.uri(), "--yes", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["rollbacks"][0]["instant"], TF);
+    assert_eq!(v["rollbacks"][0]["files_deleted"], 2);
+    assert!(!t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    assert!(!t
+        .path()
+        .join("p1/.failed-0_20200102000000000.log.1_0-1-2")
+        .exists());
+    assert!(t
+        .path()
+        .join("p1/committed-0_0-1-2_20200101000000000.parquet")
+        .exists());
+    assert!(!t.path().join(".hoodie/.temp/20200102000000000").exists());
+    let again = run(&["rollback", &t.uri(), "--yes"]);
+    assert!(again.status.success());
+    assert!(
+        stdout(&again).contains("Nothing to roll back"),
+        "{}",
+        stdout(&again)
+    );
+}
+
+#[test]
+fn a_live_instant_needs_force() {
+    let t = failed_table();
+    t.touch(&[".hoodie/.heartbeat/20200102000000000"]);
+    let out = run(&["rollback", &t.uri(), "--instant", TF, "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("live"), "{}", stderr(&out));
+    assert!(t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    let out = run(&["rollback", &t.uri(), "--instant", TF, "--force", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+}
