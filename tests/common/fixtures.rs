@@ -55,7 +55,9 @@ impl Kind {
 }
 
 pub struct Fixture {
-    pub store: Arc<InMemory>,
+    pub store: Arc<dyn ObjectStore>,
+    pub root: String,
+    pub uri: String,
     pub kind: Kind,
     pub mdt: bool,
 }
@@ -66,11 +68,7 @@ pub fn rel(s: &str) -> RelPath {
 
 impl Fixture {
     pub fn storage(&self) -> Storage {
-        Storage::from_store(
-            Arc::clone(&self.store) as Arc<dyn ObjectStore>,
-            "wh/t",
-            "memory://fixture/wh/t",
-        )
+        Storage::from_store(Arc::clone(&self.store), &self.root, &self.uri)
     }
 
     async fn put(&self, path: &str, bytes: &[u8]) {
@@ -110,8 +108,28 @@ impl Fixture {
     /// Build the table. With `mdt`, the table has a metadata table (v8/v9 layout) whose
     /// deltacommit of the failed write completed.
     pub async fn build(kind: Kind, mdt: bool) -> Fixture {
+        Self::build_in(
+            Arc::new(InMemory::new()),
+            "wh/t",
+            "memory://fixture/wh/t",
+            kind,
+            mdt,
+        )
+        .await
+    }
+
+    /// Build the table at `root` of `store`; `uri` is its URI.
+    pub async fn build_in(
+        store: Arc<dyn ObjectStore>,
+        root: &str,
+        uri: &str,
+        kind: Kind,
+        mdt: bool,
+    ) -> Fixture {
         let f = Fixture {
-            store: Arc::new(InMemory::new()),
+            store,
+            root: root.to_string(),
+            uri: uri.to_string(),
             kind,
             mdt,
         };
