@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Instant as Clock;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use serde::Serialize;
 use tracing::{info, info_span, warn, Instrument};
 
@@ -49,6 +50,9 @@ pub struct RollbackOptions {
     pub force: bool,
     /// Deletes in flight at once.
     pub delete_concurrency: usize,
+    /// List the table to find files of the instant its markers missed (default). Off, markers
+    /// alone decide, which saves listing large tables; an instant without markers is refused.
+    pub listing_cross_check: bool,
 }
 
 impl Default for RollbackOptions {
@@ -58,6 +62,7 @@ impl Default for RollbackOptions {
             heartbeat: HeartbeatPolicy::default(),
             force: false,
             delete_concurrency: 64,
+            listing_cross_check: true,
         }
     }
 }
@@ -367,13 +372,26 @@ fn action_of_plan(plan: &RollbackPlan) -> Action {
         .unwrap_or(Action::Commit)
 }
 
-/// The table's data files: one recursive listing, `.hoodie/` left out.
+/// The table's data files, `.hoodie/` left out: one listing of the base path, then the
+/// top-level folders (partitions) listed recursively, several at a time.
 async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, Error> {
-    let all = storage.list(&RelPath::root()).await?;
-    Ok(all
-        .into_iter()
-        .filter(|m| m.path.segments().next() != Some(".hoodie"))
-        .collect())
+    let top = storage.list_dir(&RelPath::root()).await?;
+    let mut files = top.files;
+    let dirs: Vec<RelPath> = top
+        .dirs
+        .iter()
+        .filter(|d| d.as_str() != ".hoodie")
+        .map(|d| RelPath::parse(d).map_err(StorageError::from))
+        .collect::<Result<_, _>>()?;
+    let listings: Vec<Result<Vec<FileMeta>, StorageError>> = futures::stream::iter(dirs)
+        .map(|d| async move { storage.list(&d).await })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for l in listings {
+        files.extend(l?);
+    }
+    Ok(files)
 }
 
 /// Refuse table kinds whose rollback hudi-keeper cannot do as Hudi would.
@@ -389,17 +407,39 @@ fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
     Ok(())
 }
 
-async fn make_plan(table: &Table, work: &Work) -> Result<PlannedRollback, Error> {
-    let markers = match work.state {
-        State::Requested => None,
-        _ => {
-            let m = read_markers(table.storage(), &work.target).await?;
-            m.kind.is_some().then_some(m)
+async fn make_plan(
+    table: &Table,
+    work: &Work,
+    options: &RollbackOptions,
+) -> Result<PlannedRollback, Error> {
+    let cross_check = options.listing_cross_check;
+    let (markers, data_files) = match work.state {
+        State::Requested => (None, vec![]),
+        _ if cross_check => {
+            // The marker folder and the table listing are independent: read them together.
+            let (markers, files) = tokio::join!(
+                read_markers(table.storage(), &work.target),
+                list_data_files(table.storage())
+            );
+            let markers = markers?;
+            (markers.kind.is_some().then_some(markers), files?)
         }
-    };
-    let data_files = match work.state {
-        State::Requested => vec![],
-        _ => list_data_files(table.storage()).await?,
+        _ => {
+            let markers = read_markers(table.storage(), &work.target).await?;
+            // Without a listing, only the sizes of appended log files are needed.
+            let mut files = Vec::new();
+            for m in markers
+                .markers
+                .iter()
+                .filter(|m| m.io_type == crate::protocol::markers::IoType::Append)
+            {
+                let path = m.data_path()?;
+                if let Some(meta) = table.storage().head(&path).await? {
+                    files.push(meta);
+                }
+            }
+            (markers.kind.is_some().then_some(markers), files)
+        }
     };
     let base = BasePath::from_uri(table.uri());
     let target = PlanTarget {
@@ -414,6 +454,7 @@ async fn make_plan(table: &Table, work: &Work) -> Result<PlannedRollback, Error>
         target: &target,
         markers: markers.as_ref(),
         data_files: &data_files,
+        cross_check,
     })
     .map_err(|e| plan_err(table, e))
 }
@@ -447,7 +488,7 @@ pub async fn preview(
                 (p.plan.clone(), deletes, blocks, 0, 0)
             }
             None => {
-                let planned = make_plan(table, &work).await?;
+                let planned = make_plan(table, &work, options).await?;
                 let missed = planned.deletes.iter().filter(|d| !d.from_markers).count();
                 (
                     planned.plan,
@@ -538,7 +579,7 @@ async fn run_one(
     let (r, plan, r_state) = match work.pending.clone() {
         Some(p) => (p.instant, p.plan, p.state),
         None => {
-            let planned = make_plan(table, &work).await?;
+            let planned = make_plan(table, &work, options).await?;
             // Re-check right before the first mutation: still pending, in the same state, and
             // nobody scheduled a rollback of it meanwhile.
             let timeline = table.timeline().await?;
@@ -959,6 +1000,7 @@ async fn rollback_metadata_table(
         target: &target,
         markers: None,
         data_files: &files,
+        cross_check: true,
     })
     .map_err(|e| plan_err(&mdt, e))?;
     let path = timeline_file(mdt.config(), r, None, Action::Rollback, State::Requested)?;

@@ -65,8 +65,12 @@ pub struct PlanInput<'a> {
     pub target: &'a PlanTarget,
     /// Its markers (`None` when it has no marker folder).
     pub markers: Option<&'a Markers>,
-    /// A listing of the table's data files (every partition, `.hoodie/` excluded).
+    /// Data files that exist: a listing of every partition (`.hoodie/` excluded) when
+    /// `cross_check` is set, else at least the log files that APPEND markers name.
     pub data_files: &'a [FileMeta],
+    /// Whether `data_files` is a full listing, to cross-check the markers against: every file
+    /// named with the instant is deleted, markers or not.
+    pub cross_check: bool,
 }
 
 /// One file a plan will delete, with its size when known (for dry runs).
@@ -159,8 +163,7 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
                     m.io_type
                 ),
             })?;
-            let exists = existing.contains_key(&rel);
-            if !exists {
+            if input.cross_check && !existing.contains_key(&rel) {
                 markers_without_files += 1;
             }
             match (m.io_type, &file) {
@@ -193,6 +196,11 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
                 }
             }
         }
+    } else if !input.cross_check {
+        return Err(PlanError::Unsupported {
+            instant: t.clone(),
+            reason: "the instant has no markers, so its files can only be found by listing the table; run without disabling the listing cross-check".into(),
+        });
     } else if v6_mor && input.target.action == Action::DeltaCommit {
         return Err(PlanError::Unsupported {
             instant: t.clone(),
@@ -201,7 +209,7 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
     }
 
     // Cross-check: every data file named with the instant is the instant's, markers or not.
-    for f in input.data_files {
+    for f in input.data_files.iter().filter(|_| input.cross_check) {
         if let Some(file) = DataFile::parse(f.path.file_name()) {
             if file.instant() == t {
                 deletes.entry(f.path.clone()).or_insert(false);
@@ -386,6 +394,7 @@ mod tests {
             target: &target(State::Inflight),
             markers: markers.as_ref(),
             data_files: files,
+            cross_check: true,
         })
     }
 
@@ -399,6 +408,7 @@ mod tests {
             target: &target(State::Requested),
             markers: None,
             data_files: &[meta(&format!("p/a_0-1-2_{T}.parquet"), 1)],
+            cross_check: true,
         })
         .unwrap();
         assert_eq!(p.plan.requests, Some(vec![]));
@@ -447,6 +457,45 @@ mod tests {
             format!("/t/p1/a_0-1-2_{T}.parquet")
         );
         assert_eq!(reqs[0].file_id.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn without_the_cross_check_only_markers_decide() {
+        let base = BasePath::from_uri("/t");
+        let markers = Markers {
+            kind: Some(MarkerKind::Direct),
+            markers: vec![marker(
+                "p1",
+                &format!("a_0-1-2_{T}.parquet"),
+                IoType::Create,
+            )],
+        };
+        let p = plan_rollback(&PlanInput {
+            version: TableVersion::V8,
+            table_type: TableType::CopyOnWrite,
+            base: &base,
+            target: &target(State::Inflight),
+            markers: Some(&markers),
+            data_files: &[meta(&format!("p2/missed_0-1-2_{T}.parquet"), 1)],
+            cross_check: false,
+        })
+        .unwrap();
+        assert_eq!(p.deletes.len(), 1);
+        assert_eq!(
+            p.deletes[0].path.as_str(),
+            format!("p1/a_0-1-2_{T}.parquet")
+        );
+        let err = plan_rollback(&PlanInput {
+            version: TableVersion::V8,
+            table_type: TableType::CopyOnWrite,
+            base: &base,
+            target: &target(State::Inflight),
+            markers: None,
+            data_files: &[],
+            cross_check: false,
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("no markers"), "{err}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod open;
 mod relpath;
 pub mod testing;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -113,6 +114,12 @@ pub struct DirListing {
     /// Names (last segment only) of the "folders" directly under the prefix.
     pub dirs: Vec<String>,
 }
+
+/// What one bulk delete confirmed per key, and an error that named no key.
+type ChunkOutcome = (
+    HashMap<String, Result<(), object_store::Error>>,
+    Option<String>,
+);
 
 /// Table-rooted access to an object store.
 #[derive(Clone)]
@@ -345,24 +352,110 @@ impl Storage {
         }
     }
 
-    /// Delete many paths with at most `concurrency` requests in flight, calling `on_done` after
-    /// each. Returns one result per path, in input order.
+    /// One `delete_stream` call: which keys it confirmed (a missing object counts), which
+    /// failed, and an error that names no key.
+    async fn delete_chunk(
+        &self,
+        keys: Vec<String>,
+    ) -> (
+        HashMap<String, Result<(), object_store::Error>>,
+        Option<String>,
+    ) {
+        let mut out = HashMap::with_capacity(keys.len());
+        let mut general = None;
+        let locations: Vec<object_store::Result<Path>> =
+            keys.iter().map(|k| Ok(Path::from(k.as_str()))).collect();
+        let mut stream = self
+            .store
+            .delete_stream(futures::stream::iter(locations).boxed());
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(path) => {
+                    out.insert(path.to_string(), Ok(()));
+                }
+                Err(object_store::Error::NotFound { path, .. }) => {
+                    if let Some(k) = keys.iter().find(|k| path.ends_with(k.as_str())) {
+                        out.insert(k.clone(), Ok(()));
+                    }
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    match keys.iter().find(|k| text.contains(k.as_str())) {
+                        Some(k) => {
+                            out.insert(k.clone(), Err(e));
+                        }
+                        None => general = Some(text),
+                    }
+                }
+            }
+        }
+        (out, general)
+    }
+
+    /// Delete many paths, with bulk requests where the store has them (S3 `DeleteObjects`, 1,000
+    /// keys a request) and otherwise at most `concurrency` requests in flight; `on_done` is called
+    /// once per path. A missing object counts as deleted. Returns one result per path.
     pub async fn delete_many_with(
         &self,
         paths: Vec<RelPath>,
         concurrency: usize,
         on_done: impl Fn() + Send + Sync,
     ) -> Vec<(RelPath, Result<(), StorageError>)> {
-        let on_done = &on_done;
-        futures::stream::iter(paths)
-            .map(|p| async move {
-                let r = self.delete(&p).await;
-                on_done();
-                (p, r)
-            })
-            .buffered(concurrency.max(1))
+        let mut results = Vec::with_capacity(paths.len());
+        let mut by_full: HashMap<String, RelPath> = HashMap::with_capacity(paths.len());
+        for p in paths {
+            match self.check(OpKind::Delete, &p) {
+                Ok(()) => {
+                    by_full.insert(self.full(&p).to_string(), p);
+                }
+                Err(e) => {
+                    on_done();
+                    results.push((p, Err(e)));
+                }
+            }
+        }
+        if by_full.is_empty() {
+            return results;
+        }
+        let keys: Vec<String> = by_full.keys().cloned().collect();
+        let chunks: Vec<Vec<String>> = keys.chunks(1000).map(<[String]>::to_vec).collect();
+        let outcomes: Vec<ChunkOutcome> = futures::stream::iter(chunks)
+            .map(|chunk| self.delete_chunk(chunk))
+            .buffer_unordered((concurrency / 10).max(1))
             .collect()
-            .await
+            .await;
+        let mut confirmed: HashMap<String, Result<(), StorageError>> = HashMap::new();
+        let mut general: Option<String> = None;
+        for (map, err) in outcomes {
+            for (key, r) in map {
+                let rel = by_full.get(&key).cloned().unwrap_or_default();
+                confirmed.insert(key, r.map_err(|e| self.err(OpKind::Delete, &rel, e)));
+            }
+            if err.is_some() {
+                general = err;
+            }
+        }
+        for (full, rel) in by_full {
+            let result = match confirmed.remove(&full) {
+                Some(Ok(())) => self.done(OpKind::Delete, &rel, ()),
+                Some(Err(e)) => Err(e),
+                None => Err(StorageError::Request {
+                    uri: self.uri.to_string(),
+                    op: OpKind::Delete,
+                    path: rel.to_string(),
+                    source: Box::new(object_store::Error::Generic {
+                        store: "hudi-keeper",
+                        source: general
+                            .clone()
+                            .unwrap_or_else(|| "the store did not confirm the delete".into())
+                            .into(),
+                    }),
+                }),
+            };
+            on_done();
+            results.push((rel, result));
+        }
+        results
     }
 }
 

@@ -37,6 +37,10 @@ pub struct RollbackArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Trust the markers alone: do not list the table for files of the instant that its markers
+    /// missed. Saves listing very large tables; an instant without markers is then refused.
+    #[arg(long)]
+    pub no_listing_cross_check: bool,
     /// Deletes in flight at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub delete_concurrency: u16,
@@ -100,6 +104,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         heartbeat: args.detection.heartbeat_policy(),
         force: args.force,
         delete_concurrency: usize::from(args.delete_concurrency),
+        listing_cross_check: !args.no_listing_cross_check,
     };
     let selection = match &args.instant {
         Some(t) => Selection::Instant(t.clone()),
