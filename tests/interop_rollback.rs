@@ -1,0 +1,268 @@
+//! hudi-keeper against real Hudi (Java, from Maven Central), through the harness in
+//! `tests/interop/`: Hudi writes tables and a killed writer leaves a failed write; hudi-keeper
+//! rolls it back; Hudi's own validator judges the result, and the result is compared file by file
+//! with Hudi's own rollback of the same table.
+//!
+//! Run by `scripts/test` (which builds the harness and sets HUDI_KEEPER_INTEROP=1).
+//! HUDI_KEEPER_INTEROP_TABLES=<dir> reuses tables generated earlier into <dir>/<version>/.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{bin, stderr, stdout};
+
+fn enabled() -> bool {
+    match std::env::var("HUDI_KEEPER_INTEROP").as_deref() {
+        Ok("1") => true,
+        Ok("0") => {
+            eprintln!("interop disabled (scripts/test --no-interop)");
+            false
+        }
+        _ => panic!(
+            "HUDI_KEEPER_INTEROP is not set: run the tests through scripts/test, which builds the real-Hudi harness (or scripts/test --no-interop)"
+        ),
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run_sh(args: &[&str]) -> std::process::Output {
+    Command::new("bash")
+        .arg(workspace().join("tests/interop/run.sh"))
+        .args(args)
+        .output()
+        .expect("run tests/interop/run.sh")
+}
+
+const SCENARIOS: &[&str] = &[
+    "cow-nomdt-direct",
+    "cow-mdt-direct",
+    "mor-nomdt-direct",
+    "mor-mdt-direct",
+    "cow-nomdt-timeline",
+    "cow-mdt-timeline",
+    "mor-nomdt-timeline",
+    "mor-mdt-timeline",
+    "cow-mdt-direct-mdtdone",
+    "mor-mdt-direct-mdtdone",
+];
+
+fn supported(version: &str, scenario: &str) -> bool {
+    // Timeline-server markers need the embedded timeline server (see tests/interop/README.md).
+    !(scenario.contains("-timeline") && version != "0.15")
+}
+
+/// The generated tables of `version`: reused from HUDI_KEEPER_INTEROP_TABLES, else made once
+/// under target/.
+fn tables(version: &str) -> PathBuf {
+    let root = match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => workspace().join("target/interop-tables"),
+    };
+    let dir = root.join(version);
+    for s in SCENARIOS.iter().filter(|s| supported(version, s)) {
+        let table = dir.join(s);
+        let reference = dir.join(format!("{s}-hudi-rollback"));
+        if table.join("scenario.json").exists() && reference.exists() {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(&table);
+        let _ = std::fs::remove_dir_all(&reference);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let out = run_sh(&["generate", version, s, table.to_str().expect("utf-8")]);
+        assert!(
+            out.status.success(),
+            "Hudi {version} could not generate {s}: {}",
+            stderr(&out)
+        );
+    }
+    dir
+}
+
+fn copy(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+    // cp -a keeps modification times: the heartbeat's age is what the verdict reads.
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("cp");
+    assert!(ok.success());
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).expect("prefix").display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn scenario_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("scenario.json")).expect("scenario.json");
+    serde_json::from_str(&text).expect("scenario.json is JSON")
+}
+
+struct Outcome {
+    scenario: String,
+    result: Result<String, String>,
+}
+
+fn roll_back_every_scenario(version: &str) {
+    let dir = tables(version);
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut outcomes = Vec::new();
+    for s in SCENARIOS.iter().filter(|s| supported(version, s)) {
+        let ours = work.path().join(s);
+        copy(&dir.join(s), &ours);
+        let meta = scenario_json(&ours);
+        let interval = meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000);
+        let failed = meta["failed_instant"].as_str().unwrap_or_default().to_string();
+        let before = listing(&ours);
+        let out = bin()
+            .args([
+                "rollback",
+                ours.to_str().expect("utf-8"),
+                "--heartbeat-interval",
+                &format!("{interval}ms"),
+                "--clock-skew-margin",
+                "1s",
+                "--yes",
+                "--json",
+            ])
+            .output()
+            .expect("run hudi-keeper");
+        let v6_mdt = version == "0.15" && meta["metadata_table"] == true;
+        let result = if v6_mdt {
+            // Refused on purpose (see the rollback engine): nothing may change.
+            if out.status.success() {
+                Err(format!("expected a refusal, got: {}", stdout(&out)))
+            } else if listing(&ours) != before {
+                Err("refused, but the table changed".into())
+            } else if !stderr(&out).contains("metadata table") {
+                Err(format!("refusal without the reason: {}", stderr(&out)))
+            } else {
+                Ok("refused, unchanged".into())
+            }
+        } else if !out.status.success() {
+            Err(format!("rollback failed: {}", stderr(&out)))
+        } else {
+            let report: serde_json::Value =
+                serde_json::from_str(&stdout(&out)).expect("rollback --json");
+            let rolled: Vec<&str> = report["rollbacks"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|r| r["instant"].as_str()).collect())
+                .unwrap_or_default();
+            if rolled != vec![failed.as_str()] {
+                Err(format!("rolled back {rolled:?}, expected [{failed}]"))
+            } else {
+                let verify = run_sh(&["verify", version, ours.to_str().expect("utf-8")]);
+                let diff = run_sh(&[
+                    "diff",
+                    ours.to_str().expect("utf-8"),
+                    dir.join(format!("{s}-hudi-rollback")).to_str().expect("utf-8"),
+                ]);
+                match (verify.status.success(), diff.status.success()) {
+                    (true, true) => Ok("Hudi validator passed; same as Hudi's rollback".into()),
+                    (false, _) => Err(format!(
+                        "Hudi's validator failed: {}{}",
+                        stdout(&verify),
+                        stderr(&verify)
+                    )),
+                    (true, false) => Err(format!("differs from Hudi's rollback: {}", stdout(&diff))),
+                }
+            }
+        };
+        outcomes.push(Outcome {
+            scenario: s.to_string(),
+            result,
+        });
+    }
+    let mut failed = 0;
+    for o in &outcomes {
+        match &o.result {
+            Ok(msg) => eprintln!("Hudi {version} {}: ok ({msg})", o.scenario),
+            Err(msg) => {
+                failed += 1;
+                eprintln!("Hudi {version} {}: FAILED: {msg}", o.scenario);
+            }
+        }
+    }
+    assert_eq!(failed, 0, "{failed} of {} scenarios failed", outcomes.len());
+}
+
+#[test]
+fn hudi_0_15_accepts_our_rollbacks_of_every_scenario() {
+    if enabled() {
+        roll_back_every_scenario("0.15");
+    }
+}
+
+#[test]
+fn hudi_1_0_accepts_our_rollbacks_of_every_scenario() {
+    if enabled() {
+        roll_back_every_scenario("1.0");
+    }
+}
+
+#[test]
+fn hudi_1_1_accepts_our_rollbacks_of_every_scenario() {
+    if enabled() {
+        roll_back_every_scenario("1.1");
+    }
+}
+
+/// The validator must be able to fail: a failed write's data file left in place, and a committed
+/// data file deleted, are both caught.
+#[test]
+fn hudis_validator_catches_left_over_and_missing_files() {
+    if !enabled() {
+        return;
+    }
+    let dir = tables("1.0");
+    let work = tempfile::tempdir().expect("tempdir");
+    let reference = dir.join("cow-nomdt-direct-hudi-rollback");
+    let failed_table = dir.join("cow-nomdt-direct");
+    let failed = scenario_json(&failed_table)["failed_instant"]
+        .as_str()
+        .expect("failed instant")
+        .to_string();
+
+    // A data file of the failed write put back.
+    let left_over = work.path().join("left-over");
+    copy(&reference, &left_over);
+    let stray = listing(&failed_table)
+        .into_iter()
+        .find(|p| p.ends_with(&format!("_{failed}.parquet")))
+        .expect("the failed write left a data file");
+    std::fs::copy(failed_table.join(&stray), left_over.join(&stray)).expect("copy stray file");
+    let out = run_sh(&["verify", "1.0", left_over.to_str().expect("utf-8")]);
+    assert!(!out.status.success(), "validator accepted a left-over file {stray}");
+    assert!(stdout(&out).contains("\"ok\" : false"), "{}", stdout(&out));
+
+    // A committed data file deleted.
+    let missing = work.path().join("missing");
+    copy(&reference, &missing);
+    let committed = listing(&missing)
+        .into_iter()
+        .find(|p| p.ends_with(".parquet") && !p.starts_with(".hoodie"))
+        .expect("a committed data file");
+    std::fs::remove_file(missing.join(&committed)).expect("remove");
+    let out = run_sh(&["verify", "1.0", missing.to_str().expect("utf-8")]);
+    assert!(!out.status.success(), "validator accepted a missing file {committed}");
+}
