@@ -133,6 +133,12 @@ fn roll_back_every_scenario(version: &str) {
         let meta = scenario_json(&ours);
         let interval = meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000);
         let failed = meta["failed_instant"].as_str().unwrap_or_default().to_string();
+        if meta["stale_lock_file_left"] == true {
+            // The killed writer held FileSystemBasedLockProvider's lock, which never expires by
+            // default: remove it as an operator would, as the harness did for Hudi's own rollback.
+            let _ = std::fs::remove_file(ours.join(".hoodie/lock"));
+            let _ = std::fs::remove_file(ours.join(".hoodie/.lock.crc"));
+        }
         let before = listing(&ours);
         let out = bin()
             .args([
