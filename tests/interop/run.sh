@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Interop harness driver: real Apache Hudi (Java write client, no Spark) makes, breaks, rolls back and
+# validates tables on the local file system. See README.md.
+#
+#   run.sh build
+#   run.sh versions
+#   run.sh generate <version-key> <scenario|all> <dir>
+#   run.sh rollback <version-key> <dir>
+#   run.sh verify   <version-key> <dir> [--expect <records.json>]
+#   run.sh diff     <ours-dir> <hudis-dir>
+#   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
+#   run.sh selftest [root]                            (generate+verify+diff per version)
+#
+# version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
+# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested]
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MVN_SETTINGS="$HERE/.mvn/settings.xml"
+VERSION_KEYS=(0.15 1.0 1.1)
+# every scenario `generate ... all` makes (timeline-marker ones only where the version has the server)
+ALL_SCENARIOS=(cow-nomdt-direct cow-mdt-direct mor-nomdt-direct mor-mdt-direct
+               cow-nomdt-timeline cow-mdt-timeline mor-nomdt-timeline mor-mdt-timeline
+               cow-mdt-direct-mdtdone mor-mdt-direct-mdtdone
+               cow-nomdt-direct-requested mor-mdt-direct-requested)
+
+# The one place for JVM flags. Java 17 needs these opens for Hadoop, Kryo and Hudi's object-size
+# estimator (jol) that reflect into JDK internals.
+JAVA_OPTS=(
+  -Xmx1g -XX:+UseSerialGC -XX:TieredStopAtLevel=1
+  -Djava.net.preferIPv4Stack=true -Djdk.attach.allowAttachSelf=true
+  --add-opens=java.base/java.lang=ALL-UNNAMED
+  --add-opens=java.base/java.lang.invoke=ALL-UNNAMED
+  --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens=java.base/java.io=ALL-UNNAMED
+  --add-opens=java.base/java.net=ALL-UNNAMED
+  --add-opens=java.base/java.nio=ALL-UNNAMED
+  --add-opens=java.base/java.util=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
+  --add-opens=java.base/java.util.regex=ALL-UNNAMED
+  --add-opens=java.base/java.time=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.cs=ALL-UNNAMED
+  --add-opens=java.base/sun.security.action=ALL-UNNAMED
+  --add-opens=java.base/sun.util.calendar=ALL-UNNAMED
+  --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
+  --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED
+)
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+log() { echo "[run.sh $(date +%H:%M:%S)] $*" >&2; }
+
+module_dir() {
+  local key="$1" k
+  for k in "${VERSION_KEYS[@]}"; do
+    if [[ "$k" == "$key" ]]; then echo "$HERE/hudi-$key"; return 0; fi
+  done
+  die "unknown hudi version key '$key' (known: ${VERSION_KEYS[*]})"
+}
+
+# ---------------------------------------------------------------------------------------------- build
+build_inputs_newer_than() { # stamp
+  local stamp="$1"
+  [[ -f "$stamp" ]] || return 0
+  [[ -n "$(find "$HERE/pom.xml" "$HERE"/hudi-*/pom.xml "$HERE/src" "$HERE/.mvn" -newer "$stamp" -print -quit)" ]]
+}
+
+cmd_build() {
+  local stamp="$HERE/target/.build-stamp" k ok=1
+  for k in "${VERSION_KEYS[@]}"; do
+    [[ -f "$HERE/hudi-$k/target/classpath.txt" && -d "$HERE/hudi-$k/target/classes/io" ]] || ok=0
+  done
+  if [[ $ok == 1 ]] && ! build_inputs_newer_than "$stamp"; then
+    log "build: up to date"
+    return 0
+  fi
+  local mvn_args=(-q -B -s "$MVN_SETTINGS" -Dstyle.color=never -f "$HERE/pom.xml")
+  log "build: mvn compile (all Hudi versions)"
+  # offline first (fast, no network once ~/.m2 is filled); online when something is missing
+  if ! mvn "${mvn_args[@]}" -o compile >"$HERE/target-build.log" 2>&1; then
+    mvn "${mvn_args[@]}" compile >"$HERE/target-build.log" 2>&1 || { cat "$HERE/target-build.log" >&2; die "build failed"; }
+  fi
+  rm -f "$HERE/target-build.log"
+  mkdir -p "$HERE/target"
+  touch "$stamp"
+}
+
+# java <key> <Main args...>
+hj() {
+  local key="$1"; shift
+  local mod; mod="$(module_dir "$key")"
+  [[ -f "$mod/target/classpath.txt" ]] || cmd_build
+  timeout "${HJ_TIMEOUT:-900}" java "${JAVA_OPTS[@]}" -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.Main "$@"
+}
+
+# like hj, but replaces the (sub)shell with the JVM: `hj_exec ... &` makes $! the JVM's pid
+hj_exec() {
+  local key="$1"; shift
+  local mod; mod="$(module_dir "$key")"
+  exec java "${JAVA_OPTS[@]}" -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.Main "$@"
+}
+
+# --------------------------------------------------------------------------------------- scenarios
+# Which scenarios a version can make. TIMELINE_SERVER_BASED markers need the embedded timeline
+# server (hudi-timeline-service of the same release), which the reachable Maven Central mirror
+# serves only for 0.15.0 (and 1.0.2, which does not link with 1.0.1; see README).
+scenario_supported() { # key scenario
+  local key="$1" sc="$2"
+  if [[ "$sc" == *-timeline* && "$key" != 0.15 ]]; then return 1; fi
+  return 0
+}
+
+# Runs the failing writer in its own JVM, waits for READY_TO_DIE, SIGKILLs it.
+kill_failed_writer() { # key dir logdir
+  local key="$1" dir="$2" logs="$3"
+  local out="$logs/fail.stdout" err="$logs/fail.stderr"
+  : >"$out"
+  hj_exec "$key" fail --dir "$dir" >"$out" 2>"$err" &
+  local pid=$! waited=0
+  while ! grep -q '^READY_TO_DIE' "$out"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      cat "$out" "$err" >&2 || true
+      die "failed writer exited before READY_TO_DIE"
+    fi
+    sleep 0.2
+    waited=$((waited + 1))
+    if (( waited > 1500 )); then kill -9 "$pid" || true; die "failed writer did not reach READY_TO_DIE in 300s"; fi
+  done
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null || true
+  grep '^READY_TO_DIE' "$out" | head -1 | awk '{print $2}'
+}
+
+generate_one() { # key scenario dir
+  local key="$1" sc="$2" dir="$3"
+  scenario_supported "$key" "$sc" || die "scenario $sc is not supported with Hudi $key (see README)"
+  [[ -e "$dir" ]] && die "$dir already exists"
+  local logs="$dir.logs" ref="$dir-hudi-rollback"
+  rm -rf "$logs" "$ref" "$ref.logs"
+  mkdir -p "$logs"
+  local t0=$SECONDS
+  log "generate $key $sc -> $dir"
+  export INTEROP_LOCK_LOG="$logs/locks.log"
+  hj "$key" commits --dir "$dir" --scenario "$sc" >"$logs/commits.stdout" 2>"$logs/commits.stderr" \
+    || { cat "$logs/commits.stderr" >&2; die "completed commits failed ($logs)"; }
+  local failed
+  failed="$(kill_failed_writer "$key" "$dir" "$logs")"
+  [[ -n "$failed" ]] || die "no failed instant reported"
+  # record the failed instant in scenario.json
+  python3 - "$dir/scenario.json" "$failed" <<'PY'
+import json, sys
+p, t = sys.argv[1], sys.argv[2]
+d = json.load(open(p))
+d["failed_instant"] = t
+json.dump(d, open(p, "w"), indent=2)
+PY
+  local stale_lock=false
+  [[ -e "$dir/.hoodie/lock" ]] && stale_lock=true
+  python3 - "$dir/scenario.json" "$stale_lock" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+# the writer was killed while holding FileSystemBasedLockProvider's lock (.hoodie/lock); with the
+# default hoodie.write.lock.filesystem.expire=0 it never expires
+d["stale_lock_file_left"] = sys.argv[2] == "true"
+json.dump(d, open(p, "w"), indent=2)
+PY
+  log "  killed writer of $failed; stale heartbeat: $(ls "$dir/.hoodie/.heartbeat" 2>/dev/null | tr '\n' ' ')stale lock: $stale_lock"
+  # reference copy with Hudi's own rollback
+  cp -a "$dir" "$ref"
+  if [[ $stale_lock == true ]]; then
+    # Hudi would wait for this lock forever: remove it, as an operator would, in the reference copy only
+    rm -f "$ref/.hoodie/lock" "$ref/.hoodie/.lock.crc"
+  fi
+  mkdir -p "$ref.logs"
+  INTEROP_LOCK_LOG="$ref.logs/locks.log" hj "$key" rollback --dir "$ref" >"$ref.logs/rollback.stdout" 2>"$ref.logs/rollback.stderr" \
+    || { cat "$ref.logs/rollback.stdout" "$ref.logs/rollback.stderr" >&2; die "Hudi rollback of the reference copy failed"; }
+  log "  done in $((SECONDS - t0))s: $dir (failed write), $ref (Hudi's rollback)"
+}
+
+cmd_generate() {
+  [[ $# == 3 ]] || die "usage: run.sh generate <version-key> <scenario|all> <dir>"
+  local key="$1" sc="$2" dir="$3"
+  module_dir "$key" >/dev/null
+  cmd_build
+  if [[ "$sc" == all ]]; then
+    mkdir -p "$dir"
+    local s failed=()
+    for s in "${ALL_SCENARIOS[@]}"; do
+      if scenario_supported "$key" "$s"; then
+        ( generate_one "$key" "$s" "$dir/$s" ) || failed+=("$s")
+      else
+        log "skip $s: not supported with Hudi $key"
+      fi
+    done
+    if (( ${#failed[@]} )); then die "failed scenarios with Hudi $key: ${failed[*]}"; fi
+  else
+    generate_one "$key" "$sc" "$dir"
+  fi
+}
+
+cmd_rollback() {
+  [[ $# == 2 ]] || die "usage: run.sh rollback <version-key> <dir>"
+  cmd_build
+  hj "$1" rollback --dir "$2"
+}
+
+cmd_verify() {
+  [[ $# -ge 2 ]] || die "usage: run.sh verify <version-key> <dir> [--expect <records.json>]"
+  local key="$1" dir="$2" expect="$2/expected-records.json"
+  shift 2
+  if [[ $# -ge 2 && "$1" == --expect ]]; then expect="$2"; fi
+  cmd_build
+  [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (verify needs the scenario of the table)"
+  # the follow-up write mutates the table: validate a scratch copy, keep <dir> as it is
+  local scratch rc=0
+  scratch="$(mktemp -d /tmp/interop-verify.XXXXXX)"
+  cp -a "$dir" "$scratch/table"
+  hj "$key" verify --dir "$scratch/table" --expect "$(cd "$(dirname "$expect")" && pwd)/$(basename "$expect")" \
+    2>"$scratch/verify.stderr" || rc=$?
+  if [[ $rc == 0 ]]; then rm -rf "$scratch"; else log "verify failed; scratch copy and stderr kept in $scratch"; fi
+  return $rc
+}
+
+# Self-test of the harness: per version, generate a COW and a MOR+MDT scenario, then
+#   verify(Hudi's rollback) must pass, verify(failed table) must fail,
+#   a second Hudi rollback of the failed table must diff equal to the reference.
+cmd_selftest() {
+  local root="${1:-$(mktemp -d /tmp/interop-selftest.XXXXXX)}" k sc d pass=0 fail=0
+  cmd_build
+  mkdir -p "$root"
+  check() { # name command...
+    local name="$1"; shift
+    if "$@" >"$root/last.out" 2>&1; then pass=$((pass + 1)); log "PASS $name"
+    else fail=$((fail + 1)); log "FAIL $name (see $root/last.out.$fail)"; cp "$root/last.out" "$root/last.out.$fail"; fi
+  }
+  not() { ! "$@"; }
+  for k in "${VERSION_KEYS[@]}"; do
+    for sc in cow-nomdt-direct mor-mdt-direct; do
+      d="$root/$k/$sc"
+      check "generate $k $sc" "$0" generate "$k" "$sc" "$d"
+      check "verify $k $sc-hudi-rollback" "$0" verify "$k" "$d-hudi-rollback"
+      check "verify $k $sc (failed table must fail)" not "$0" verify "$k" "$d"
+      rm -rf "$d-again"; cp -a "$d" "$d-again"
+      check "rollback $k $sc again" "$0" rollback "$k" "$d-again"
+      check "diff $k $sc again vs reference" "$0" diff "$d-again" "$d-hudi-rollback"
+    done
+  done
+  echo "selftest ($root): $pass passed, $fail failed"
+  [[ $fail == 0 ]]
+}
+
+cmd_versions() {
+  cmd_build
+  local k
+  for k in "${VERSION_KEYS[@]}"; do echo "$k $(hj "$k" info | tr -d '\n ')"; done
+}
+
+case "${1:-}" in
+  build) shift; cmd_build "$@" ;;
+  versions) shift; cmd_versions ;;
+  selftest) shift; cmd_selftest "$@" ;;
+  generate) shift; cmd_generate "$@" ;;
+  rollback) shift; cmd_rollback "$@" ;;
+  verify) shift; cmd_verify "$@" ;;
+  diff) shift; exec python3 "$HERE/diff.py" "$@" ;;
+  dump) shift; [[ $# == 2 ]] || die "usage: run.sh dump <version-key> <timeline-file>"; cmd_build; hj "$1" dump --file "$2" ;;
+  *) sed -n '2,/^set -euo/p' "$0" | grep '^#' >&2; exit 2 ;;
+esac

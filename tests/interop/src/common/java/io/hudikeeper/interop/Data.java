@@ -1,0 +1,128 @@
+package io.hudikeeper.interop;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.avro.Schema;
+import org.apache.avro.generic.GenericData;
+import org.apache.avro.generic.GenericRecord;
+import org.apache.hudi.common.model.DefaultHoodieRecordPayload;
+import org.apache.hudi.common.model.HoodieAvroRecord;
+import org.apache.hudi.common.model.HoodieKey;
+import org.apache.hudi.common.model.HoodieRecord;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The deterministic record set. Keys k00..k17, partitions p0..p2 (key index mod 3).
+ * Completed commits: c1 inserts k00-k11; c2 upserts k00-k05 and inserts k12-k14; c3 upserts k03-k08.
+ * The failed write upserts k00-k02, k09-k11 and inserts k15-k17 into new partition p3 (val "FAILED"), all of which a reader
+ * must not see once the failed write is rolled back.
+ */
+public final class Data {
+  public static final String SCHEMA_JSON = "{\"type\":\"record\",\"name\":\"interop_record\",\"namespace\":\"hudikeeper\","
+      + "\"fields\":[{\"name\":\"id\",\"type\":\"string\"},{\"name\":\"part\",\"type\":\"string\"},"
+      + "{\"name\":\"ts\",\"type\":\"long\"},{\"name\":\"val\",\"type\":\"string\"},{\"name\":\"n\",\"type\":\"int\"}]}";
+  public static final Schema SCHEMA = new Schema.Parser().parse(SCHEMA_JSON);
+  public static final int COMPLETED_COMMITS = 3;
+
+  /** One logical row (what a reader must see). */
+  public record Row(String id, String part, long ts, String val, int n) {
+  }
+
+  private Data() {
+  }
+
+  static String key(int i) {
+    return String.format("k%02d", i);
+  }
+
+  static String part(int i) {
+    return "p" + (i % 3);
+  }
+
+  static List<Row> rows(int from, int to, long ts, String val) {
+    List<Row> out = new ArrayList<>();
+    for (int i = from; i <= to; i++) {
+      out.add(new Row(key(i), part(i), ts, val, i * 10 + (int) ts));
+    }
+    return out;
+  }
+
+  /** Batch of completed commit number c (1-based). */
+  public static List<Row> commitBatch(int c) {
+    List<Row> b = new ArrayList<>();
+    switch (c) {
+      case 1 -> b.addAll(rows(0, 11, 1, "c1"));
+      case 2 -> {
+        b.addAll(rows(0, 5, 2, "c2"));
+        b.addAll(rows(12, 14, 2, "c2"));
+      }
+      case 3 -> b.addAll(rows(3, 8, 3, "c3"));
+      default -> throw new IllegalArgumentException("commit " + c);
+    }
+    return b;
+  }
+
+  /** Batch of the write that gets killed. */
+  public static List<Row> failedBatch() {
+    List<Row> b = new ArrayList<>();
+    b.addAll(rows(0, 2, 4, "FAILED"));
+    b.addAll(rows(9, 11, 4, "FAILED"));
+    // new keys go to a partition the completed commits never wrote: new file groups (CREATE markers)
+    // and a new partition directory, while the updates above go to existing file groups
+    for (Row r : rows(15, 17, 4, "FAILED")) {
+      b.add(new Row(r.id(), "p3", r.ts(), r.val(), r.n()));
+    }
+    return b;
+  }
+
+  /** The state after the completed commits, by key. */
+  public static Map<String, Row> expected() {
+    Map<String, Row> m = new TreeMap<>();
+    for (int c = 1; c <= COMPLETED_COMMITS; c++) {
+      for (Row r : commitBatch(c)) {
+        m.put(r.id(), r);
+      }
+    }
+    return m;
+  }
+
+  public static GenericRecord avro(Row r) {
+    GenericRecord g = new GenericData.Record(SCHEMA);
+    g.put("id", r.id());
+    g.put("part", r.part());
+    g.put("ts", r.ts());
+    g.put("val", r.val());
+    g.put("n", r.n());
+    return g;
+  }
+
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  public static List<HoodieRecord> hoodieRecords(List<Row> rows) {
+    List<HoodieRecord> out = new ArrayList<>();
+    for (Row r : rows) {
+      out.add(new HoodieAvroRecord(new HoodieKey(r.id(), r.part()), new DefaultHoodieRecordPayload(avro(r), r.ts())));
+    }
+    return out;
+  }
+
+  public static ObjectNode toJson(Map<String, Row> rows) {
+    ObjectMapper om = new ObjectMapper();
+    ObjectNode root = om.createObjectNode();
+    root.put("record_key_field", "id");
+    root.put("partition_field", "part");
+    ObjectNode recs = root.putObject("records");
+    for (Row r : rows.values()) {
+      ObjectNode o = recs.putObject(r.id());
+      o.put("id", r.id());
+      o.put("part", r.part());
+      o.put("ts", r.ts());
+      o.put("val", r.val());
+      o.put("n", r.n());
+    }
+    return root;
+  }
+}

@@ -1,0 +1,268 @@
+package io.hudikeeper.interop;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hudi.client.HoodieJavaWriteClient;
+import org.apache.hudi.client.WriteStatus;
+import org.apache.hudi.client.common.HoodieJavaEngineContext;
+import org.apache.hudi.common.model.HoodieRecord;
+import org.apache.hudi.common.table.HoodieTableMetaClient;
+import org.apache.hudi.common.table.timeline.HoodieInstant;
+import org.apache.hudi.config.HoodieWriteConfig;
+import org.apache.hudi.hadoop.fs.HadoopFSUtils;
+import org.apache.hudi.storage.StorageConfiguration;
+
+import java.io.File;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+
+/**
+ * Entry point of the per-version harness JVM. Commands (see ../run.sh, which drives them):
+ * <pre>
+ *   commits  --dir D --scenario S   create the table and run the completed commits
+ *   fail     --dir D                start one more write and stop before it completes (READY_TO_DIE)
+ *   rollback --dir D                Hudi's own lazy rollback of expired failed writes
+ *   verify   --dir D --expect F     validate the table with Hudi's APIs (JSON report, exit 1 on failure)
+ *   dump     --file F               print a timeline file (Avro decoded)
+ *   info                            print the Hudi version of this classpath
+ * </pre>
+ */
+public final class Main {
+  /** The real stdout, for results only; System.out goes to stderr (libraries print warnings there). */
+  static final java.io.PrintStream OUT = System.out;
+  static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+  private Main() {
+  }
+
+  public static void main(String[] args) throws Exception {
+    System.setOut(System.err);
+    if (args.length == 0) {
+      usage();
+    }
+    Map<String, String> opts = new HashMap<>();
+    for (int i = 1; i < args.length; i++) {
+      if (!args[i].startsWith("--") || i + 1 >= args.length) {
+        usage();
+      }
+      opts.put(args[i].substring(2), args[++i]);
+    }
+    System.setProperty("interop.role", args[0]);
+    int rc;
+    switch (args[0]) {
+      case "info" -> {
+        ObjectNode n = JSON.createObjectNode();
+        n.put("hudi_version", hudiVersion());
+        n.put("api", Compat.API);
+        OUT.println(JSON.writeValueAsString(n));
+        rc = 0;
+      }
+      case "commits" -> rc = commits(new File(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
+      case "fail" -> rc = fail(new File(req(opts, "dir")));
+      case "rollback" -> rc = rollback(new File(req(opts, "dir")));
+      case "verify" -> rc = Verify.run(new File(req(opts, "dir")), new File(req(opts, "expect")));
+      case "dump" -> rc = Dump.run(new File(req(opts, "file")));
+      default -> {
+        usage();
+        rc = 2;
+      }
+    }
+    OUT.flush();
+    // Hudi leaves non-daemon threads behind (timeline server, executors): exit explicitly.
+    System.exit(rc);
+  }
+
+  private static void usage() {
+    System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
+        + " | verify --dir D --expect F");
+    System.exit(2);
+  }
+
+  private static String req(Map<String, String> o, String k) {
+    String v = o.get(k);
+    if (v == null) {
+      usage();
+    }
+    return v;
+  }
+
+  /** The Hudi version on the classpath (hudi-common's jar name; notes a different hudi-java-client). */
+  public static String hudiVersion() {
+    String common = "unknown";
+    String client = null;
+    for (String e : System.getProperty("java.class.path").split(File.pathSeparator)) {
+      String n = new File(e).getName();
+      if (n.startsWith("hudi-common-") && n.endsWith(".jar")) {
+        common = n.substring("hudi-common-".length(), n.length() - 4);
+      } else if (n.startsWith("hudi-java-client-") && n.endsWith(".jar")) {
+        client = n.substring("hudi-java-client-".length(), n.length() - 4);
+      }
+    }
+    return client == null || client.equals(common) ? common : common + " (hudi-java-client " + client + ")";
+  }
+
+  static StorageConfiguration<Configuration> storageConf(boolean blockingFs) {
+    Configuration c = new Configuration();
+    if (blockingFs) {
+      c.set("fs.file.impl", BlockingLocalFileSystem.class.getName());
+      c.setBoolean("fs.file.impl.disable.cache", true);
+    }
+    return HadoopFSUtils.getStorageConf(c);
+  }
+
+  static HoodieWriteConfig writeConfig(Scenario s, String base, Properties extra) {
+    Properties p = s.writeProps(s.timelineMarkers);
+    if (extra != null) {
+      p.putAll(extra);
+    }
+    return HoodieWriteConfig.newBuilder().withPath(base).withSchema(Data.SCHEMA_JSON).forTable(Scenario.TABLE_NAME)
+        .withProperties(p).build();
+  }
+
+  static String base(File dir) {
+    return dir.getAbsoluteFile().toURI().toString().replaceAll("/$", "");
+  }
+
+  static HoodieTableMetaClient metaClient(StorageConfiguration<?> conf, String base) {
+    return HoodieTableMetaClient.builder().setConf(conf).setBasePath(base).setLoadActiveTimelineOnLoad(true).build();
+  }
+
+  static int tableVersion(HoodieTableMetaClient mc) {
+    return mc.getTableConfig().getTableVersion().versionCode();
+  }
+
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int commits(File dir, Scenario s) throws Exception {
+    if (dir.exists() && new File(dir, ".hoodie").exists()) {
+      throw new IOException(dir + " already holds a table");
+    }
+    dir.mkdirs();
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    HoodieTableMetaClient mc = Compat.initTable(conf, base, s.tableProps());
+    ArrayNode instants = JSON.createArrayNode();
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, base, null))) {
+      for (int c = 1; c <= Data.COMPLETED_COMMITS; c++) {
+        String t = client.startCommit();
+        List<HoodieRecord> recs = Data.hoodieRecords(Data.commitBatch(c));
+        List<WriteStatus> ws = c == 1 ? client.insert(recs, t) : client.upsert(recs, t);
+        for (WriteStatus w : ws) {
+          if (w.hasErrors()) {
+            throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
+          }
+        }
+        if (!client.commit(t, ws)) {
+          throw new IllegalStateException("commit " + t + " failed");
+        }
+        instants.add(t);
+      }
+    }
+    mc = HoodieTableMetaClient.reload(mc);
+    ObjectNode sj = s.toJson(hudiVersion(), String.valueOf(tableVersion(mc)));
+    sj.set("completed_instants", instants);
+    JSON.writeValue(new File(dir, "scenario.json"), sj);
+    JSON.writeValue(new File(dir, "expected-records.json"), Data.toJson(Data.expected()));
+    OUT.println(JSON.writeValueAsString(sj));
+    return 0;
+  }
+
+  /** Prints the line the driver waits for, then blocks until SIGKILL. */
+  public static void readyToDie(String instant, String detail) {
+    OUT.println("READY_TO_DIE " + instant + " " + detail);
+    OUT.flush();
+    while (true) {
+      try {
+        Thread.sleep(60_000);
+      } catch (InterruptedException e) {
+        // keep waiting: only SIGKILL ends this writer
+      }
+    }
+  }
+
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int fail(File dir) throws Exception {
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(s.mdtDone);
+    HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, base, null));
+    String t = client.startCommit();
+    OUT.println("STARTED " + t);
+    OUT.flush();
+    if (s.requestedOnly) {
+      readyToDie(t, "requested only");
+    }
+    List<HoodieRecord> recs = Data.hoodieRecords(Data.failedBatch());
+    List<WriteStatus> ws = client.upsert(recs, t);
+    if (s.mdtDone) {
+      System.setProperty("interop.block.instant", t);
+      client.commit(t, ws); // blocks in BlockingLocalFileSystem before the DT completed file exists
+      throw new IllegalStateException("commit of " + t + " was expected to block");
+    }
+    List<String> files = new ArrayList<>();
+    for (WriteStatus w : ws) {
+      files.add(w.getStat().getPath());
+    }
+    readyToDie(t, "wrote " + files);
+    return 0;
+  }
+
+  static List<String> pending(HoodieTableMetaClient mc) {
+    List<String> out = new ArrayList<>();
+    for (HoodieInstant i : mc.reloadActiveTimeline().filterInflightsAndRequested().getInstants()) {
+      out.add(Compat.instantTime(i) + "." + i.getAction() + "." + i.getState());
+    }
+    return out;
+  }
+
+  /** Hudi's own rollback of the failed write, the reference outcome. */
+  @SuppressWarnings({"rawtypes"})
+  static int rollback(File dir) throws Exception {
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    waitForExpiredHeartbeats(new File(dir, ".hoodie/.heartbeat"));
+    HoodieTableMetaClient mc = metaClient(conf, base);
+    List<String> before = pending(mc);
+    boolean result;
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, base, null))) {
+      result = Compat.rollbackFailedWrites(client, mc);
+    }
+    List<String> after = pending(mc);
+    ObjectNode n = JSON.createObjectNode();
+    n.put("hudi_version", hudiVersion());
+    n.put("rollback_failed_writes_returned", result);
+    n.set("pending_before", JSON.valueToTree(before));
+    n.set("pending_after", JSON.valueToTree(after));
+    List<String> rb = new ArrayList<>();
+    for (HoodieInstant i : mc.reloadActiveTimeline().getRollbackTimeline().getInstants()) {
+      rb.add(Compat.instantTime(i) + "." + i.getAction() + "." + i.getState());
+    }
+    n.set("rollback_instants", JSON.valueToTree(rb));
+    OUT.println(JSON.writeValueAsString(n));
+    return after.isEmpty() ? 0 : 1;
+  }
+
+  /** Waits until every heartbeat file is older than interval * tolerable misses (+ margin). */
+  static void waitForExpiredHeartbeats(File hbDir) throws InterruptedException {
+    long maxAge = (long) Scenario.HEARTBEAT_INTERVAL_MS * Scenario.HEARTBEAT_TOLERABLE_MISSES + 1500;
+    File[] hbs = hbDir.listFiles();
+    if (hbs == null) {
+      return;
+    }
+    for (File f : hbs) {
+      while (f.exists() && System.currentTimeMillis() - f.lastModified() <= maxAge) {
+        Thread.sleep(250);
+      }
+    }
+  }
+}

@@ -1,0 +1,161 @@
+package io.hudikeeper.interop;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.File;
+import java.io.IOException;
+import java.util.Locale;
+import java.util.Properties;
+
+/**
+ * A scenario: table type, metadata table on/off, marker kind, and how the failed write dies.
+ * Name grammar: {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested]}.
+ */
+public final class Scenario {
+  public static final String TABLE_NAME = "interop";
+  public static final int HEARTBEAT_INTERVAL_MS = 1000;
+  public static final int HEARTBEAT_TOLERABLE_MISSES = 2;
+
+  public final String name;
+  public final boolean mor;
+  public final boolean mdt;
+  public final boolean timelineMarkers;
+  /** The failed writer is killed after its metadata-table deltacommit completed (inside commit()). */
+  public final boolean mdtDone;
+  /** The failed writer is killed right after startCommit(): only the requested instant exists. */
+  public final boolean requestedOnly;
+
+  private Scenario(String name, boolean mor, boolean mdt, boolean timelineMarkers, boolean mdtDone,
+                   boolean requestedOnly) {
+    this.name = name;
+    this.mor = mor;
+    this.mdt = mdt;
+    this.timelineMarkers = timelineMarkers;
+    this.mdtDone = mdtDone;
+    this.requestedOnly = requestedOnly;
+  }
+
+  public static Scenario parse(String name) {
+    String[] p = name.toLowerCase(Locale.ROOT).split("-");
+    if (p.length < 3 || p.length > 4) {
+      throw new IllegalArgumentException("bad scenario name " + name);
+    }
+    boolean mor = req(p[0], "mor", "cow");
+    boolean mdt = req(p[1], "mdt", "nomdt");
+    boolean tl = req(p[2], "timeline", "direct");
+    boolean mdtDone = false;
+    boolean requestedOnly = false;
+    if (p.length == 4) {
+      if (p[3].equals("mdtdone")) {
+        if (!mdt) {
+          throw new IllegalArgumentException("-mdtdone needs the metadata table (mdt)");
+        }
+        mdtDone = true;
+      } else if (p[3].equals("requested")) {
+        requestedOnly = true;
+      } else {
+        throw new IllegalArgumentException("bad scenario suffix " + p[3]);
+      }
+    }
+    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, requestedOnly);
+  }
+
+  private static boolean req(String v, String yes, String no) {
+    if (v.equals(yes)) {
+      return true;
+    }
+    if (v.equals(no)) {
+      return false;
+    }
+    throw new IllegalArgumentException("expected " + yes + " or " + no + ", got " + v);
+  }
+
+  /** Reads {@code <dir>/scenario.json} (written by generate). */
+  public static Scenario load(File tableDir) throws IOException {
+    File f = new File(tableDir, "scenario.json");
+    if (!f.exists()) {
+      throw new IOException("no scenario.json in " + tableDir);
+    }
+    JsonNode n = new ObjectMapper().readTree(f);
+    return parse(n.get("scenario").asText());
+  }
+
+  public String tableType() {
+    return mor ? "MERGE_ON_READ" : "COPY_ON_WRITE";
+  }
+
+  public String markerType() {
+    return timelineMarkers ? "TIMELINE_SERVER_BASED" : "DIRECT";
+  }
+
+  /** Table properties for initTable (keys understood by 0.15 and 1.x). */
+  public Properties tableProps() {
+    Properties p = new Properties();
+    p.setProperty("hoodie.table.name", TABLE_NAME);
+    p.setProperty("hoodie.table.type", tableType());
+    p.setProperty("hoodie.table.recordkey.fields", "id");
+    p.setProperty("hoodie.table.partition.fields", "part");
+    p.setProperty("hoodie.table.precombine.field", "ts");
+    p.setProperty("hoodie.table.ordering.fields", "ts");
+    p.setProperty("hoodie.table.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator");
+    p.setProperty("hoodie.table.base.file.format", "PARQUET");
+    return p;
+  }
+
+  /**
+   * Write-client properties shared by every JVM that touches the table: the multi-writer (OCC, LAZY,
+   * file-system lock) setup under which heartbeats exist and failed writes are rolled back lazily.
+   */
+  public Properties writeProps(boolean embedTimelineServer) {
+    Properties p = new Properties();
+    p.setProperty("hoodie.table.name", TABLE_NAME);
+    p.setProperty("hoodie.datasource.write.recordkey.field", "id");
+    p.setProperty("hoodie.datasource.write.partitionpath.field", "part");
+    p.setProperty("hoodie.datasource.write.precombine.field", "ts");
+    p.setProperty("hoodie.table.ordering.fields", "ts");
+    p.setProperty("hoodie.datasource.write.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator");
+    p.setProperty("hoodie.index.type", "SIMPLE");
+    p.setProperty("hoodie.write.concurrency.mode", "optimistic_concurrency_control");
+    p.setProperty("hoodie.cleaner.policy.failed.writes", "LAZY");
+    // a subclass of FileSystemBasedLockProvider that only adds tracing (same lock file, same content)
+    p.setProperty("hoodie.write.lock.provider", TracingFileSystemLockProvider.class.getName());
+    p.setProperty("hoodie.client.heartbeat.interval_in_ms", String.valueOf(HEARTBEAT_INTERVAL_MS));
+    p.setProperty("hoodie.client.heartbeat.tolerable.misses", String.valueOf(HEARTBEAT_TOLERABLE_MISSES));
+    p.setProperty("hoodie.write.markers.type", markerType());
+    p.setProperty("hoodie.embed.timeline.server", String.valueOf(embedTimelineServer));
+    p.setProperty("hoodie.metadata.enable", String.valueOf(mdt));
+    // 0.15/1.0: the caller commits explicitly (1.1 has no auto-commit at all).
+    p.setProperty("hoodie.auto.commit", "false");
+    p.setProperty("hoodie.insert.shuffle.parallelism", "2");
+    p.setProperty("hoodie.upsert.shuffle.parallelism", "2");
+    p.setProperty("hoodie.bulkinsert.shuffle.parallelism", "2");
+    p.setProperty("hoodie.delete.shuffle.parallelism", "2");
+    // no compaction/clustering during generation; the timeline stays exactly: commits + 1 failed write
+    p.setProperty("hoodie.compact.inline", "false");
+    // small parquet footers (the default bloom filter makes every base file ~430 KB)
+    p.setProperty("hoodie.index.bloom.num_entries", "100");
+    p.setProperty("hoodie.clustering.inline", "false");
+    return p;
+  }
+
+  public ObjectNode toJson(String hudiVersion, String tableVersion) {
+    ObjectNode n = new ObjectMapper().createObjectNode();
+    n.put("scenario", name);
+    n.put("hudi_version", hudiVersion);
+    n.put("table_version", tableVersion);
+    n.put("table_type", tableType());
+    n.put("metadata_table", mdt);
+    n.put("marker_type_configured", markerType());
+    n.put("embedded_timeline_server", timelineMarkers);
+    n.put("failure_point", mdtDone ? "after-mdt-commit-before-dt-complete"
+        : requestedOnly ? "after-start-commit" : "after-write-before-commit");
+    n.put("heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS);
+    n.put("heartbeat_tolerable_misses", HEARTBEAT_TOLERABLE_MISSES);
+    n.put("lock_provider", "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider (traced subclass)");
+    n.put("failed_writes_policy", "LAZY");
+    n.put("concurrency_mode", "optimistic_concurrency_control");
+    return n;
+  }
+}
