@@ -49,6 +49,8 @@ const SCENARIOS: &[&str] = &[
     "mor-mdt-timeline",
     "cow-mdt-direct-mdtdone",
     "mor-mdt-direct-mdtdone",
+    "cow-nomdt-direct-requested",
+    "mor-mdt-direct-requested",
 ];
 
 fn supported(version: &str, scenario: &str) -> bool {
@@ -132,7 +134,10 @@ fn roll_back_every_scenario(version: &str) {
         copy(&dir.join(s), &ours);
         let meta = scenario_json(&ours);
         let interval = meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000);
-        let failed = meta["failed_instant"].as_str().unwrap_or_default().to_string();
+        let failed = meta["failed_instant"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if meta["stale_lock_file_left"] == true {
             // The killed writer held FileSystemBasedLockProvider's lock, which never expires by
             // default: remove it as an operator would, as the harness did for Hudi's own rollback.
@@ -181,7 +186,9 @@ fn roll_back_every_scenario(version: &str) {
                 let diff = run_sh(&[
                     "diff",
                     ours.to_str().expect("utf-8"),
-                    dir.join(format!("{s}-hudi-rollback")).to_str().expect("utf-8"),
+                    dir.join(format!("{s}-hudi-rollback"))
+                        .to_str()
+                        .expect("utf-8"),
                 ]);
                 match (verify.status.success(), diff.status.success()) {
                     (true, true) => Ok("Hudi validator passed; same as Hudi's rollback".into()),
@@ -190,7 +197,9 @@ fn roll_back_every_scenario(version: &str) {
                         stdout(&verify),
                         stderr(&verify)
                     )),
-                    (true, false) => Err(format!("differs from Hudi's rollback: {}", stdout(&diff))),
+                    (true, false) => {
+                        Err(format!("differs from Hudi's rollback: {}", stdout(&diff)))
+                    }
                 }
             }
         };
@@ -258,7 +267,10 @@ fn hudis_validator_catches_left_over_and_missing_files() {
         .expect("the failed write left a data file");
     std::fs::copy(failed_table.join(&stray), left_over.join(&stray)).expect("copy stray file");
     let out = run_sh(&["verify", "1.0", left_over.to_str().expect("utf-8")]);
-    assert!(!out.status.success(), "validator accepted a left-over file {stray}");
+    assert!(
+        !out.status.success(),
+        "validator accepted a left-over file {stray}"
+    );
     assert!(stdout(&out).contains("\"ok\" : false"), "{}", stdout(&out));
 
     // A committed data file deleted.
@@ -270,5 +282,8 @@ fn hudis_validator_catches_left_over_and_missing_files() {
         .expect("a committed data file");
     std::fs::remove_file(missing.join(&committed)).expect("remove");
     let out = run_sh(&["verify", "1.0", missing.to_str().expect("utf-8")]);
-    assert!(!out.status.success(), "validator accepted a missing file {committed}");
+    assert!(
+        !out.status.success(),
+        "validator accepted a missing file {committed}"
+    );
 }

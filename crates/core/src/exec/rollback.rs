@@ -741,16 +741,7 @@ async fn execute(
     storage.delete(&heartbeat_path(t)?).await?;
 
     // The completed rollback.
-    let metadata = rollback_metadata(
-        r,
-        t,
-        action,
-        plan,
-        &resolved,
-        &rollback_log_files,
-        &base,
-        started,
-    );
+    let metadata = rollback_metadata(r, t, action, plan, &resolved, &rollback_log_files, started);
     let completion = match config.timeline_layout {
         crate::table::TimelineLayout::V1 => None,
         crate::table::TimelineLayout::V2 => {
@@ -795,7 +786,6 @@ fn rollback_metadata(
     plan: &RollbackPlan,
     resolved: &crate::plan::rollback::ResolvedPlan,
     rollback_log_files: &BTreeMap<String, BTreeMap<String, i64>>,
-    base: &BasePath,
     started: Clock,
 ) -> RollbackMetadata {
     let mut partitions: BTreeMap<String, RollbackPartitionMetadata> = BTreeMap::new();
@@ -810,20 +800,10 @@ fn rollback_metadata(
             });
         if let Some(logs) = &req.log_blocks_to_be_deleted {
             if req.files_to_be_deleted.is_empty() {
-                let failed = p
-                    .log_files_from_failed_commit
-                    .get_or_insert_with(BTreeMap::new);
-                for (name, size) in logs {
-                    let qualified = if name.contains('/') {
-                        name.clone()
-                    } else {
-                        RelPath::parse(&req.partition_path)
-                            .and_then(|pp| pp.join(name))
-                            .map(|rel| base.render_qualified(&rel))
-                            .unwrap_or_else(|_| name.clone())
-                    };
-                    failed.insert(qualified, *size);
-                }
+                // As Java records them: the plan's keys and sizes.
+                p.log_files_from_failed_commit
+                    .get_or_insert_with(BTreeMap::new)
+                    .extend(logs.iter().map(|(k, v)| (k.clone(), *v)));
             }
         }
     }
@@ -1098,7 +1078,6 @@ async fn execute_mdt(
         plan,
         &resolved,
         &BTreeMap::new(),
-        &base,
         started,
     );
     let c = new_instant_time(&[&timeline], mdt.zone());

@@ -169,7 +169,9 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             match (m.io_type, &file) {
                 (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
                     // Appended to an older file slice: void the blocks with a command block.
-                    if let Some(size) = existing.get(&rel) {
+                    // Java (0.15) records the bare file name with the placeholder size 1, and
+                    // skips a log file that does not exist.
+                    if existing.contains_key(&rel) {
                         appends
                             .entry((
                                 m.partition.clone(),
@@ -177,7 +179,7 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
                                 instant.clone(),
                             ))
                             .or_default()
-                            .insert(m.file_name.clone(), (*size).max(1) as i64);
+                            .insert(m.file_name.clone(), 1);
                     }
                 }
                 _ => {
@@ -217,14 +219,43 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
         }
     }
 
-    let mut by_partition: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Requests shaped as Hudi's own: one per file. A file a marker names carries its file
+    // group and base instant (the instant itself from 1.0 on), with a qualified path, as Java's
+    // marker-based plans; a file only the listing found is a pure delete, as Java's
+    // listing-based plans.
+    let mut requests = Vec::new();
     let mut planned = Vec::new();
     for (rel, from_markers) in &deletes {
         let partition = partition_of(rel);
-        by_partition
-            .entry(partition.clone())
-            .or_default()
-            .push(input.base.render(rel));
+        let file = DataFile::parse(rel.file_name());
+        let (file_id, latest_base_instant, path) = match (from_markers, &file) {
+            (
+                true,
+                Some(DataFile::Base {
+                    file_id, instant, ..
+                }),
+            ) => (
+                file_id.clone(),
+                instant.clone(),
+                input.base.render_qualified(rel),
+            ),
+            (true, Some(DataFile::Log { file_id, .. })) if input.version != TableVersion::V6 => {
+                (file_id.clone(), t.clone(), input.base.render_qualified(rel))
+            }
+            (true, _) => (
+                String::new(),
+                String::new(),
+                input.base.render_qualified(rel),
+            ),
+            (false, _) => (String::new(), String::new(), input.base.render(rel)),
+        };
+        requests.push(RollbackRequest {
+            partition_path: partition.clone(),
+            file_id: Some(file_id),
+            latest_base_instant: Some(latest_base_instant),
+            files_to_be_deleted: vec![path],
+            log_blocks_to_be_deleted: Some(BTreeMap::new()),
+        });
         planned.push(PlannedDelete {
             partition,
             path: rel.clone(),
@@ -232,16 +263,6 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             from_markers: *from_markers,
         });
     }
-    let mut requests: Vec<RollbackRequest> = by_partition
-        .into_iter()
-        .map(|(partition, files)| RollbackRequest {
-            partition_path: partition,
-            file_id: Some(String::new()),
-            latest_base_instant: Some(String::new()),
-            files_to_be_deleted: files,
-            log_blocks_to_be_deleted: Some(BTreeMap::new()),
-        })
-        .collect();
     let mut log_blocks = Vec::new();
     for ((partition, file_id, base_instant), logs) in appends {
         for name in logs.keys() {
@@ -450,13 +471,25 @@ mod tests {
         );
         assert_eq!(p.markers_without_files, 1);
         let reqs = p.plan.requests.unwrap();
-        assert_eq!(reqs.len(), 3);
-        assert_eq!(reqs[0].partition_path, "p1");
+        assert_eq!(reqs.len(), 4);
+        // A v8 log file a marker names: its file group and the instant, a qualified path.
+        assert_eq!(reqs[0].file_id.as_deref(), Some("a"));
+        assert_eq!(reqs[0].latest_base_instant.as_deref(), Some(T));
+        // A marker-named base file: its file group and instant.
+        assert_eq!(reqs[1].partition_path, "p1");
+        assert_eq!(reqs[1].file_id.as_deref(), Some("a"));
+        assert_eq!(reqs[1].latest_base_instant.as_deref(), Some(T));
         assert_eq!(
-            reqs[0].files_to_be_deleted[1],
-            format!("/t/p1/a_0-1-2_{T}.parquet")
+            reqs[1].files_to_be_deleted,
+            vec![format!("file:/t/p1/a_0-1-2_{T}.parquet")]
         );
-        assert_eq!(reqs[0].file_id.as_deref(), Some(""));
+        // A file only the listing found: a pure delete with a plain path.
+        assert_eq!(reqs[2].file_id.as_deref(), Some(""));
+        assert_eq!(reqs[2].latest_base_instant.as_deref(), Some(""));
+        assert_eq!(
+            reqs[2].files_to_be_deleted,
+            vec![format!("/t/p2/missed_0-1-2_{T}.parquet")]
+        );
     }
 
     #[test]
@@ -519,7 +552,7 @@ mod tests {
         );
         assert_eq!(
             reqs[0].log_blocks_to_be_deleted,
-            Some(BTreeMap::from([(old_log.to_string(), 777)]))
+            Some(BTreeMap::from([(old_log.to_string(), 1)]))
         );
     }
 
