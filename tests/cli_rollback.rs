@@ -106,3 +106,37 @@ fn a_live_instant_needs_force() {
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
         .exists());
 }
+
+#[test]
+fn the_demo_makes_a_failed_write_and_rolls_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("demo");
+    let out = run(&["demo", "--dir", table.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("expired"), "{text}");
+    assert!(text.contains("rolled back"), "{text}");
+    assert!(text.contains("3 files deleted"), "{text}");
+    // Run again: the demo replaces its own table.
+    let again = run(&["demo", "--dir", table.to_str().unwrap(), "--no-rollback"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let v = run(&["inspect", table.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&v)).unwrap();
+    assert_eq!(v["pending"][0]["verdict"], "expired");
+}
+
+#[test]
+fn the_demo_never_replaces_a_folder_it_did_not_make() {
+    let t = failed_table();
+    let out = run(&["demo", "--dir", &t.uri()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a hudi-keeper demo table"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+}

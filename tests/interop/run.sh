@@ -10,6 +10,9 @@
 #   run.sh diff     <ours-dir> <hudis-dir>
 #   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
 #   run.sh selftest [root]                            (generate+verify+diff per version)
+#   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
+#   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files)
+#   run.sh bench-rollback <version-key> <dir>         (times Hudi's rollback of it; mutates <dir>)
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
 # scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested]
@@ -47,6 +50,9 @@ JAVA_OPTS=(
   --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
   --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED
 )
+
+# extra JVM flags appended after JAVA_OPTS (later -Xmx wins); only the bench commands set them
+HJ_JVM_EXTRA=()
 
 die() { echo "run.sh: $*" >&2; exit 1; }
 log() { echo "[run.sh $(date +%H:%M:%S)] $*" >&2; }
@@ -91,14 +97,14 @@ hj() {
   local key="$1"; shift
   local mod; mod="$(module_dir "$key")"
   [[ -f "$mod/target/classpath.txt" ]] || cmd_build
-  timeout "${HJ_TIMEOUT:-900}" java "${JAVA_OPTS[@]}" -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.Main "$@"
+  timeout "${HJ_TIMEOUT:-900}" java "${JAVA_OPTS[@]}" "${HJ_JVM_EXTRA[@]}" -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.Main "$@"
 }
 
 # like hj, but replaces the (sub)shell with the JVM: `hj_exec ... &` makes $! the JVM's pid
 hj_exec() {
   local key="$1"; shift
   local mod; mod="$(module_dir "$key")"
-  exec java "${JAVA_OPTS[@]}" -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.Main "$@"
+  exec java "${JAVA_OPTS[@]}" "${HJ_JVM_EXTRA[@]}" -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.Main "$@"
 }
 
 # --------------------------------------------------------------------------------------- scenarios
@@ -112,11 +118,13 @@ scenario_supported() { # key scenario
 }
 
 # Runs the failing writer in its own JVM, waits for READY_TO_DIE, SIGKILLs it.
-kill_failed_writer() { # key dir logdir
+kill_failed_writer() { # key dir logdir [Main command and args, default: fail --dir <dir>]
   local key="$1" dir="$2" logs="$3"
+  shift 3
+  (( $# )) || set -- fail --dir "$dir"
   local out="$logs/fail.stdout" err="$logs/fail.stderr"
   : >"$out"
-  hj_exec "$key" fail --dir "$dir" >"$out" 2>"$err" &
+  hj_exec "$key" "$@" >"$out" 2>"$err" &
   local pid=$! waited=0
   while ! grep -q '^READY_TO_DIE' "$out"; do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -125,7 +133,9 @@ kill_failed_writer() { # key dir logdir
     fi
     sleep 0.2
     waited=$((waited + 1))
-    if (( waited > 1500 )); then kill -9 "$pid" || true; die "failed writer did not reach READY_TO_DIE in 300s"; fi
+    if (( waited > ${FAIL_WAIT_TICKS:-1500} )); then
+      kill -9 "$pid" || true; die "failed writer did not reach READY_TO_DIE in $(( ${FAIL_WAIT_TICKS:-1500} / 5 ))s"
+    fi
   done
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
@@ -251,6 +261,63 @@ cmd_selftest() {
   [[ $fail == 0 ]]
 }
 
+cmd_timeline() {
+  [[ $# == 2 ]] || die "usage: run.sh timeline <version-key> <dir>"
+  module_dir "$1" >/dev/null
+  cmd_build
+  hj "$1" timeline --dir "$2"
+}
+
+# ------------------------------------------------------------------------------------- benchmark
+# Not part of selftest or CI. See README "Rollback benchmark (Hudi's own)".
+BENCH_JVM=(-Xmx${BENCH_XMX:-4g})
+
+cmd_bench_fail() {
+  [[ $# == 3 || $# == 4 ]] || die "usage: run.sh bench-fail <version-key> <dir> <files> [partitions]"
+  local key="$1" dir="$2" files="$3" parts="${4:-100}"
+  module_dir "$key" >/dev/null
+  [[ "$files" =~ ^[0-9]+$ && "$parts" =~ ^[0-9]+$ ]] || die "files and partitions must be numbers"
+  [[ -e "$dir" ]] && die "$dir already exists"
+  cmd_build
+  local logs="$dir.logs"
+  rm -rf "$logs"; mkdir -p "$logs"
+  HJ_JVM_EXTRA=("${BENCH_JVM[@]}")
+  local t0 failed
+  t0=$(date +%s%N)
+  log "bench-fail $key: ~$files files in $parts partitions -> $dir (logs: $logs)"
+  failed="$(FAIL_WAIT_TICKS=$((5 * ${BENCH_FAIL_TIMEOUT_S:-3600})) kill_failed_writer "$key" "$dir" "$logs" \
+    bench-fail --dir "$dir" --files "$files" --partitions "$parts")"
+  [[ -n "$failed" ]] || die "no failed instant reported"
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  local written
+  written="$(grep '^READY_TO_DIE' "$logs/fail.stdout" | head -1 | sed -n 's/.*files=\([0-9]*\).*/\1/p')"
+  python3 - "$dir/scenario.json" "$failed" "$ms" "$written" <<'PY'
+import json, sys
+p, t, ms, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+d = json.load(open(p))
+d["failed_instant"] = t
+d["stale_lock_file_left"] = False
+d["bench"]["files_written"] = int(n) if n else None
+d["bench"]["generate_ms"] = ms
+json.dump(d, open(p, "w"), indent=2)
+PY
+  log "  killed writer of $failed after writing ${written:-?} files; generation took ${ms} ms (JVM start to kill)"
+  echo "{\"failed_instant\": \"$failed\", \"files\": ${written:-null}, \"generate_ms\": $ms}"
+}
+
+cmd_bench_rollback() {
+  [[ $# == 2 ]] || die "usage: run.sh bench-rollback <version-key> <dir>"
+  local key="$1" dir="$2"
+  module_dir "$key" >/dev/null
+  cmd_build
+  HJ_JVM_EXTRA=("${BENCH_JVM[@]}")
+  local t0 rc=0
+  t0=$(date +%s%N)
+  HJ_TIMEOUT="${BENCH_ROLLBACK_TIMEOUT_S:-7200}" hj "$key" bench-rollback --dir "$dir" || rc=$?
+  log "bench-rollback: JVM wall time $(( ($(date +%s%N) - t0) / 1000000 )) ms (JVM start to exit, heartbeat wait included)"
+  return $rc
+}
+
 cmd_versions() {
   cmd_build
   local k
@@ -265,6 +332,9 @@ case "${1:-}" in
   rollback) shift; cmd_rollback "$@" ;;
   verify) shift; cmd_verify "$@" ;;
   diff) shift; exec python3 "$HERE/diff.py" "$@" ;;
+  timeline) shift; cmd_timeline "$@" ;;
+  bench-fail) shift; cmd_bench_fail "$@" ;;
+  bench-rollback) shift; cmd_bench_rollback "$@" ;;
   dump) shift; [[ $# == 2 ]] || die "usage: run.sh dump <version-key> <timeline-file>"; cmd_build; hj "$1" dump --file "$2" ;;
   *) sed -n '2,/^set -euo/p' "$0" | grep '^#' >&2; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 //! The command line.
 
+mod demo;
 mod duration;
 mod inspect;
 mod rollback;
@@ -41,6 +42,8 @@ pub enum Command {
     /// Roll back failed writes as Hudi would: every instant the policy calls failed (and every
     /// pending rollback), or one named instant.
     Rollback(rollback::RollbackArgs),
+    /// Make a small demo table with a failed write in a local folder, inspect it, roll it back.
+    Demo(demo::DemoArgs),
 }
 
 /// Where a table lives and how to reach its store.
@@ -131,5 +134,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
         Command::Rollback(args) => rollback::run(args).await,
+        Command::Demo(args) => demo::run(args).await,
     }
 }

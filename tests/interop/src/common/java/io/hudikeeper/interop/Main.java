@@ -31,6 +31,9 @@ import java.util.Properties;
  *   rollback --dir D                Hudi's own lazy rollback of expired failed writes
  *   verify   --dir D --expect F     validate the table with Hudi's APIs (JSON report, exit 1 on failure)
  *   dump     --file F               print a timeline file (Avro decoded)
+ *   timeline --dir D                Hudi's active timeline of D (and of its metadata table) as JSON, read-only
+ *   bench-fail --dir D --files N [--partitions P]   benchmark table with a failed write of ~N files
+ *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table
  *   info                            print the Hudi version of this classpath
  * </pre>
  */
@@ -69,6 +72,10 @@ public final class Main {
       case "rollback" -> rc = rollback(new File(req(opts, "dir")));
       case "verify" -> rc = Verify.run(new File(req(opts, "dir")), new File(req(opts, "expect")));
       case "dump" -> rc = Dump.run(new File(req(opts, "file")));
+      case "timeline" -> rc = Timeline.run(new File(req(opts, "dir")));
+      case "bench-fail" -> rc = Bench.fail(new File(req(opts, "dir")), Integer.parseInt(req(opts, "files")),
+          Integer.parseInt(opts.getOrDefault("partitions", "100")));
+      case "bench-rollback" -> rc = Bench.rollback(new File(req(opts, "dir")));
       default -> {
         usage();
         rc = 2;
@@ -81,7 +88,8 @@ public final class Main {
 
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
-        + " | verify --dir D --expect F");
+        + " | verify --dir D --expect F | dump --file F | timeline --dir D"
+        + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
     System.exit(2);
   }
 

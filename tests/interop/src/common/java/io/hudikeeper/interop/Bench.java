@@ -1,0 +1,183 @@
+package io.hudikeeper.interop;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hudi.client.HoodieJavaWriteClient;
+import org.apache.hudi.client.WriteStatus;
+import org.apache.hudi.client.common.HoodieJavaEngineContext;
+import org.apache.hudi.common.model.HoodieRecord;
+import org.apache.hudi.common.table.HoodieTableMetaClient;
+import org.apache.hudi.storage.StorageConfiguration;
+
+import java.io.File;
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+
+/**
+ * Rollback benchmark of Hudi itself (for BENCHMARKS.md, not part of selftest/CI).
+ * <pre>
+ *   bench-fail     --dir D --files N --partitions P   table + 1 completed commit + a failed write of ~N base files
+ *   bench-rollback --dir D                           time Hudi's rollbackFailedWrites() of that write
+ * </pre>
+ * The table is the {@code cow-nomdt-direct} scenario's config (COW, metadata table off, DIRECT markers,
+ * OCC + LAZY failed-writes policy, 1 s heartbeat with 2 tolerable misses). The failed write is an
+ * {@code insert()} of {@link #RECORDS_PER_FILE} * N small records spread over P partitions, with
+ * {@code hoodie.copyonwrite.insert.split.size=RECORDS_PER_FILE} (auto split off) so every insert bucket
+ * becomes its own base file. Hudi assigns records to the buckets of a partition by a hash of the key,
+ * so a bucket can stay empty: the number of files is about N (each bucket is empty with probability
+ * about e^-8), and the exact count is measured.
+ */
+final class Bench {
+  static final int RECORDS_PER_FILE = 8;
+  static final String SCENARIO = "cow-nomdt-direct";
+
+  private Bench() {
+  }
+
+  /** Writer overrides of the benchmark on top of the scenario's writeProps. */
+  static Properties benchProps() {
+    Properties p = new Properties();
+    p.setProperty("hoodie.copyonwrite.insert.auto.split", "false");
+    p.setProperty("hoodie.copyonwrite.insert.split.size", String.valueOf(RECORDS_PER_FILE));
+    // no small-file routing: every insert goes to a new file group (CREATE marker, new base file)
+    p.setProperty("hoodie.parquet.small.file.limit", "0");
+    return p;
+  }
+
+  static String partition(int i, int partitions) {
+    return String.format("p%05d", i % partitions);
+  }
+
+  static List<Data.Row> rows(int n, int partitions, int offset, long ts, String val) {
+    List<Data.Row> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      out.add(new Data.Row(String.format("b%09d", offset + i), partition(i, partitions), ts, val, i));
+    }
+    return out;
+  }
+
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int fail(File dir, int files, int partitions) throws Exception {
+    if (new File(dir, ".hoodie").exists()) {
+      throw new IOException(dir + " already holds a table");
+    }
+    dir.mkdirs();
+    Scenario s = Scenario.parse(SCENARIO);
+    String base = Main.base(dir);
+    StorageConfiguration<Configuration> conf = Main.storageConf(false);
+    HoodieTableMetaClient mc = Compat.initTable(conf, base, s.tableProps());
+    HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        Main.writeConfig(s, base, benchProps()));
+    // one completed commit: one record (one base file) per partition
+    String c1 = client.startCommit();
+    List<WriteStatus> ws = client.insert(Data.hoodieRecords(rows(partitions, partitions, 0, 1, "c1")), c1);
+    if (!client.commit(c1, ws)) {
+      throw new IllegalStateException("commit " + c1 + " failed");
+    }
+    mc = HoodieTableMetaClient.reload(mc);
+    ObjectNode sj = s.toJson(Main.hudiVersion(), String.valueOf(Main.tableVersion(mc)));
+    sj.putArray("completed_instants").add(c1);
+    ObjectNode b = sj.putObject("bench");
+    b.put("files_requested", files);
+    b.put("partitions", partitions);
+    b.put("records_per_insert_bucket", RECORDS_PER_FILE);
+    b.put("records", (long) files * RECORDS_PER_FILE);
+    b.set("writer_overrides", Main.JSON.valueToTree(benchProps()));
+    Main.JSON.writeValue(new File(dir, "scenario.json"), sj);
+
+    String t = client.startCommit();
+    Main.OUT.println("STARTED " + t);
+    Main.OUT.flush();
+    long t0 = System.nanoTime();
+    List<HoodieRecord> recs = Data.hoodieRecords(rows(files * RECORDS_PER_FILE, partitions, partitions, 2, "FAILED"));
+    ws = client.insert(recs, t);
+    long written = 0;
+    for (WriteStatus w : ws) {
+      if (w.hasErrors()) {
+        throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
+      }
+      written++;
+    }
+    System.err.println("bench-fail: insert of " + recs.size() + " records into " + written + " files took "
+        + (System.nanoTime() - t0) / 1_000_000 + " ms");
+    Main.readyToDie(t, "files=" + written);
+    return 0;
+  }
+
+  /** Base files of instant t under dir (outside .hoodie). */
+  static long countFiles(File dir, String t) throws IOException {
+    String suffix = "_" + t + ".parquet";
+    long[] n = {0};
+    Files.walkFileTree(dir.toPath(), new SimpleFileVisitor<>() {
+      @Override
+      public FileVisitResult preVisitDirectory(Path d, BasicFileAttributes a) {
+        return d.getFileName().toString().equals(".hoodie") ? FileVisitResult.SKIP_SUBTREE : FileVisitResult.CONTINUE;
+      }
+
+      @Override
+      public FileVisitResult visitFile(Path f, BasicFileAttributes a) {
+        if (f.getFileName().toString().endsWith(suffix)) {
+          n[0]++;
+        }
+        return FileVisitResult.CONTINUE;
+      }
+    });
+    return n[0];
+  }
+
+  @SuppressWarnings({"rawtypes"})
+  static int rollback(File dir) throws Exception {
+    JsonNode sj = Main.JSON.readTree(new File(dir, "scenario.json"));
+    if (sj.get("failed_instant") == null) {
+      throw new IOException("no failed_instant in " + dir + "/scenario.json (make the table with run.sh bench-fail)");
+    }
+    String t = sj.get("failed_instant").asText();
+    Scenario s = Scenario.load(dir);
+    String base = Main.base(dir);
+    long w0 = System.nanoTime();
+    Main.waitForExpiredHeartbeats(new File(dir, ".hoodie/.heartbeat"));
+    long hbWaitMs = (System.nanoTime() - w0) / 1_000_000;
+    long before = countFiles(dir, t);
+    StorageConfiguration<Configuration> conf = Main.storageConf(false);
+    HoodieTableMetaClient mc = Main.metaClient(conf, base);
+    List<String> pendingBefore = Main.pending(mc);
+    boolean result;
+    long rollbackMs;
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        Main.writeConfig(s, base, benchProps()))) {
+      long t0 = System.nanoTime();
+      result = Compat.rollbackFailedWrites(client, mc);
+      rollbackMs = (System.nanoTime() - t0) / 1_000_000;
+    }
+    long jvmMs = System.currentTimeMillis() - ManagementFactory.getRuntimeMXBean().getStartTime();
+    long after = countFiles(dir, t);
+    List<String> pendingAfter = Main.pending(mc);
+    ObjectNode n = Main.JSON.createObjectNode();
+    n.put("files", before);
+    n.put("rollback_ms", rollbackMs);
+    n.put("hudi_version", Main.hudiVersion());
+    n.put("table_version", Main.tableVersion(mc));
+    JsonNode bench = sj.get("bench");
+    if (bench != null && bench.get("partitions") != null) {
+      n.put("partitions", bench.get("partitions").asInt());
+    }
+    n.put("failed_instant", t);
+    n.put("rollback_failed_writes_returned", result);
+    n.put("files_after", after);
+    n.set("pending_before", Main.JSON.valueToTree(pendingBefore));
+    n.set("pending_after", Main.JSON.valueToTree(pendingAfter));
+    n.put("heartbeat_wait_ms", hbWaitMs);
+    n.put("jvm_uptime_ms_after_rollback", jvmMs);
+    Main.OUT.println(Main.JSON.writeValueAsString(n));
+    return after == 0 && pendingAfter.isEmpty() ? 0 : 1;
+  }
+}
