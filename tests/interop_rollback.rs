@@ -276,9 +276,17 @@ fn hudis_validator_catches_left_over_and_missing_files() {
     // A committed data file deleted.
     let missing = work.path().join("missing");
     copy(&reference, &missing);
+    // The newest base file of a file group is in the latest file slice: readers need it.
     let committed = listing(&missing)
         .into_iter()
-        .find(|p| p.ends_with(".parquet") && !p.starts_with(".hoodie"))
+        .filter(|p| p.ends_with(".parquet") && !p.starts_with(".hoodie"))
+        .max_by_key(|p| {
+            p.rsplit('_')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(".parquet")
+                .to_string()
+        })
         .expect("a committed data file");
     std::fs::remove_file(missing.join(&committed)).expect("remove");
     let out = run_sh(&["verify", "1.0", missing.to_str().expect("utf-8")]);

@@ -1,0 +1,144 @@
+//! `hudi-keeper inspect --json` lists every instant exactly as Hudi's own timeline does, on
+//! tables real Hudi wrote (table versions 6, 8 and 9; copy-on-write and merge-on-read; the
+//! metadata table too), before and after Hudi's own rollback.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{run, stderr, stdout};
+use serde_json::Value;
+
+fn enabled() -> bool {
+    match std::env::var("HUDI_KEEPER_INTEROP").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => panic!(
+            "HUDI_KEEPER_INTEROP is not set: run the tests through scripts/test (or scripts/test --no-interop)"
+        ),
+    }
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tables_root() -> PathBuf {
+    match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => workspace().join("target/interop-tables"),
+    }
+}
+
+/// A table of `version`: reused if generated before (by this suite or the rollback suite).
+fn table(version: &str, scenario: &str) -> PathBuf {
+    let dir = tables_root().join(version).join(scenario);
+    if !dir.join("scenario.json").exists()
+        || !PathBuf::from(format!("{}-hudi-rollback", dir.display())).exists()
+    {
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(format!("{}-hudi-rollback", dir.display()));
+        std::fs::create_dir_all(dir.parent().expect("parent")).expect("mkdir");
+        let out = Command::new("bash")
+            .arg(workspace().join("tests/interop/run.sh"))
+            .args(["generate", version, scenario, dir.to_str().expect("utf-8")])
+            .output()
+            .expect("run.sh");
+        assert!(out.status.success(), "generate failed: {}", stderr(&out));
+    }
+    dir
+}
+
+fn rows(instants: &Value) -> Vec<(String, String, String, Option<String>)> {
+    instants
+        .as_array()
+        .expect("an instants array")
+        .iter()
+        .map(|i| {
+            (
+                i["requested_time"].as_str().unwrap_or_default().to_string(),
+                i["action"].as_str().unwrap_or_default().to_string(),
+                i["state"].as_str().unwrap_or_default().to_string(),
+                i["completion_time"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+fn compare(version: &str, dir: &Path) {
+    let hudi = Command::new("bash")
+        .arg(workspace().join("tests/interop/run.sh"))
+        .args(["timeline", version, dir.to_str().expect("utf-8")])
+        .output()
+        .expect("run.sh timeline");
+    assert!(
+        hudi.status.success(),
+        "Hudi's timeline of {}: {}",
+        dir.display(),
+        stderr(&hudi)
+    );
+    let hudi: Value = serde_json::from_str(&stdout(&hudi)).expect("Hudi's timeline JSON");
+    let ours = run(&["inspect", dir.to_str().expect("utf-8"), "--json"]);
+    assert!(ours.status.success(), "{}", stderr(&ours));
+    let ours: Value = serde_json::from_str(&stdout(&ours)).expect("inspect JSON");
+    assert_eq!(
+        ours["table"]["version"],
+        hudi["table_version"],
+        "table version of {}",
+        dir.display()
+    );
+    assert_eq!(
+        rows(&ours["instants"]),
+        rows(&hudi["instants"]),
+        "instants of {}",
+        dir.display()
+    );
+    match (&ours["metadata_table"], &hudi["metadata_table"]) {
+        (Value::Null, Value::Null) => {}
+        (o, h) if !o.is_null() && !h.is_null() => assert_eq!(
+            rows(&o["instants"]),
+            rows(&h["instants"]),
+            "metadata-table instants of {}",
+            dir.display()
+        ),
+        (o, h) => panic!("metadata table of {}: ours {o}, Hudi's {h}", dir.display()),
+    }
+}
+
+fn compare_version(version: &str) {
+    let scenarios = [
+        "cow-nomdt-direct",
+        "mor-mdt-direct",
+        "mor-mdt-direct-mdtdone",
+    ];
+    for s in scenarios {
+        let dir = table(version, s);
+        compare(version, &dir);
+        compare(
+            version,
+            &PathBuf::from(format!("{}-hudi-rollback", dir.display())),
+        );
+    }
+}
+
+#[test]
+fn inspect_lists_instants_as_hudi_0_15_does() {
+    if enabled() {
+        compare_version("0.15");
+    }
+}
+
+#[test]
+fn inspect_lists_instants_as_hudi_1_0_does() {
+    if enabled() {
+        compare_version("1.0");
+    }
+}
+
+#[test]
+fn inspect_lists_instants_as_hudi_1_1_does() {
+    if enabled() {
+        compare_version("1.1");
+    }
+}
