@@ -16,8 +16,13 @@ use hudi_keeper_core::storage::testing::{CountingInterceptor, FailMode, FailNth}
 use hudi_keeper_core::storage::OpKind;
 use hudi_keeper_core::{Error, Table};
 
+/// Default options, except that a pending rollback is taken over at once (the tests' own
+/// interrupted rollbacks are seconds old).
 fn opts() -> RollbackOptions {
-    RollbackOptions::default()
+    let mut o = RollbackOptions::default();
+    o.heartbeat.min_instant_age = std::time::Duration::ZERO;
+    o.heartbeat.clock_skew_margin = std::time::Duration::ZERO;
+    o
 }
 
 async fn open(f: &Fixture) -> Table {
@@ -483,6 +488,44 @@ async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollbac
 async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v9_mdt() {
     let n = crash_at_every_call(Kind::MorV9, true).await;
     eprintln!("v9 mor + metadata table: {n} injection points");
+}
+
+#[tokio::test]
+async fn a_recent_pending_rollback_is_left_to_whoever_is_running_it() {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    let table = open(&f).await;
+    // Someone else scheduled a rollback of the failed write moments ago.
+    let plan = preview(&table, &Selection::AllFailed, &opts())
+        .await
+        .unwrap()[0]
+        .plan
+        .to_avro()
+        .unwrap();
+    let r = "20240101030000000";
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/timeline/{r}.rollback.requested")),
+            bytes::Bytes::from(plan),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let patient = RollbackOptions::default();
+    let done = rollback(&table, &Selection::AllFailed, &patient, None)
+        .await
+        .unwrap();
+    assert!(done.is_empty());
+    assert_eq!(f.snapshot().await, before);
+    let err = rollback(&table, &Selection::Instant(TF.into()), &patient, None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("--force"), "{err}");
+    // Once it is old enough (here: at once), it is resumed with its own instant.
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].rollback_instant, r);
+    assert!(done[0].resumed);
 }
 
 #[tokio::test]

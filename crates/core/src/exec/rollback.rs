@@ -194,6 +194,19 @@ pub struct PendingRollback {
     pub state: State,
     /// Its plan.
     pub plan: RollbackPlan,
+    /// When its latest timeline file was written.
+    pub last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl PendingRollback {
+    /// Whether it was left long enough ago to be taken over: a rollback that another process
+    /// is running right now must not be resumed under its feet (no lock is taken yet).
+    fn is_stale(&self, options: &RollbackOptions, now_ms: i64) -> bool {
+        let age = now_ms - self.last_modified.timestamp_millis();
+        let min = (options.heartbeat.min_instant_age + options.heartbeat.clock_skew_margin)
+            .as_millis() as i64;
+        age >= min
+    }
 }
 
 /// The pending rollbacks of a timeline, by the instant they roll back (the first per target, as
@@ -230,6 +243,7 @@ pub async fn pending_rollbacks(
                     instant: i.requested_time.clone(),
                     state: i.state,
                     plan,
+                    last_modified: i.latest_file().map(|f| f.last_modified).unwrap_or_default(),
                 });
             }
             Err(e) => unreadable.push((i.requested_time.clone(), e.to_string())),
@@ -278,9 +292,17 @@ async fn select(
         warn!(table = %table.uri(), rollback = %r, error = %why, "pending rollback with an unreadable plan is left alone");
     }
     let assessments = assess_table(table, &timeline, options).await?;
+    let now_ms = chrono::Utc::now().timestamp_millis();
     match selection {
         Selection::Instant(t) => {
             if let Some(p) = pending.get(t) {
+                if !options.force && !p.is_stale(options, now_ms) {
+                    return Err(refused(
+                        table,
+                        t,
+                        format!("rollback {} of this instant was written moments ago and may still be running in another process; pass --force to resume it now", p.instant),
+                    ));
+                }
                 return Ok(vec![Work {
                     target: t.clone(),
                     action: action_of_plan(&p.plan),
@@ -338,8 +360,12 @@ async fn select(
             }])
         }
         Selection::AllFailed => {
+            for (t, p) in pending.iter().filter(|(_, p)| !p.is_stale(options, now_ms)) {
+                info!(table = %table.uri(), instant = %t, rollback = %p.instant, "pending rollback is recent and may still be running elsewhere; left for a later run");
+            }
             let mut work: Vec<Work> = pending
                 .iter()
+                .filter(|(_, p)| p.is_stale(options, now_ms))
                 .map(|(t, p)| Work {
                     target: t.clone(),
                     action: action_of_plan(&p.plan),
@@ -349,6 +375,7 @@ async fn select(
                 })
                 .collect();
             for a in assessments.iter().filter(|a| a.verdict.is_failed()) {
+                // A target with a pending rollback is that rollback's, resumed or not.
                 if !pending.contains_key(&a.requested_time) {
                     work.push(Work {
                         target: a.requested_time.clone(),
