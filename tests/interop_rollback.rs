@@ -61,6 +61,9 @@ fn supported(version: &str, scenario: &str) -> bool {
 /// The generated tables of `version`: reused from HUDI_KEEPER_INTEROP_TABLES, else made once
 /// under target/.
 fn tables(version: &str) -> PathBuf {
+    // Tests of this file run in parallel; two of them must not generate the same table.
+    static GENERATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = GENERATE.lock().unwrap_or_else(|p| p.into_inner());
     let root = match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
         Ok(d) => PathBuf::from(d),
         Err(_) => workspace().join("target/interop-tables"),
