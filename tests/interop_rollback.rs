@@ -62,8 +62,17 @@ fn supported(version: &str, scenario: &str) -> bool {
 /// under target/.
 fn tables(version: &str) -> PathBuf {
     // Tests of this file run in parallel; two of them must not generate the same table.
-    static GENERATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = GENERATE.lock().unwrap_or_else(|p| p.into_inner());
+    static GENERATE: [std::sync::Mutex<()>; 3] = [
+        std::sync::Mutex::new(()),
+        std::sync::Mutex::new(()),
+        std::sync::Mutex::new(()),
+    ];
+    let slot = match version {
+        "0.15" => 0,
+        "1.0" => 1,
+        _ => 2,
+    };
+    let _guard = GENERATE[slot].lock().unwrap_or_else(|p| p.into_inner());
     let root = match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
         Ok(d) => PathBuf::from(d),
         Err(_) => workspace().join("target/interop-tables"),
