@@ -46,7 +46,7 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
 fn executing_without_a_terminal_needs_yes() {
     let t = failed_table();
     let out = bin()
-        .args(["rollback", &t.uri()])
+        .args(["rollback", &t.uri(), "--lock", "none"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -61,7 +61,14 @@ fn executing_without_a_terminal_needs_yes() {
 #[test]
 fn yes_rolls_back_and_a_second_run_finds_nothing() {
     let t = failed_table();
-    let out = run(&["rollback", &t.uri(), "--yes", "--json"]);
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--json",
+        "--lock",
+        "filesystem",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["rollbacks"][0]["instant"], TF);
@@ -79,7 +86,7 @@ fn yes_rolls_back_and_a_second_run_finds_nothing() {
         .join("p1/committed-0_0-1-2_20200101000000000.parquet")
         .exists());
     assert!(!t.path().join(".hoodie/.temp/20200102000000000").exists());
-    let again = run(&["rollback", &t.uri(), "--yes"]);
+    let again = run(&["rollback", &t.uri(), "--yes", "--lock", "none"]);
     assert!(again.status.success());
     assert!(
         stdout(&again).contains("Nothing to roll back"),
@@ -92,14 +99,31 @@ fn yes_rolls_back_and_a_second_run_finds_nothing() {
 fn a_live_instant_needs_force() {
     let t = failed_table();
     t.touch(&[".hoodie/.heartbeat/20200102000000000"]);
-    let out = run(&["rollback", &t.uri(), "--instant", TF, "--yes"]);
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--instant",
+        TF,
+        "--yes",
+        "--lock",
+        "none",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("live"), "{}", stderr(&out));
     assert!(t
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
         .exists());
-    let out = run(&["rollback", &t.uri(), "--instant", TF, "--force", "--yes"]);
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--instant",
+        TF,
+        "--force",
+        "--yes",
+        "--lock",
+        "none",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!t
         .path()
@@ -139,4 +163,104 @@ fn the_demo_never_replaces_a_folder_it_did_not_make() {
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
         .exists());
+}
+
+#[test]
+fn changing_a_table_needs_a_lock_decision() {
+    let t = failed_table();
+    let out = run(&["rollback", &t.uri(), "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--lock filesystem"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    // Looking needs none.
+    assert!(run(&["rollback", &t.uri(), "--dry-run"]).status.success());
+}
+
+#[test]
+fn a_held_file_system_lock_is_waited_for_then_refused_with_nothing_changed() {
+    let t = failed_table();
+    t.touch(&[".hoodie/lock"]);
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "filesystem",
+        "--lock-timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("could not take the lock"), "{err}");
+    assert!(err.contains("never expires"), "{err}");
+    assert!(t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    assert!(!std::fs::read_dir(t.path().join(".hoodie/timeline"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains("rollback")));
+}
+
+#[test]
+fn the_rollback_proceeds_once_the_writer_releases_the_lock() {
+    let t = failed_table();
+    let lock = t.write(".hoodie/lock", b"");
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::fs::remove_file(lock).unwrap();
+    });
+    let started = std::time::Instant::now();
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "filesystem",
+        "--lock-timeout",
+        "30s",
+    ]);
+    releaser.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1500));
+    assert!(!t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    // The lock is released after use.
+    assert!(!t.path().join(".hoodie/lock").exists());
+}
+
+#[test]
+fn an_expired_file_system_lock_is_taken_over() {
+    let t = failed_table();
+    let lock = t.write(".hoodie/lock", b"");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "filesystem",
+        "--lock-filesystem-expire",
+        "5m",
+        "--lock-timeout",
+        "5s",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!t.path().join(".hoodie/lock").exists());
 }

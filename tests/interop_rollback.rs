@@ -167,6 +167,11 @@ fn roll_back_every_scenario(version: &str) {
                 "1s",
                 "--yes",
                 "--json",
+                // The harness's writers take Hudi's FileSystemBasedLockProvider lock.
+                "--lock",
+                "filesystem",
+                "--lock-timeout",
+                "30s",
             ])
             .output()
             .expect("run hudi-keeper");

@@ -50,6 +50,18 @@ pub enum Error {
         #[source]
         source: Box<StorageError>,
     },
+    /// The table lock could not be had in time; nothing was changed.
+    #[error("table `{table}`: could not take the lock `{lock}` within {waited_ms} ms; {hint}")]
+    LockTimeout {
+        /// The table URI.
+        table: String,
+        /// The lock file or key.
+        lock: String,
+        /// How long hudi-keeper waited.
+        waited_ms: u64,
+        /// What the operator can check.
+        hint: String,
+    },
     /// An Avro timeline file could not be read.
     #[error("`{path}` of table `{table}` (instant {instant}): {source}")]
     Avro {

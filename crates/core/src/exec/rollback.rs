@@ -29,6 +29,7 @@ use crate::protocol::detect::{
     assess, non_candidate_reason, Assessment, DetectionInput, FailedWritesPolicy, Verdict,
 };
 use crate::protocol::heartbeat::{heartbeat_path, HeartbeatPolicy};
+use crate::protocol::lock::{acquire, LockOptions};
 use crate::protocol::markers::{marker_dir, read_markers};
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
 use crate::table::files::{log_file_name, BasePath, DataFile};
@@ -40,7 +41,7 @@ use crate::Error;
 const UNKNOWN_WRITE_TOKEN: &str = "1-0-1";
 
 /// How rollbacks are chosen and run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RollbackOptions {
     /// LAZY or EAGER.
     pub policy: FailedWritesPolicy,
@@ -53,6 +54,23 @@ pub struct RollbackOptions {
     /// List the table to find files of the instant its markers missed (default). Off, markers
     /// alone decide, which saves listing large tables; an instant without markers is refused.
     pub listing_cross_check: bool,
+    /// The table lock, taken to schedule a rollback and to finish it, as Hudi's writers do.
+    /// `Default` has none: callers decide (the CLI and the daemon make the operator choose).
+    pub lock: LockOptions,
+}
+
+/// Run `work` holding the table lock; the lock is released whatever `work` returns.
+async fn locked<T>(
+    table: &Table,
+    options: &RollbackOptions,
+    work: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let guard = acquire(table.storage(), &options.lock).await?;
+    let result = work.await;
+    let released = guard.release().await;
+    let value = result?;
+    released?;
+    Ok(value)
 }
 
 impl Default for RollbackOptions {
@@ -63,6 +81,7 @@ impl Default for RollbackOptions {
             force: false,
             delete_concurrency: 64,
             listing_cross_check: true,
+            lock: LockOptions::none(),
         }
     }
 }
@@ -590,6 +609,57 @@ pub async fn rollback(
     Ok(done)
 }
 
+/// Under the lock: re-check that the instant is still pending, in the same state, with no
+/// rollback scheduled meanwhile; then write `R.rollback.requested`. Returns `R`.
+async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Result<String, Error> {
+    let config = table.config();
+    let storage = table.storage();
+    let t = work.target.as_str();
+    // Re-check right before the first mutation: still pending, in the same state, and
+    // nobody scheduled a rollback of it meanwhile.
+    let timeline = table.timeline().await?;
+    let still = timeline
+        .find(t)
+        .find(|i| i.is_pending() && i.state == work.state);
+    if still.is_none() {
+        return Err(refused(
+            table,
+            t,
+            "the instant changed state while the rollback was planned; nothing was changed, try again",
+        ));
+    }
+    let (pending, _) = pending_rollbacks(table, &timeline).await?;
+    if pending.contains_key(t) {
+        return Err(refused(
+            table,
+            t,
+            "another rollback of this instant was scheduled meanwhile; nothing was changed, run again to resume it",
+        ));
+    }
+    let mdt_timeline = match table.metadata_table().await? {
+        Some(m) if config.metadata_table_enabled() => Some(m.timeline().await?),
+        _ => None,
+    };
+    let mut timelines = vec![&timeline];
+    if let Some(m) = &mdt_timeline {
+        timelines.push(m);
+    }
+    let r = new_instant_time(&timelines, table.zone());
+    let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
+    let bytes = planned
+        .plan
+        .to_avro()
+        .map_err(|e| avro_err(table, t, &path, e))?;
+    if !create_if_absent(storage, &path, bytes).await? {
+        return Err(refused(
+            table,
+            t,
+            format!("rollback instant {r} already exists; nothing was changed, try again"),
+        ));
+    }
+    Ok(r)
+}
+
 async fn run_one(
     table: &Table,
     work: Work,
@@ -598,8 +668,6 @@ async fn run_one(
 ) -> Result<RollbackDone, Error> {
     let started = Clock::now();
     check_supported(table, &work.target)?;
-    let storage = table.storage();
-    let config = table.config();
     let t = work.target.clone();
     let resumed = work.pending.is_some();
 
@@ -607,48 +675,7 @@ async fn run_one(
         Some(p) => (p.instant, p.plan, p.state),
         None => {
             let planned = make_plan(table, &work, options).await?;
-            // Re-check right before the first mutation: still pending, in the same state, and
-            // nobody scheduled a rollback of it meanwhile.
-            let timeline = table.timeline().await?;
-            let still = timeline
-                .find(&t)
-                .find(|i| i.is_pending() && i.state == work.state);
-            if still.is_none() {
-                return Err(refused(
-                    table,
-                    &t,
-                    "the instant changed state while the rollback was planned; nothing was changed, try again",
-                ));
-            }
-            let (pending, _) = pending_rollbacks(table, &timeline).await?;
-            if pending.contains_key(&t) {
-                return Err(refused(
-                    table,
-                    &t,
-                    "another rollback of this instant was scheduled meanwhile; nothing was changed, run again to resume it",
-                ));
-            }
-            let mdt_timeline = match table.metadata_table().await? {
-                Some(m) if config.metadata_table_enabled() => Some(m.timeline().await?),
-                _ => None,
-            };
-            let mut timelines = vec![&timeline];
-            if let Some(m) = &mdt_timeline {
-                timelines.push(m);
-            }
-            let r = new_instant_time(&timelines, table.zone());
-            let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
-            let bytes = planned
-                .plan
-                .to_avro()
-                .map_err(|e| avro_err(table, &t, &path, e))?;
-            if !create_if_absent(storage, &path, bytes).await? {
-                return Err(refused(
-                    table,
-                    &t,
-                    format!("rollback instant {r} already exists; nothing was changed, try again"),
-                ));
-            }
+            let r = locked(table, options, schedule(table, &work, &planned)).await?;
             info!(rollback_instant = %r, files = planned.deletes.len(), "scheduled rollback");
             (r, planned.plan, State::Requested)
         }
@@ -740,6 +767,57 @@ async fn execute(
             .insert(base.render_qualified(&rel), len);
     }
 
+    // Finishing, under the table lock as Hudi does: the metadata table, then the target's
+    // timeline files, then the completed rollback.
+    let (mdt, metadata) = locked(
+        table,
+        options,
+        finish(
+            table,
+            t,
+            r,
+            action,
+            plan,
+            &resolved,
+            &rollback_log_files,
+            options,
+            started,
+        ),
+    )
+    .await?;
+
+    // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
+    // `sweep` to find.
+    delete_folder(storage, &marker_dir(r)?).await?;
+
+    Ok(RollbackDone {
+        instant: t.to_string(),
+        action: action.as_str().to_string(),
+        rollback_instant: r.to_string(),
+        resumed,
+        files_deleted: metadata.total_files_deleted as usize,
+        log_blocks_written: resolved.log_blocks.len(),
+        metadata_table: mdt,
+        duration_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// The end of a rollback, under the lock: the metadata table's rollback, the target's
+/// inflight then requested file, the target's markers and heartbeat, the completed rollback.
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    table: &Table,
+    t: &str,
+    r: &str,
+    action: Action,
+    plan: &RollbackPlan,
+    resolved: &crate::plan::rollback::ResolvedPlan,
+    rollback_log_files: &BTreeMap<String, BTreeMap<String, i64>>,
+    options: &RollbackOptions,
+    started: Clock,
+) -> Result<(MetadataTableOutcome, RollbackMetadata), Error> {
+    let storage = table.storage();
+    let config = table.config();
     // The metadata table, before the data table's timeline changes.
     let mdt = rollback_metadata_table(table, t, r, options).await?;
 
@@ -768,7 +846,7 @@ async fn execute(
     storage.delete(&heartbeat_path(t)?).await?;
 
     // The completed rollback.
-    let metadata = rollback_metadata(r, t, action, plan, &resolved, &rollback_log_files, started);
+    let metadata = rollback_metadata(r, t, action, plan, resolved, rollback_log_files, started);
     let completion = match config.timeline_layout {
         crate::table::TimelineLayout::V1 => None,
         crate::table::TimelineLayout::V2 => {
@@ -789,20 +867,7 @@ async fn execute(
     create_if_absent(storage, &path, bytes).await?;
     info!(files = metadata.total_files_deleted, "rollback completed");
 
-    // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
-    // `sweep` to find.
-    delete_folder(storage, &marker_dir(r)?).await?;
-
-    Ok(RollbackDone {
-        instant: t.to_string(),
-        action: action.as_str().to_string(),
-        rollback_instant: r.to_string(),
-        resumed,
-        files_deleted: metadata.total_files_deleted as usize,
-        log_blocks_written: resolved.log_blocks.len(),
-        metadata_table: mdt,
-        duration_ms: started.elapsed().as_millis() as u64,
-    })
+    Ok((mdt, metadata))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,5 +1,6 @@
-//! Hudi's protocols: heartbeats, markers and failed-write detection.
+//! Hudi's protocols: heartbeats, markers, failed-write detection and table locks.
 
 pub mod detect;
 pub mod heartbeat;
+pub mod lock;
 pub mod markers;

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
-use hudi_keeper_core::storage::StorageOptions;
+use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider};
+use hudi_keeper_core::storage::{RelPath, StorageOptions};
 
 pub use duration::parse_duration;
 
@@ -92,6 +93,56 @@ impl DetectionArgs {
             min_instant_age: self.min_instant_age,
             clock_skew_margin: self.clock_skew_margin,
         }
+    }
+}
+
+/// The table lock the writers use; hudi-keeper takes the same one before it changes a table.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The writers' lock provider: `filesystem` (Hudi's FileSystemBasedLockProvider) or `none`
+    /// (no lock: only when no writer can run). Required to change a table.
+    #[arg(long, value_enum)]
+    pub lock: Option<LockArg>,
+    /// How long to wait for the lock; not getting it is an error, never a reason to go on.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub lock_timeout: std::time::Duration,
+    /// `filesystem`: the folder of the lock file, relative to the table (the writers'
+    /// `hoodie.write.lock.filesystem.path`; it must be inside the table).
+    #[arg(long, default_value = ".hoodie")]
+    pub lock_filesystem_dir: String,
+    /// `filesystem`: the writers' `hoodie.write.lock.filesystem.expire` (0: never expires).
+    #[arg(long, value_parser = parse_duration, default_value = "0")]
+    pub lock_filesystem_expire: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LockArg {
+    /// No lock.
+    None,
+    /// Hudi's FileSystemBasedLockProvider.
+    Filesystem,
+}
+
+impl LockArgs {
+    /// The lock options, or the error an operator can act on when no provider was chosen.
+    pub fn lock_options(&self) -> anyhow::Result<LockOptions> {
+        let provider = match self.lock {
+            None => anyhow::bail!(
+                "no lock provider chosen: pass --lock filesystem (the lock Hudi's FileSystemBasedLockProvider writers take) or --lock none (only when no writer can run); the storage-based and ZooKeeper providers are not supported yet"
+            ),
+            Some(LockArg::None) => LockProvider::None,
+            Some(LockArg::Filesystem) => LockProvider::FileSystem {
+                dir: RelPath::parse(&self.lock_filesystem_dir).map_err(|e| {
+                    anyhow::anyhow!("--lock-filesystem-dir: {e}")
+                })?,
+                expire: self.lock_filesystem_expire,
+            },
+        };
+        Ok(LockOptions {
+            provider,
+            timeout: self.lock_timeout,
+            retry_interval: std::time::Duration::from_millis(500),
+        })
     }
 }
 

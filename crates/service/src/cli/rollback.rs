@@ -11,9 +11,10 @@ use clap::Args;
 use hudi_keeper_core::exec::rollback::{
     preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
+use hudi_keeper_core::protocol::lock::LockOptions;
 use hudi_keeper_core::Table;
 
-use super::{DetectionArgs, TableArgs};
+use super::{DetectionArgs, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
@@ -21,6 +22,8 @@ pub struct RollbackArgs {
     pub table: TableArgs,
     #[command(flatten)]
     pub detection: DetectionArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
     /// Roll back this pending instant only (default: every failed write the policy finds, and
     /// every pending rollback).
     #[arg(long, value_name = "INSTANT_TIME")]
@@ -105,6 +108,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         force: args.force,
         delete_concurrency: usize::from(args.delete_concurrency),
         listing_cross_check: !args.no_listing_cross_check,
+        lock: LockOptions::none(),
     };
     let selection = match &args.instant {
         Some(t) => Selection::Instant(t.clone()),
@@ -123,6 +127,11 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Changing the table needs a lock decision.
+    let options = RollbackOptions {
+        lock: args.lock.lock_options()?,
+        ..options
+    };
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             bail!("refusing to roll back without confirmation: stdin is not a terminal; pass --yes (or --dry-run to look first)");
