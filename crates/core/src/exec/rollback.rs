@@ -729,12 +729,20 @@ async fn execute(
         }
     }
 
-    // Deletes. A missing file counts as deleted.
-    let all: Vec<RelPath> = resolved
+    // Deletes. A missing file counts as deleted. On the local file system, Hadoop's checksum
+    // side file (`.<name>.crc`) of each deleted file goes too, as Hadoop's own delete does.
+    let mut all: Vec<RelPath> = resolved
         .deletes
         .values()
         .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
         .collect();
+    if table.uri().starts_with("file:") {
+        let sidecars: Vec<RelPath> = all
+            .iter()
+            .filter_map(|rel| rel.parent().join(&format!(".{}.crc", rel.file_name())).ok())
+            .collect();
+        all.extend(sidecars);
+    }
     if let Some(p) = progress {
         p.start(t, all.len());
     }
@@ -766,6 +774,11 @@ async fn execute(
             .or_default()
             .insert(base.render_qualified(&rel), len);
     }
+
+    // The target's markers and heartbeat: the plan is all a rerun needs, so they go now,
+    // before completing (a crash leaves nothing a rerun would not clean) and outside the lock.
+    delete_folder(storage, &marker_dir(t)?).await?;
+    storage.delete(&heartbeat_path(t)?).await?;
 
     // Finishing, under the table lock as Hudi does: the metadata table, then the target's
     // timeline files, then the completed rollback.
@@ -803,7 +816,7 @@ async fn execute(
 }
 
 /// The end of a rollback, under the lock: the metadata table's rollback, the target's
-/// inflight then requested file, the target's markers and heartbeat, the completed rollback.
+/// inflight then requested file, the completed rollback.
 #[allow(clippy::too_many_arguments)]
 async fn finish(
     table: &Table,
@@ -839,11 +852,6 @@ async fn finish(
     for f in own {
         storage.delete(&f.path).await?;
     }
-
-    // The target's markers and heartbeat, before completing, so that a crash leaves nothing
-    // behind that a rerun would not clean.
-    delete_folder(storage, &marker_dir(t)?).await?;
-    storage.delete(&heartbeat_path(t)?).await?;
 
     // The completed rollback.
     let metadata = rollback_metadata(r, t, action, plan, resolved, rollback_log_files, started);
@@ -1006,8 +1014,14 @@ async fn write_command_block(
 
 /// Delete every object below `dir`. Missing objects count as deleted.
 async fn delete_folder(storage: &Storage, dir: &RelPath) -> Result<(), Error> {
-    for m in storage.list(dir).await? {
-        storage.delete(&m.path).await?;
+    let paths: Vec<RelPath> = storage
+        .list(dir)
+        .await?
+        .into_iter()
+        .map(|m| m.path)
+        .collect();
+    for (_, result) in storage.delete_many_with(paths, 64, || {}).await {
+        result?;
     }
     Ok(())
 }
