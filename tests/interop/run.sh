@@ -83,13 +83,18 @@ cmd_build() {
   fi
   local mvn_args=(-q -B -s "$MVN_SETTINGS" -Dstyle.color=never -f "$HERE/pom.xml")
   log "build: mvn compile (all Hudi versions)"
-  # offline first (fast, no network once ~/.m2 is filled); online when something is missing
-  if ! mvn "${mvn_args[@]}" -o compile >"$HERE/target-build.log" 2>&1; then
-    mvn "${mvn_args[@]}" compile >"$HERE/target-build.log" 2>&1 || { cat "$HERE/target-build.log" >&2; die "build failed"; }
-  fi
-  rm -f "$HERE/target-build.log"
+  # The stamp gets the time the build *started*: a source saved while mvn runs (or while another
+  # run.sh builds concurrently) stays newer than the stamp, so the next call compiles it.
   mkdir -p "$HERE/target"
-  touch "$stamp"
+  local new_stamp="$stamp.$$"
+  touch "$new_stamp"
+  # offline first (fast, no network once ~/.m2 is filled); online when something is missing
+  if ! mvn "${mvn_args[@]}" -o compile >"$HERE/target/build.log.$$" 2>&1; then
+    mvn "${mvn_args[@]}" compile >"$HERE/target/build.log.$$" 2>&1 \
+      || { cat "$HERE/target/build.log.$$" >&2; rm -f "$new_stamp"; die "build failed"; }
+  fi
+  rm -f "$HERE/target/build.log.$$"
+  mv -f "$new_stamp" "$stamp"
 }
 
 # java <key> <Main args...>
@@ -270,7 +275,7 @@ cmd_timeline() {
 
 # ------------------------------------------------------------------------------------- benchmark
 # Not part of selftest or CI. See README "Rollback benchmark (Hudi's own)".
-BENCH_JVM=(-Xmx${BENCH_XMX:-4g})
+BENCH_JVM=(-Xmx${BENCH_XMX:-4g} ${BENCH_JVM_FLAGS:-})
 
 cmd_bench_fail() {
   [[ $# == 3 || $# == 4 ]] || die "usage: run.sh bench-fail <version-key> <dir> <files> [partitions]"

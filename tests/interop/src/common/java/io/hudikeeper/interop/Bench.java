@@ -73,7 +73,8 @@ final class Bench {
     dir.mkdirs();
     Scenario s = Scenario.parse(SCENARIO);
     String base = Main.base(dir);
-    StorageConfiguration<Configuration> conf = Main.storageConf(false);
+    // permissions through java.nio instead of a forked process per created file (see NoForkLocalFileSystem)
+    StorageConfiguration<Configuration> conf = Main.storageConf(NoForkLocalFileSystem.class);
     HoodieTableMetaClient mc = Compat.initTable(conf, base, s.tableProps());
     HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
         Main.writeConfig(s, base, benchProps()));
@@ -147,7 +148,9 @@ final class Bench {
     Main.waitForExpiredHeartbeats(new File(dir, ".hoodie/.heartbeat"));
     long hbWaitMs = (System.nanoTime() - w0) / 1_000_000;
     long before = countFiles(dir, t);
-    StorageConfiguration<Configuration> conf = Main.storageConf(false);
+    // BENCH_FS=nofork: file:// without Hadoop's forked chmod / ls -ld (see NoForkLocalFileSystem)
+    boolean noFork = "nofork".equals(System.getenv("BENCH_FS"));
+    StorageConfiguration<Configuration> conf = Main.storageConf(noFork ? NoForkLocalFileSystem.class : null);
     HoodieTableMetaClient mc = Main.metaClient(conf, base);
     List<String> pendingBefore = Main.pending(mc);
     boolean result;
@@ -170,6 +173,7 @@ final class Bench {
     if (bench != null && bench.get("partitions") != null) {
       n.put("partitions", bench.get("partitions").asInt());
     }
+    n.put("local_fs", noFork ? "NoForkLocalFileSystem (BENCH_FS=nofork)" : "Hadoop LocalFileSystem (default)");
     n.put("failed_instant", t);
     n.put("rollback_failed_writes_returned", result);
     n.put("files_after", after);

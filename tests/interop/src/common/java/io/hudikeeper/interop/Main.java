@@ -117,9 +117,14 @@ public final class Main {
   }
 
   static StorageConfiguration<Configuration> storageConf(boolean blockingFs) {
+    return storageConf(blockingFs ? BlockingLocalFileSystem.class : null);
+  }
+
+  /** file:// served by the given LocalFileSystem subclass (null: Hadoop's default). */
+  static StorageConfiguration<Configuration> storageConf(Class<?> localFs) {
     Configuration c = new Configuration();
-    if (blockingFs) {
-      c.set("fs.file.impl", BlockingLocalFileSystem.class.getName());
+    if (localFs != null) {
+      c.set("fs.file.impl", localFs.getName());
       c.setBoolean("fs.file.impl.disable.cache", true);
     }
     return HadoopFSUtils.getStorageConf(c);
