@@ -5,31 +5,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use common::interop::{enabled, run_sh, tables_root};
 use common::{run, stderr, stdout};
 use serde_json::Value;
-
-fn enabled() -> bool {
-    match std::env::var("HUDI_KEEPER_INTEROP").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        _ => panic!(
-            "HUDI_KEEPER_INTEROP is not set: run the tests through scripts/test (or scripts/test --no-interop)"
-        ),
-    }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tables_root() -> PathBuf {
-    match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => workspace().join("target/interop-tables"),
-    }
-}
 
 /// A table of `version`: reused if generated before (by this suite or the rollback suite).
 fn table(version: &str, scenario: &str) -> PathBuf {
@@ -40,11 +19,7 @@ fn table(version: &str, scenario: &str) -> PathBuf {
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(format!("{}-hudi-rollback", dir.display()));
         std::fs::create_dir_all(dir.parent().expect("parent")).expect("mkdir");
-        let out = Command::new("bash")
-            .arg(workspace().join("tests/interop/run.sh"))
-            .args(["generate", version, scenario, dir.to_str().expect("utf-8")])
-            .output()
-            .expect("run.sh");
+        let out = run_sh(&["generate", version, scenario, dir.to_str().expect("utf-8")]);
         assert!(out.status.success(), "generate failed: {}", stderr(&out));
     }
     dir
@@ -67,11 +42,7 @@ fn rows(instants: &Value) -> Vec<(String, String, String, Option<String>)> {
 }
 
 fn compare(version: &str, dir: &Path) {
-    let hudi = Command::new("bash")
-        .arg(workspace().join("tests/interop/run.sh"))
-        .args(["timeline", version, dir.to_str().expect("utf-8")])
-        .output()
-        .expect("run.sh timeline");
+    let hudi = run_sh(&["timeline", version, dir.to_str().expect("utf-8")]);
     assert!(
         hudi.status.success(),
         "Hudi's timeline of {}: {}",

@@ -11,32 +11,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::interop::{enabled, run_sh, tables_root};
 use common::{bin, stderr, stdout};
-
-fn enabled() -> bool {
-    match std::env::var("HUDI_KEEPER_INTEROP").as_deref() {
-        Ok("1") => true,
-        Ok("0") => {
-            eprintln!("interop disabled (scripts/test --no-interop)");
-            false
-        }
-        _ => panic!(
-            "HUDI_KEEPER_INTEROP is not set: run the tests through scripts/test, which builds the real-Hudi harness (or scripts/test --no-interop)"
-        ),
-    }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run_sh(args: &[&str]) -> std::process::Output {
-    Command::new("bash")
-        .arg(workspace().join("tests/interop/run.sh"))
-        .args(args)
-        .output()
-        .expect("run tests/interop/run.sh")
-}
 
 const SCENARIOS: &[&str] = &[
     "cow-nomdt-direct",
@@ -73,11 +49,7 @@ fn tables(version: &str) -> PathBuf {
         _ => 2,
     };
     let _guard = GENERATE[slot].lock().unwrap_or_else(|p| p.into_inner());
-    let root = match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => workspace().join("target/interop-tables"),
-    };
-    let dir = root.join(version);
+    let dir = tables_root().join(version);
     for s in SCENARIOS.iter().filter(|s| supported(version, s)) {
         let table = dir.join(s);
         let reference = dir.join(format!("{s}-hudi-rollback"));

@@ -77,3 +77,4 @@ impl TableDir {
 }
 
 pub mod fixtures;
+pub mod interop;

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use hudi_keeper_core::inspect::{inspect, InspectOptions, InspectReport, InstantRow};
-use hudi_keeper_core::Table;
 
 use super::{DetectionArgs, TableArgs};
 
@@ -22,9 +21,7 @@ pub struct InspectArgs {
 }
 
 pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let table = Table::open(&args.table.uri, &args.table.storage_options())
-        .await
-        .with_context(|| format!("cannot open table `{}`", args.table.uri))?;
+    let table = args.table.open().await?;
     let options = InspectOptions {
         policy: args.detection.policy.into(),
         heartbeat: args.detection.heartbeat_policy(),

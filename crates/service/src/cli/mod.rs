@@ -7,11 +7,13 @@ mod rollback;
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider};
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
+use hudi_keeper_core::Table;
 
 pub use duration::parse_duration;
 
@@ -62,6 +64,13 @@ pub struct TableArgs {
 impl TableArgs {
     pub fn storage_options(&self) -> StorageOptions {
         StorageOptions::from_pairs(self.storage_options.iter().cloned())
+    }
+
+    /// Open the table, with an error that names its URI.
+    pub async fn open(&self) -> anyhow::Result<Table> {
+        Table::open(&self.uri, &self.storage_options())
+            .await
+            .with_context(|| format!("cannot open table `{}`", self.uri))
     }
 }
 

@@ -6,13 +6,12 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args;
 use hudi_keeper_core::exec::rollback::{
     preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::protocol::lock::LockOptions;
-use hudi_keeper_core::Table;
 
 use super::{DetectionArgs, LockArgs, TableArgs};
 
@@ -99,9 +98,7 @@ impl Progress for Bar {
 }
 
 pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
-    let table = Table::open(&args.table.uri, &args.table.storage_options())
-        .await
-        .with_context(|| format!("cannot open table `{}`", args.table.uri))?;
+    let table = args.table.open().await?;
     let options = RollbackOptions {
         policy: args.detection.policy.into(),
         heartbeat: args.detection.heartbeat_policy(),
