@@ -180,3 +180,21 @@ fn bad_flags_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not a duration"), "{}", stderr(&out));
 }
+
+#[test]
+fn inspect_tells_which_lock_the_writers_leave_behind() {
+    let t = TableDir::v8_mor();
+    let v = inspect_json(&t, &[]);
+    assert!(v["lock"]["filesystem_lock_age_ms"].is_null());
+    assert_eq!(v["lock"]["storage_lock_file"], false);
+    t.touch(&[".hoodie/lock"]);
+    let v = inspect_json(&t, &[]);
+    assert!(v["lock"]["filesystem_lock_age_ms"].as_i64().unwrap() >= 0);
+    assert!(v["lock"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("--lock filesystem"));
+    t.touch(&[".hoodie/.locks/table_lock.json"]);
+    let text = stdout(&run(&["inspect", &t.uri()]));
+    assert!(text.contains("Lock      `.hoodie/lock` exists"), "{text}");
+}

@@ -117,6 +117,18 @@ pub struct MetadataTableReport {
     pub malformed: Vec<MalformedFile>,
 }
 
+/// What the table's storage says about the lock its writers use.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct LockReport {
+    /// Age in ms of `.hoodie/lock` (Hudi's `FileSystemBasedLockProvider`), if it exists: held
+    /// now, or left by a writer that died holding it.
+    pub filesystem_lock_age_ms: Option<i64>,
+    /// Whether `.hoodie/.locks/table_lock.json` exists (Hudi 1.x `StorageBasedLockProvider`).
+    pub storage_lock_file: bool,
+    /// What that suggests, in words.
+    pub hint: String,
+}
+
 /// What `hudi-keeper inspect` shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct InspectReport {
@@ -132,6 +144,31 @@ pub struct InspectReport {
     pub malformed: Vec<MalformedFile>,
     /// The metadata table's timeline, when there is one.
     pub metadata_table: Option<MetadataTableReport>,
+    /// Signs of the lock the writers use.
+    pub lock: LockReport,
+}
+
+/// Look for the lock files of Hudi's lock providers (two HEADs).
+pub async fn lock_report(table: &Table, now_ms: i64) -> Result<LockReport, Error> {
+    let rel =
+        |p: &str| crate::storage::RelPath::parse(p).map_err(crate::storage::StorageError::from);
+    let fs = table.storage().head(&rel(".hoodie/lock")?).await?;
+    let storage_lock_file = table
+        .storage()
+        .head(&rel(".hoodie/.locks/table_lock.json")?)
+        .await?
+        .is_some();
+    let filesystem_lock_age_ms = fs.map(|m| now_ms - m.last_modified.timestamp_millis());
+    let hint = match (filesystem_lock_age_ms, storage_lock_file) {
+        (Some(age), _) => format!("`.hoodie/lock` exists ({} s old): writers use the file-system lock (--lock filesystem), and it is held now or was left by a writer that died holding it", age / 1000),
+        (None, true) => "`.hoodie/.locks/table_lock.json` exists: writers use Hudi 1.x's storage-based lock, which hudi-keeper does not take yet".to_string(),
+        (None, false) => "no lock file: the writers' lock provider cannot be told from storage (a file-system lock leaves no file while free)".to_string(),
+    };
+    Ok(LockReport {
+        filesystem_lock_age_ms,
+        storage_lock_file,
+        hint,
+    })
 }
 
 /// Read the heartbeat mtimes of candidate instants (one HEAD each) and what each pending
@@ -249,5 +286,6 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         pending,
         malformed: timeline.malformed().to_vec(),
         metadata_table,
+        lock: lock_report(table, options.now_ms).await?,
     })
 }

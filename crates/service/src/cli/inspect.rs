@@ -102,6 +102,7 @@ pub fn render(r: &InspectReport) -> String {
         }
     );
 
+    let _ = writeln!(out, "Lock      {}", r.lock.hint);
     let _ = writeln!(out, "\nInstants ({})", r.instants.len());
     if r.instants.is_empty() {
         let _ = writeln!(out, "  (the timeline is empty)");
