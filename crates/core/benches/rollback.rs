@@ -2,6 +2,7 @@
 //! else to do, on the local file system and on an S3-compatible server.
 //!
 //! cargo bench -p hudi-keeper-core --bench rollback -- [--files 10000,100000] [--stores local,s3]
+//!   [--cross-check on,off]
 //!   s3 needs HUDI_KEEPER_S3_ENDPOINT (scripts/s3-server start) and curl (to create buckets).
 //!
 //! Prints one Markdown row per (store, files): wall time of the rollback, of the plain deletes,
@@ -138,11 +139,15 @@ async fn main() {
         .map(|s| s.parse().expect("--files takes numbers"))
         .collect();
     let stores = arg("--stores", "local");
+    let cross_checks: Vec<bool> = arg("--cross-check", "on,off")
+        .iter()
+        .map(|v| v == "on")
+        .collect();
     println!("| store | files | listing cross-check | rollback | plain deletes | ratio | rollback requests |");
     println!("|---|---|---|---|---|---|---|");
     for store in &stores {
         for &n in &sizes {
-            for cross_check in [true, false] {
+            for &cross_check in &cross_checks {
                 // The rollback.
                 let (storage, _dir) = fresh(store, n, "rb").await;
                 let counter = Arc::new(CountingInterceptor::new());
