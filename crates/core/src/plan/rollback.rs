@@ -314,6 +314,15 @@ pub fn resolve_plan(plan: &RollbackPlan, base: &BasePath) -> Result<ResolvedPlan
             instant: "?".into(),
             reason: "the rollback plan names no instant to roll back".into(),
         })?;
+    // The instant names the marker folder and heartbeat the rollback removes: anything but an
+    // instant time (an empty or path-like name from a corrupt plan) must not get that far.
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(PlanError::Unsupported {
+            instant: t,
+            reason: "the rollback plan's instant is not an instant time; the plan is corrupt"
+                .into(),
+        });
+    }
     let mut out = ResolvedPlan::default();
     let mut seen = BTreeSet::new();
     for r in plan.requests.iter().flatten() {
@@ -615,6 +624,12 @@ mod tests {
             resolve_plan(&mk(vec![&outside]), &base).unwrap_err(),
             PlanError::OutsideTable { .. }
         ));
+        let mut nameless = mk(vec![]);
+        nameless.instant_to_rollback = Some(InstantInfo {
+            commit_time: String::new(),
+            action: "commit".into(),
+        });
+        assert!(resolve_plan(&nameless, &base).is_err());
         let escape = format!("/t/p/../../etc/a_0-1-2_{T}.parquet");
         assert!(resolve_plan(&mk(vec![&escape]), &base).is_err());
     }
