@@ -62,6 +62,28 @@ pub enum Error {
         /// What the operator can check.
         hint: String,
     },
+    /// The lock provider failed (unreachable, a corrupt lock file, a store without conditional
+    /// writes); nothing was changed.
+    #[error("table `{table}`: lock `{lock}`: {reason}")]
+    Lock {
+        /// The table URI.
+        table: String,
+        /// The lock file or key.
+        lock: String,
+        /// What went wrong, and what to do.
+        reason: String,
+    },
+    /// A held lock was lost (its lease could not be renewed, its session went quiet); the
+    /// holder stopped before its next mutation.
+    #[error("table `{table}`: lost the lock `{lock}`: {reason}; stopped before the next change")]
+    LockLost {
+        /// The table URI.
+        table: String,
+        /// The lock file or key.
+        lock: String,
+        /// Why the lock is no longer safe.
+        reason: String,
+    },
     /// An Avro timeline file could not be read.
     #[error("`{path}` of table `{table}` (instant {instant}): {source}")]
     Avro {

@@ -125,8 +125,27 @@ pub struct LockReport {
     pub filesystem_lock_age_ms: Option<i64>,
     /// Whether `.hoodie/.locks/table_lock.json` exists (Hudi 1.x `StorageBasedLockProvider`).
     pub storage_lock_file: bool,
+    /// What that lock file says, when it exists.
+    pub storage_lock: Option<StorageLockState>,
+    /// The `--lock` provider the lock files point to, when they point to one.
+    pub suggested_provider: Option<String>,
     /// What that suggests, in words.
     pub hint: String,
+}
+
+/// The state of a storage-based lock file.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct StorageLockState {
+    /// The holder's owner id.
+    pub owner: Option<String>,
+    /// Epoch milliseconds until which the lease runs.
+    pub valid_until_ms: Option<i64>,
+    /// Released by its holder.
+    pub expired: Option<bool>,
+    /// Held right now (neither released nor lapsed).
+    pub held: bool,
+    /// Why the file could not be read as a lock file, if it could not.
+    pub corrupt: Option<String>,
 }
 
 /// What `hudi-keeper inspect` shows.
@@ -153,20 +172,36 @@ pub async fn lock_report(table: &Table, now_ms: i64) -> Result<LockReport, Error
     let rel =
         |p: &str| crate::storage::RelPath::parse(p).map_err(crate::storage::StorageError::from);
     let fs = table.storage().head(&rel(".hoodie/lock")?).await?;
-    let storage_lock_file = table
-        .storage()
-        .head(&rel(".hoodie/.locks/table_lock.json")?)
-        .await?
-        .is_some();
+    let lock_path = rel(crate::protocol::lock::storage_lock::DEFAULT_PATH)?;
+    let storage_lock = table.storage().get_opt(&lock_path).await?.map(|bytes| {
+        match crate::protocol::lock::storage_lock::LockData::parse(&bytes) {
+            Ok(d) => StorageLockState {
+                owner: Some(d.owner.clone()),
+                valid_until_ms: Some(d.valid_until),
+                expired: Some(d.expired),
+                held: !d.is_free(now_ms),
+                corrupt: None,
+            },
+            Err(why) => StorageLockState {
+                corrupt: Some(why),
+                ..Default::default()
+            },
+        }
+    });
+    let storage_lock_file = storage_lock.is_some();
     let filesystem_lock_age_ms = fs.map(|m| now_ms - m.last_modified.timestamp_millis());
-    let hint = match (filesystem_lock_age_ms, storage_lock_file) {
-        (Some(age), _) => format!("`.hoodie/lock` exists ({} s old): writers use the file-system lock (--lock filesystem), and it is held now or was left by a writer that died holding it", age / 1000),
-        (None, true) => "`.hoodie/.locks/table_lock.json` exists: writers use Hudi 1.x's storage-based lock, which hudi-keeper does not take yet".to_string(),
-        (None, false) => "no lock file: the writers' lock provider cannot be told from storage (a file-system lock leaves no file while free)".to_string(),
+    let (suggested, hint) = match (filesystem_lock_age_ms, &storage_lock) {
+        (Some(age), _) => (Some("filesystem"), format!("`.hoodie/lock` exists ({} s old): writers use the file-system lock (--lock filesystem), and it is held now or was left by a writer that died holding it", age / 1000)),
+        (None, Some(l)) if l.corrupt.is_some() => (None, format!("`.hoodie/.locks/table_lock.json` is not a valid lock file: {}; writers using the storage-based lock fail until it is fixed", l.corrupt.clone().unwrap_or_default())),
+        (None, Some(l)) if l.held => (Some("storage"), format!("writers use Hudi 1.x's storage-based lock (--lock storage); it is held now by `{}`", l.owner.clone().unwrap_or_default())),
+        (None, Some(_)) => (Some("storage"), "writers use Hudi 1.x's storage-based lock (--lock storage); it is free now".to_string()),
+        (None, None) => (None, "no lock file: the writers' lock provider cannot be told from storage (a free file-system lock leaves no file; a ZooKeeper lock lives outside the table)".to_string()),
     };
     Ok(LockReport {
         filesystem_lock_age_ms,
         storage_lock_file,
+        storage_lock,
+        suggested_provider: suggested.map(str::to_string),
         hint,
     })
 }

@@ -9,7 +9,8 @@
 //! A pending rollback of the same target is always resumed with its own plan, never duplicated.
 
 use std::collections::BTreeMap;
-use std::time::Instant as Clock;
+use std::sync::Arc;
+use std::time::{Duration, Instant as Clock};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -59,18 +60,30 @@ pub struct RollbackOptions {
     pub lock: LockOptions,
 }
 
-/// Run `work` holding the table lock; the lock is released whatever `work` returns.
-async fn locked<T>(
+/// Run `work` holding the table lock; the lock is released whatever `work` returns. `work`
+/// gets the table fenced by the lock: each of its mutations first checks that the lock is still
+/// safely held, and `work` is stopped at its next await should the lock be lost.
+async fn locked<T, F, Fut>(
     table: &Table,
     options: &RollbackOptions,
-    work: impl std::future::Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
+    work: F,
+) -> Result<(T, Duration), Error>
+where
+    F: FnOnce(Table) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
     let guard = acquire(table.storage(), &options.lock).await?;
-    let result = work.await;
+    let waited = guard.waited;
+    let fence = guard.fence();
+    let fenced = table.fenced(Arc::new(fence.clone()));
+    let result = tokio::select! {
+        r = work(fenced) => r,
+        lost = fence.lost() => Err(lost),
+    };
     let released = guard.release().await;
     let value = result?;
     released?;
-    Ok(value)
+    Ok((value, waited))
 }
 
 impl Default for RollbackOptions {
@@ -160,6 +173,8 @@ pub struct RollbackDone {
     pub metadata_table: MetadataTableOutcome,
     /// Wall time.
     pub duration_ms: u64,
+    /// How long taking the table lock waited for other holders (scheduling and finishing).
+    pub lock_wait_ms: u64,
 }
 
 /// What a rollback did to the metadata table.
@@ -671,22 +686,28 @@ async fn run_one(
     let t = work.target.clone();
     let resumed = work.pending.is_some();
 
+    let mut schedule_wait = Duration::ZERO;
     let (r, plan, r_state) = match work.pending.clone() {
         Some(p) => (p.instant, p.plan, p.state),
         None => {
             let planned = make_plan(table, &work, options).await?;
-            let r = locked(table, options, schedule(table, &work, &planned)).await?;
+            let (w, p) = (&work, &planned);
+            let (r, waited) =
+                locked(table, options, |t| async move { schedule(&t, w, p).await }).await?;
+            schedule_wait = waited;
             info!(rollback_instant = %r, files = planned.deletes.len(), "scheduled rollback");
             (r, planned.plan, State::Requested)
         }
     };
 
     let span = info_span!("execute", rollback_instant = %r);
-    execute(
+    let mut done = execute(
         table, &t, &r, &plan, r_state, resumed, options, progress, started,
     )
     .instrument(span)
-    .await
+    .await?;
+    done.lock_wait_ms += schedule_wait.as_millis() as u64;
+    Ok(done)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -782,21 +803,21 @@ async fn execute(
 
     // Finishing, under the table lock as Hudi does: the metadata table, then the target's
     // timeline files, then the completed rollback.
-    let (mdt, metadata) = locked(
-        table,
-        options,
+    let (resolved_ref, log_files) = (&resolved, &rollback_log_files);
+    let ((mdt, metadata), lock_waited) = locked(table, options, |fenced| async move {
         finish(
-            table,
+            &fenced,
             t,
             r,
             action,
             plan,
-            &resolved,
-            &rollback_log_files,
+            resolved_ref,
+            log_files,
             options,
             started,
-        ),
-    )
+        )
+        .await
+    })
     .await?;
 
     // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
@@ -812,6 +833,7 @@ async fn execute(
         log_blocks_written: resolved.log_blocks.len(),
         metadata_table: mdt,
         duration_ms: started.elapsed().as_millis() as u64,
+        lock_wait_ms: lock_waited.as_millis() as u64,
     })
 }
 

@@ -28,6 +28,39 @@ pub enum StorageError {
         /// The table-relative path.
         path: String,
     },
+    /// A conditional write found the object changed (or gone) since it was read.
+    #[error("`{path}` in table `{uri}` changed since it was read (conditional write refused)")]
+    Conflict {
+        /// The table URI.
+        uri: String,
+        /// The table-relative path.
+        path: String,
+    },
+    /// The store cannot do what was asked (a conditional update on the local file system).
+    #[error("{op} of `{path}` in table `{uri}`: the store does not support it: {reason}")]
+    Unsupported {
+        /// The table URI.
+        uri: String,
+        /// The request kind.
+        op: OpKind,
+        /// The table-relative path.
+        path: String,
+        /// The store's words.
+        reason: String,
+    },
+    /// A mutation refused before it reached the store because the table lock is no longer
+    /// safely held.
+    #[error("{op} of `{path}` in table `{uri}` was not sent: the table lock is lost ({reason})")]
+    Fenced {
+        /// The table URI.
+        uri: String,
+        /// The request kind.
+        op: OpKind,
+        /// The table-relative path.
+        path: String,
+        /// Why the lock is not safe.
+        reason: String,
+    },
     /// Any other failure of the store.
     #[error("{op} of `{path}` in table `{uri}` failed: {source}")]
     Request {
@@ -72,6 +105,14 @@ impl StorageError {
         source: object_store::Error,
     ) -> Self {
         match source {
+            object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }
+                if op == OpKind::PutIfMatch =>
+            {
+                StorageError::Conflict {
+                    uri: uri.to_string(),
+                    path: path.to_string(),
+                }
+            }
             object_store::Error::NotFound { .. } => StorageError::NotFound {
                 uri: uri.to_string(),
                 path: path.to_string(),
@@ -85,6 +126,15 @@ impl StorageError {
                     path: path.to_string(),
                 }
             }
+            object_store::Error::NotImplemented {
+                operation,
+                implementer,
+            } => StorageError::Unsupported {
+                uri: uri.to_string(),
+                op,
+                path: path.to_string(),
+                reason: format!("{implementer} does not implement {operation}"),
+            },
             source => StorageError::Request {
                 uri: uri.to_string(),
                 op,

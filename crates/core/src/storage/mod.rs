@@ -41,11 +41,13 @@ pub enum OpKind {
     PutIfAbsent,
     /// Deleting an object.
     Delete,
+    /// Replacing an object only if it is still the version read (If-Match).
+    PutIfMatch,
 }
 
 impl OpKind {
     /// Every kind, in a stable order.
-    pub const ALL: [OpKind; 7] = [
+    pub const ALL: [OpKind; 8] = [
         OpKind::List,
         OpKind::ListDir,
         OpKind::Get,
@@ -53,7 +55,16 @@ impl OpKind {
         OpKind::Put,
         OpKind::PutIfAbsent,
         OpKind::Delete,
+        OpKind::PutIfMatch,
     ];
+
+    /// Whether the request changes the store.
+    pub fn is_mutation(self) -> bool {
+        matches!(
+            self,
+            OpKind::Put | OpKind::PutIfAbsent | OpKind::PutIfMatch | OpKind::Delete
+        )
+    }
 
     /// A short lower-case name, used in logs and metrics labels.
     pub fn as_str(self) -> &'static str {
@@ -65,6 +76,7 @@ impl OpKind {
             OpKind::Put => "put",
             OpKind::PutIfAbsent => "put_if_absent",
             OpKind::Delete => "delete",
+            OpKind::PutIfMatch => "put_if_match",
         }
     }
 }
@@ -88,6 +100,14 @@ pub trait Interceptor: Send + Sync + fmt::Debug {
     }
 }
 
+/// Checked before every mutating request (put, create, delete) of a fenced [`Storage`]: a lock
+/// holder's proof that its lock is still safely held. An error stops the request before it
+/// reaches the store.
+pub trait WriteFence: Send + Sync + fmt::Debug {
+    /// `Ok` while writes may go on; otherwise why not.
+    fn check_write(&self) -> Result<(), String>;
+}
+
 /// Metadata of one object, with its path relative to the storage root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileMeta {
@@ -104,6 +124,16 @@ impl FileMeta {
     pub fn file_name(&self) -> &str {
         self.path.file_name()
     }
+}
+
+/// The version of an object as the store reports it (its ETag, or its generation), for
+/// conditional writes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectVersion {
+    /// The entity tag.
+    pub e_tag: Option<String>,
+    /// The store's version id, where it has one.
+    pub version: Option<String>,
 }
 
 /// The result of a one-level listing.
@@ -128,6 +158,7 @@ pub struct Storage {
     root: Path,
     uri: Arc<str>,
     interceptor: Option<Arc<dyn Interceptor>>,
+    fence: Option<Arc<dyn WriteFence>>,
 }
 
 impl fmt::Debug for Storage {
@@ -149,6 +180,7 @@ impl Storage {
             root,
             uri: uri.into(),
             interceptor: None,
+            fence: None,
         })
     }
 
@@ -159,12 +191,20 @@ impl Storage {
             root: Path::from(root),
             uri: uri.into(),
             interceptor: None,
+            fence: None,
         }
     }
 
     /// The same storage with `interceptor` called before every request.
     pub fn with_interceptor(mut self, interceptor: Arc<dyn Interceptor>) -> Self {
         self.interceptor = Some(interceptor);
+        self
+    }
+
+    /// The same storage with `fence` checked before every mutating request (children made
+    /// from it share the fence).
+    pub fn with_fence(mut self, fence: Arc<dyn WriteFence>) -> Self {
+        self.fence = Some(fence);
         self
     }
 
@@ -186,10 +226,21 @@ impl Storage {
             root,
             uri: uri.into(),
             interceptor: self.interceptor.clone(),
+            fence: self.fence.clone(),
         }
     }
 
     fn check(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+        if op.is_mutation() {
+            if let Some(fence) = &self.fence {
+                fence.check_write().map_err(|reason| StorageError::Fenced {
+                    uri: self.uri.to_string(),
+                    op,
+                    path: path.to_string(),
+                    reason,
+                })?;
+            }
+        }
         match &self.interceptor {
             Some(i) => i.before(op, path),
             None => Ok(()),
@@ -299,6 +350,90 @@ impl Storage {
             Err(StorageError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The bytes of `path` and the version they were read at, or `None` when it does not
+    /// exist.
+    pub async fn get_versioned(
+        &self,
+        path: &RelPath,
+    ) -> Result<Option<(Bytes, ObjectVersion)>, StorageError> {
+        self.check(OpKind::Get, path)?;
+        let full = self.full(path);
+        let result = match self.store.get(&full).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return self.done(OpKind::Get, path, None),
+            Err(e) => return Err(self.err(OpKind::Get, path, e)),
+        };
+        let version = ObjectVersion {
+            e_tag: result.meta.e_tag.clone(),
+            version: result.meta.version.clone(),
+        };
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| self.err(OpKind::Get, path, e))?;
+        self.done(OpKind::Get, path, Some((bytes, version)))
+    }
+
+    /// Create `path` only if it does not exist, and return the version written; an existing
+    /// object is [`StorageError::AlreadyExists`].
+    pub async fn create_versioned(
+        &self,
+        path: &RelPath,
+        bytes: Bytes,
+    ) -> Result<ObjectVersion, StorageError> {
+        self.check(OpKind::PutIfAbsent, path)?;
+        let full = self.full(path);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        let r = self
+            .store
+            .put_opts(&full, PutPayload::from_bytes(bytes), opts)
+            .await
+            .map_err(|e| self.err(OpKind::PutIfAbsent, path, e))?;
+        self.done(
+            OpKind::PutIfAbsent,
+            path,
+            ObjectVersion {
+                e_tag: r.e_tag,
+                version: r.version,
+            },
+        )
+    }
+
+    /// Replace `path` only if it is still at `expected` (If-Match); otherwise
+    /// [`StorageError::Conflict`]. Returns the version written.
+    pub async fn put_if_match(
+        &self,
+        path: &RelPath,
+        bytes: Bytes,
+        expected: &ObjectVersion,
+    ) -> Result<ObjectVersion, StorageError> {
+        self.check(OpKind::PutIfMatch, path)?;
+        let full = self.full(path);
+        let opts = PutOptions {
+            mode: PutMode::Update(object_store::UpdateVersion {
+                e_tag: expected.e_tag.clone(),
+                version: expected.version.clone(),
+            }),
+            ..Default::default()
+        };
+        let r = self
+            .store
+            .put_opts(&full, PutPayload::from_bytes(bytes), opts)
+            .await
+            .map_err(|e| self.err(OpKind::PutIfMatch, path, e))?;
+        self.done(
+            OpKind::PutIfMatch,
+            path,
+            ObjectVersion {
+                e_tag: r.e_tag,
+                version: r.version,
+            },
+        )
     }
 
     /// The metadata of `path`, or `None` when it does not exist.

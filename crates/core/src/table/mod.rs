@@ -59,6 +59,16 @@ impl Table {
         &self.storage
     }
 
+    /// The same table with every mutation of its storage (and its metadata table's) checked
+    /// against `fence` first.
+    pub fn fenced(&self, fence: std::sync::Arc<dyn crate::storage::WriteFence>) -> Self {
+        Self {
+            storage: self.storage.clone().with_fence(fence),
+            config: self.config.clone(),
+            zone: self.zone,
+        }
+    }
+
     /// The table URI.
     pub fn uri(&self) -> &str {
         self.storage.uri()

@@ -1,0 +1,631 @@
+//! Taking the table lock the writers take, so that a rollback never races a writer's commit or
+//! another rollback (hudi-format.md §10).
+//!
+//! Providers, each speaking the protocol of one of Hudi's lock providers so that a Java writer
+//! and hudi-keeper exclude each other:
+//! - `filesystem` ([`filesystem`]): `FileSystemBasedLockProvider`, a lock file created if absent;
+//! - `storage` ([`storage_lock`]): Hudi 1.x's `StorageBasedLockProvider`, a JSON lease in the
+//!   table's storage, taken and renewed with conditional writes;
+//! - `zookeeper` ([`zookeeper`]): `ZookeeperBasedLockProvider`, a Curator mutex;
+//! - `none`: the explicit, logged opt-out.
+//!
+//! A held lock comes with a [`Fence`]: the holder checks it before every mutation, and a lock
+//! whose lease could not be renewed, or whose ZooKeeper session went quiet, fails the check
+//! before anyone else could take it.
+
+pub mod filesystem;
+pub mod storage_lock;
+pub mod zk_client;
+pub mod zookeeper;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::storage::{RelPath, Storage};
+use crate::Error;
+
+pub use storage_lock::StorageLockConfig;
+pub use zookeeper::ZkLockConfig;
+
+/// Which lock provider a table's writers use, with its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockProvider {
+    /// No lock: the operator vouches that no writer runs (logged on every use).
+    None,
+    /// Hudi's `FileSystemBasedLockProvider`.
+    FileSystem {
+        /// The folder of the lock file, relative to the table (`.hoodie` by default; Hudi's
+        /// `hoodie.write.lock.filesystem.path`).
+        dir: RelPath,
+        /// `hoodie.write.lock.filesystem.expire`: a lock file older than this is stale and taken
+        /// over; zero means a lock never expires.
+        expire: Duration,
+    },
+    /// Hudi 1.x's `StorageBasedLockProvider`.
+    Storage(StorageLockConfig),
+    /// Hudi's `ZookeeperBasedLockProvider`.
+    ZooKeeper(ZkLockConfig),
+}
+
+impl LockProvider {
+    /// The file-system lock with Hudi's defaults.
+    pub fn filesystem_default() -> Self {
+        LockProvider::FileSystem {
+            dir: RelPath::parse(".hoodie").unwrap_or_default(),
+            expire: Duration::ZERO,
+        }
+    }
+
+    /// A short name for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LockProvider::None => "none",
+            LockProvider::FileSystem { .. } => "filesystem",
+            LockProvider::Storage(_) => "storage",
+            LockProvider::ZooKeeper(_) => "zookeeper",
+        }
+    }
+
+    /// Where the lock lives, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            LockProvider::None => "no lock".into(),
+            LockProvider::FileSystem { dir, .. } => filesystem::lock_file(dir)
+                .map(|f| f.to_string())
+                .unwrap_or_else(|_| dir.to_string()),
+            LockProvider::Storage(c) => c.path.to_string(),
+            LockProvider::ZooKeeper(c) => format!("zk://{}{}", c.connect, c.lock_path()),
+        }
+    }
+}
+
+/// How to take the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockOptions {
+    /// The provider.
+    pub provider: LockProvider,
+    /// How long to wait for the lock before giving up (an error, never a reason to proceed).
+    pub timeout: Duration,
+    /// How long to wait between attempts.
+    pub retry_interval: Duration,
+}
+
+impl LockOptions {
+    /// No lock (the explicit opt-out).
+    pub fn none() -> Self {
+        Self {
+            provider: LockProvider::None,
+            timeout: Duration::from_secs(60),
+            retry_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Whether a held lock can still be trusted, as its keeper sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Held; mutations may go on until `stop_by` unless renewed.
+    Held {
+        /// When the holder must stop mutating (a safety margin before the lease lapses).
+        stop_by: tokio::time::Instant,
+    },
+    /// Lost (or about to lapse): stop mutating. The reason says why.
+    Lost(String),
+}
+
+#[derive(Debug, Clone)]
+enum FenceKind {
+    /// Locks that cannot be lost while held (file-system, none).
+    Always,
+    /// A lease kept by a renewal task.
+    Lease(watch::Receiver<LeaseState>),
+    /// A ZooKeeper session.
+    Zk(zk_client::ZkClient),
+}
+
+/// The holder's view of its lock: check it right before every mutation.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    table: Arc<str>,
+    lock: Arc<str>,
+    kind: FenceKind,
+}
+
+impl Fence {
+    /// A fence that always passes (no lock, or a lock that cannot be lost while held).
+    pub fn always(table: &str) -> Self {
+        Self {
+            table: table.into(),
+            lock: "no lock".into(),
+            kind: FenceKind::Always,
+        }
+    }
+
+    /// `Ok` while the lock is held and safely so; [`Error::LockLost`] otherwise.
+    pub fn check(&self) -> Result<(), Error> {
+        let reason = match &self.kind {
+            FenceKind::Always => return Ok(()),
+            FenceKind::Lease(rx) => match &*rx.borrow() {
+                LeaseState::Held { stop_by } if tokio::time::Instant::now() < *stop_by => {
+                    return Ok(())
+                }
+                LeaseState::Held { .. } => {
+                    "the lease was not renewed in time and is about to lapse".into()
+                }
+                LeaseState::Lost(why) => why.clone(),
+            },
+            FenceKind::Zk(client) => {
+                if client.is_alive() {
+                    return Ok(());
+                }
+                "the ZooKeeper session went quiet or closed; its lock node may be gone".into()
+            }
+        };
+        Err(Error::LockLost {
+            table: self.table.to_string(),
+            lock: self.lock.to_string(),
+            reason,
+        })
+    }
+
+    /// Resolves (with the error) once the lock is lost; never, for locks that cannot be lost.
+    pub async fn lost(&self) -> Error {
+        loop {
+            if let Err(e) = self.check() {
+                return e;
+            }
+            match &self.kind {
+                FenceKind::Always => std::future::pending::<()>().await,
+                FenceKind::Lease(rx) => {
+                    let mut rx = rx.clone();
+                    let stop_by = match &*rx.borrow_and_update() {
+                        LeaseState::Held { stop_by } => *stop_by,
+                        LeaseState::Lost(_) => continue,
+                    };
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(stop_by) => {}
+                        changed = rx.changed() => {
+                            if changed.is_err() {
+                                // The keeper is gone: only the clock can end the lease now.
+                                tokio::time::sleep_until(stop_by).await;
+                            }
+                        }
+                    }
+                }
+                FenceKind::Zk(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+}
+
+impl crate::storage::WriteFence for Fence {
+    fn check_write(&self) -> Result<(), String> {
+        match self.check() {
+            Ok(()) => Ok(()),
+            Err(Error::LockLost { reason, .. }) => Err(reason),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Held {
+    None,
+    File { storage: Storage, file: RelPath },
+    Lease(storage_lock::Lease),
+    Zk(zookeeper::ZkHeld),
+}
+
+/// A held lock. Release it with [`LockGuard::release`]; a guard that is dropped unreleased
+/// leaves the lock behind as a crashed holder would (a lease then lapses, a ZooKeeper node goes
+/// with its session, a lock file stays).
+#[derive(Debug)]
+#[must_use = "release the lock when done"]
+pub struct LockGuard {
+    table: String,
+    lock: String,
+    held: Held,
+    fence: Fence,
+    /// How long taking the lock waited for another holder (zero when it was free).
+    pub waited: Duration,
+}
+
+impl LockGuard {
+    /// The fence to check before every mutation.
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    /// Release the lock.
+    pub async fn release(self) -> Result<(), Error> {
+        let lock_err = |reason: String| Error::Lock {
+            table: self.table.clone(),
+            lock: self.lock.clone(),
+            reason,
+        };
+        match self.held {
+            Held::None => {}
+            Held::File { storage, file } => storage.delete(&file).await?,
+            Held::Lease(lease) => lease.release().await?,
+            Held::Zk(zk) => zk
+                .release()
+                .await
+                .map_err(|e| lock_err(format!("releasing: {e}")))?,
+        }
+        info!(table = %self.table, lock = %self.lock, "released the table lock");
+        Ok(())
+    }
+}
+
+/// Take the table lock, waiting up to `options.timeout`. A lock that cannot be had in time is
+/// [`Error::LockTimeout`]; a provider that fails (unreachable, corrupt lock file) is
+/// [`Error::Lock`]. Neither is a reason to proceed.
+pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGuard, Error> {
+    let table = storage.uri().to_string();
+    let lock = options.provider.describe();
+    let started = tokio::time::Instant::now();
+    let lock_err = |reason: String| Error::Lock {
+        table: table.clone(),
+        lock: lock.clone(),
+        reason,
+    };
+    let timeout = |hint: String| Error::LockTimeout {
+        table: table.clone(),
+        lock: lock.clone(),
+        waited_ms: started.elapsed().as_millis() as u64,
+        hint,
+    };
+    let guard = |held: Held, kind: FenceKind| {
+        let waited = if started.elapsed() > options.retry_interval {
+            started.elapsed()
+        } else {
+            Duration::ZERO
+        };
+        info!(table = %table, lock = %lock, provider = options.provider.name(), waited_ms = waited.as_millis() as u64, "took the table lock");
+        LockGuard {
+            table: table.clone(),
+            lock: lock.clone(),
+            held,
+            fence: Fence {
+                table: table.as_str().into(),
+                lock: lock.as_str().into(),
+                kind,
+            },
+            waited,
+        }
+    };
+    match &options.provider {
+        LockProvider::None => {
+            warn!(table = %table, "mutating the table without a lock (lock provider `none`)");
+            Ok(guard(Held::None, FenceKind::Always))
+        }
+        LockProvider::FileSystem { dir, expire } => {
+            let file = filesystem::lock_file(dir)?;
+            loop {
+                if filesystem::try_take(storage, &file, *expire).await? {
+                    return Ok(guard(
+                        Held::File {
+                            storage: storage.clone(),
+                            file,
+                        },
+                        FenceKind::Always,
+                    ));
+                }
+                if started.elapsed() >= options.timeout {
+                    return Err(timeout(filesystem::hint(*expire)));
+                }
+                tokio::time::sleep(options.retry_interval).await;
+            }
+        }
+        LockProvider::Storage(config) => {
+            let owner = uuid::Uuid::new_v4().to_string();
+            loop {
+                match storage_lock::try_take(storage, config, &owner).await {
+                    Ok(storage_lock::Attempt::Taken(lease)) => {
+                        let rx = lease.state();
+                        return Ok(guard(Held::Lease(lease), FenceKind::Lease(rx)));
+                    }
+                    Ok(storage_lock::Attempt::Held { holder, valid_for }) => {
+                        if started.elapsed() >= options.timeout {
+                            return Err(timeout(format!(
+                                "held by `{holder}`, valid for {} s more unless renewed",
+                                valid_for.as_secs()
+                            )));
+                        }
+                    }
+                    Err(storage_lock::LeaseError::Storage(e)) => return Err(e.into()),
+                    Err(e) => return Err(lock_err(e.to_string())),
+                }
+                tokio::time::sleep(options.retry_interval).await;
+            }
+        }
+        LockProvider::ZooKeeper(config) => {
+            let owner = format!("{table} pid {}", std::process::id());
+            match zookeeper::acquire(config, &owner, options.timeout, options.retry_interval)
+                .await
+            {
+                Ok(held) => {
+                    let client = held.client.clone();
+                    Ok(guard(Held::Zk(held), FenceKind::Zk(client)))
+                }
+                Err(zookeeper::ZkAcquireError::Timeout { holder }) => Err(timeout(match holder {
+                    Some(h) => format!("held by ZooKeeper node `{h}`; it goes away when its holder releases or its session ends"),
+                    None => "the lock was contended for the whole wait".into(),
+                })),
+                Err(zookeeper::ZkAcquireError::Zk(e)) => Err(lock_err(e.to_string())),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StorageError;
+    use bytes::Bytes;
+    use chrono::Utc;
+    use object_store::memory::InMemory;
+    use std::sync::Arc;
+
+    fn storage() -> Storage {
+        Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t")
+    }
+
+    fn fs(expire: Duration, timeout: Duration) -> LockOptions {
+        LockOptions {
+            provider: LockProvider::FileSystem {
+                dir: RelPath::parse(".hoodie").unwrap(),
+                expire,
+            },
+            timeout,
+            retry_interval: Duration::from_millis(10),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_lock_is_a_file_created_if_absent_and_deleted_on_release() {
+        let s = storage();
+        let o = fs(Duration::ZERO, Duration::from_millis(100));
+        let g = acquire(&s, &o).await.unwrap();
+        let lock = RelPath::parse(".hoodie/lock").unwrap();
+        assert!(s.head(&lock).await.unwrap().is_some());
+        // A second holder waits, then gives up with an error.
+        let err = acquire(&s, &o).await.unwrap_err();
+        assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
+        assert!(err.to_string().contains("never expires"), "{err}");
+        g.release().await.unwrap();
+        assert!(s.head(&lock).await.unwrap().is_none());
+        acquire(&s, &o).await.unwrap().release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_waiter_proceeds_once_the_holder_releases() {
+        let s = storage();
+        let held = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        let s2 = s.clone();
+        let waiter =
+            tokio::spawn(
+                async move { acquire(&s2, &fs(Duration::ZERO, Duration::from_secs(5))).await },
+            );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished());
+        held.release().await.unwrap();
+        let g = waiter.await.unwrap().unwrap();
+        g.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_expired_lock_file_is_taken_over_but_a_fresh_one_is_not() {
+        let s = storage();
+        // A holder that died with the lock. InMemory stamps files with the wall clock: a 1 ms
+        // expiry makes its lock stale at once.
+        let _dead_holder = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let g = acquire(
+            &s,
+            &fs(Duration::from_millis(1), Duration::from_millis(200)),
+        )
+        .await
+        .unwrap();
+        g.release().await.unwrap();
+        let _held = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        let err = acquire(
+            &s,
+            &fs(Duration::from_secs(3600), Duration::from_millis(50)),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("expires 3600 s"), "{err}");
+    }
+
+    fn lease(validity_ms: u64, renew_ms: u64, timeout: Duration) -> LockOptions {
+        LockOptions {
+            provider: LockProvider::Storage(StorageLockConfig {
+                path: RelPath::parse(storage_lock::DEFAULT_PATH).unwrap(),
+                validity: Duration::from_millis(validity_ms),
+                renew_interval: Duration::from_millis(renew_ms),
+            }),
+            timeout,
+            retry_interval: Duration::from_millis(20),
+        }
+    }
+
+    async fn lock_data(s: &Storage) -> storage_lock::LockData {
+        let bytes = s
+            .get(&RelPath::parse(storage_lock::DEFAULT_PATH).unwrap())
+            .await
+            .unwrap();
+        storage_lock::LockData::parse(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn of_two_lease_contenders_one_holds_and_the_other_waits_for_the_release() {
+        let s = storage();
+        let first = acquire(&s, &lease(10_000, 1_000, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        let holder = lock_data(&s).await;
+        assert!(!holder.expired);
+        let err = acquire(&s, &lease(10_000, 1_000, Duration::from_millis(100)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
+        assert!(err.to_string().contains(&holder.owner), "{err}");
+        let s2 = s.clone();
+        let waiter = tokio::spawn(async move {
+            acquire(&s2, &lease(10_000, 1_000, Duration::from_secs(5))).await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished());
+        first.release().await.unwrap();
+        let second = waiter.await.unwrap().unwrap();
+        assert!(second.waited > Duration::ZERO);
+        let now = lock_data(&s).await;
+        assert!(!now.expired);
+        assert_ne!(now.owner, holder.owner);
+        second.release().await.unwrap();
+        assert!(lock_data(&s).await.expired, "release writes expired: true");
+    }
+
+    #[tokio::test]
+    async fn a_lapsed_lease_is_taken_over_and_a_valid_one_is_not() {
+        let s = storage();
+        let path = RelPath::parse(storage_lock::DEFAULT_PATH).unwrap();
+        let now = Utc::now().timestamp_millis();
+        let dead = format!(
+            r#"{{"expired":false,"validUntil":{},"owner":"dead-writer"}}"#,
+            now - 501
+        );
+        s.put(&path, Bytes::from(dead)).await.unwrap();
+        let g = acquire(&s, &lease(10_000, 1_000, Duration::from_millis(200)))
+            .await
+            .unwrap();
+        assert_ne!(lock_data(&s).await.owner, "dead-writer");
+        g.release().await.unwrap();
+        let live = format!(
+            r#"{{"expired":false,"validUntil":{},"owner":"live-writer"}}"#,
+            now + 60_000
+        );
+        s.put(&path, Bytes::from(live.clone())).await.unwrap();
+        let err = acquire(&s, &lease(10_000, 1_000, Duration::from_millis(100)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("live-writer"), "{err}");
+        assert_eq!(
+            s.get(&path).await.unwrap(),
+            Bytes::from(live),
+            "a waiter writes nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_lock_file_or_an_unknown_owner_format_is_an_error_and_is_left_alone() {
+        let s = storage();
+        let path = RelPath::parse(storage_lock::DEFAULT_PATH).unwrap();
+        for bad in [
+            &b"{not json"[..],
+            br#"{"expired":false,"validUntil":1,"owner":{"host":"h","pid":1}}"#,
+        ] {
+            s.put(&path, Bytes::from(bad)).await.unwrap();
+            let err = acquire(&s, &lease(10_000, 1_000, Duration::from_secs(1)))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, Error::Lock { .. }), "{err}");
+            assert!(err.to_string().contains("corrupt"), "{err}");
+            assert_eq!(s.get(&path).await.unwrap(), Bytes::from(bad));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_storage_lock_is_refused_on_a_store_without_conditional_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage::open(dir.path().to_str().unwrap(), &Default::default()).unwrap();
+        let err = acquire(&s, &lease(10_000, 1_000, Duration::from_secs(1)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("conditional writes"), "{err}");
+        let path = RelPath::parse(storage_lock::DEFAULT_PATH).unwrap();
+        assert!(
+            s.head(&path).await.unwrap().is_none(),
+            "the probe file is removed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_renewed_lease_outlives_its_validity() {
+        let s = storage();
+        let g = acquire(&s, &lease(1_500, 200, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        let first = lock_data(&s).await.valid_until;
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        g.fence().check().unwrap();
+        assert!(lock_data(&s).await.valid_until > first + 1_000);
+        g.release().await.unwrap();
+    }
+
+    /// Fails every conditional replace of the lock file once armed.
+    #[derive(Debug, Default)]
+    struct FailRenewals(std::sync::atomic::AtomicBool);
+
+    impl crate::storage::Interceptor for FailRenewals {
+        fn before(&self, op: crate::storage::OpKind, path: &RelPath) -> Result<(), StorageError> {
+            if op == crate::storage::OpKind::PutIfMatch
+                && self.0.load(std::sync::atomic::Ordering::SeqCst)
+            {
+                return Err(StorageError::Injected {
+                    op,
+                    n: 0,
+                    path: path.to_string(),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_holder_whose_renewals_fail_stops_before_its_lease_lapses() {
+        let fail = Arc::new(FailRenewals::default());
+        let plain = storage();
+        let s = plain.clone().with_interceptor(fail.clone());
+        let validity = 2_000;
+        let g = acquire(&s, &lease(validity, 300, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        fail.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        let valid_until = lock_data(&s).await.valid_until;
+        let fence = g.fence();
+        let fenced = s.clone().with_fence(Arc::new(fence.clone()));
+        let probe = RelPath::parse("probe").unwrap();
+        fenced.put(&probe, Bytes::new()).await.unwrap();
+        // Wait for the fence to trip.
+        let lost = tokio::time::timeout(Duration::from_secs(5), fence.lost())
+            .await
+            .expect("the fence trips");
+        let tripped_at = Utc::now().timestamp_millis();
+        assert!(matches!(lost, Error::LockLost { .. }), "{lost}");
+        assert!(
+            tripped_at < valid_until,
+            "stopped {} ms before the lease lapsed",
+            valid_until - tripped_at
+        );
+        let err = fenced.put(&probe, Bytes::new()).await.unwrap_err();
+        assert!(matches!(err, StorageError::Fenced { .. }), "{err}");
+        // Another contender takes it only once it lapsed.
+        let other = acquire(&plain, &lease(validity, 300, Duration::from_secs(5)))
+            .await
+            .unwrap();
+        assert!(Utc::now().timestamp_millis() > valid_until + storage_lock::CLOCK_DRIFT_MS);
+        other.release().await.unwrap();
+        drop(g);
+    }
+}
