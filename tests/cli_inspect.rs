@@ -194,7 +194,40 @@ fn inspect_tells_which_lock_the_writers_leave_behind() {
         .as_str()
         .unwrap()
         .contains("--lock filesystem"));
+    assert_eq!(v["lock"]["suggested_provider"], "filesystem");
     t.touch(&[".hoodie/.locks/table_lock.json"]);
     let text = stdout(&run(&["inspect", &t.uri()]));
     assert!(text.contains("Lock      `.hoodie/lock` exists"), "{text}");
+}
+
+#[test]
+fn inspect_reads_the_storage_lock_file_and_names_its_holder() {
+    let t = TableDir::v8_mor();
+    let far = chrono::Utc::now().timestamp_millis() + 600_000;
+    t.write(
+        ".hoodie/.locks/table_lock.json",
+        format!(r#"{{"expired":false,"validUntil":{far},"owner":"writer-7"}}"#).as_bytes(),
+    );
+    let v = inspect_json(&t, &[]);
+    assert_eq!(v["lock"]["suggested_provider"], "storage");
+    assert_eq!(v["lock"]["storage_lock"]["held"], true);
+    assert_eq!(v["lock"]["storage_lock"]["owner"], "writer-7");
+    assert!(v["lock"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("held now by `writer-7`"));
+    t.write(
+        ".hoodie/.locks/table_lock.json",
+        br#"{"expired":true,"validUntil":1,"owner":"writer-7"}"#,
+    );
+    let v = inspect_json(&t, &[]);
+    assert_eq!(v["lock"]["storage_lock"]["held"], false);
+    assert!(v["lock"]["hint"].as_str().unwrap().contains("free now"));
+    t.write(".hoodie/.locks/table_lock.json", b"{broken");
+    let v = inspect_json(&t, &[]);
+    assert!(v["lock"]["suggested_provider"].is_null());
+    assert!(v["lock"]["storage_lock"]["corrupt"]
+        .as_str()
+        .unwrap()
+        .contains("not a Hudi storage lock file"));
 }

@@ -171,7 +171,7 @@ fn changing_a_table_needs_a_lock_decision() {
     let out = run(&["rollback", &t.uri(), "--yes"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("--lock filesystem"),
+        stderr(&out).contains("--lock storage|filesystem|zookeeper"),
         "{}",
         stderr(&out)
     );
@@ -263,4 +263,102 @@ fn an_expired_file_system_lock_is_taken_over() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!t.path().join(".hoodie/lock").exists());
+}
+
+fn failed_file_still_there(t: &TableDir) -> bool {
+    t.path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists()
+}
+
+#[test]
+fn the_zookeeper_lock_needs_its_url_and_base_path() {
+    let t = failed_table();
+    let out = run(&["rollback", &t.uri(), "--yes", "--lock", "zookeeper"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--lock-zookeeper-url"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "zookeeper",
+        "--lock-zookeeper-url",
+        "127.0.0.1:2181",
+        "--lock-zookeeper-base-path",
+        "hudi/locks/",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("must start with `/`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(failed_file_still_there(&t));
+}
+
+#[test]
+fn an_unreachable_zookeeper_is_an_error_and_nothing_changes() {
+    let t = failed_table();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("127.0.0.1:{port}");
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "zookeeper",
+        "--lock-zookeeper-url",
+        &url,
+        "--lock-zookeeper-base-path",
+        "/hudi/locks",
+        "--lock-zookeeper-connection-timeout",
+        "2s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("cannot connect to ZooKeeper"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(failed_file_still_there(&t));
+}
+
+#[test]
+fn the_storage_lock_is_refused_on_the_local_file_system() {
+    let t = failed_table();
+    let out = run(&["rollback", &t.uri(), "--yes", "--lock", "storage"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("conditional writes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(failed_file_still_there(&t));
+    assert!(!t.path().join(".hoodie/.locks/table_lock.json").exists());
+}
+
+#[test]
+fn a_storage_lock_renew_interval_that_cannot_keep_the_lease_is_a_usage_error() {
+    let t = failed_table();
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "storage",
+        "--lock-storage-validity",
+        "30s",
+        "--lock-storage-renew-interval",
+        "30s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("renew interval"), "{}", stderr(&out));
 }

@@ -3,47 +3,12 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::fixtures::{Fixture, Kind, TF};
+use common::s3::{endpoint, options, s3_store, unique, BUCKET};
 use common::{run, stderr, stdout};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
-use hudi_keeper_core::storage::{RelPath, Storage, StorageError, StorageOptions};
+use hudi_keeper_core::storage::{RelPath, Storage, StorageError};
 use hudi_keeper_core::Table;
-
-const BUCKET: &str = "hudi-keeper";
-
-fn endpoint() -> String {
-    std::env::var("HUDI_KEEPER_S3_ENDPOINT").expect(
-        "HUDI_KEEPER_S3_ENDPOINT is not set: run the tests through scripts/test, which starts an S3-compatible server",
-    )
-}
-
-fn options() -> StorageOptions {
-    StorageOptions::from_pairs([
-        ("aws_endpoint", endpoint()),
-        ("aws_allow_http", "true".to_string()),
-        ("aws_region", "us-east-1".to_string()),
-        ("aws_access_key_id", "test".to_string()),
-        ("aws_secret_access_key", "test".to_string()),
-    ])
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-fn s3_store() -> Arc<dyn object_store::ObjectStore> {
-    let mut b = object_store::aws::AmazonS3Builder::new().with_bucket_name(BUCKET);
-    for (k, v) in &options().0 {
-        b = b.with_config(k.parse().expect("known key"), v);
-    }
-    Arc::new(b.build().expect("S3 client"))
-}
 
 #[tokio::test]
 async fn the_server_honours_create_if_absent() {

@@ -78,3 +78,4 @@ impl TableDir {
 
 pub mod fixtures;
 pub mod interop;
+pub mod s3;

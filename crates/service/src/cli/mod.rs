@@ -11,7 +11,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
-use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider};
+use hudi_keeper_core::protocol::lock::{
+    storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
+};
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use hudi_keeper_core::Table;
 
@@ -44,7 +46,7 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Roll back failed writes as Hudi would: every instant the policy calls failed (and every
     /// pending rollback), or one named instant.
-    Rollback(rollback::RollbackArgs),
+    Rollback(Box<rollback::RollbackArgs>),
     /// Make a small demo table with a failed write in a local folder, inspect it, roll it back.
     Demo(demo::DemoArgs),
 }
@@ -108,8 +110,9 @@ impl DetectionArgs {
 /// The table lock the writers use; hudi-keeper takes the same one before it changes a table.
 #[derive(Debug, Args)]
 pub struct LockArgs {
-    /// The writers' lock provider: `filesystem` (Hudi's FileSystemBasedLockProvider) or `none`
-    /// (no lock: only when no writer can run). Required to change a table.
+    /// The writers' lock provider: `storage` (Hudi 1.x's StorageBasedLockProvider),
+    /// `filesystem` (FileSystemBasedLockProvider), `zookeeper` (ZookeeperBasedLockProvider) or
+    /// `none` (no lock: only when no writer can run). Required to change a table.
     #[arg(long, value_enum)]
     pub lock: Option<LockArg>,
     /// How long to wait for the lock; not getting it is an error, never a reason to go on.
@@ -122,6 +125,33 @@ pub struct LockArgs {
     /// `filesystem`: the writers' `hoodie.write.lock.filesystem.expire` (0: never expires).
     #[arg(long, value_parser = parse_duration, default_value = "0")]
     pub lock_filesystem_expire: std::time::Duration,
+    /// `storage`: the lock file, relative to the table.
+    #[arg(long, default_value = storage_lock::DEFAULT_PATH)]
+    pub lock_storage_path: String,
+    /// `storage`: how long one write of the lease holds it (the writers'
+    /// `hoodie.write.lock.storage.validity.timeout.secs`).
+    #[arg(long, value_parser = parse_duration, default_value = "300s")]
+    pub lock_storage_validity: std::time::Duration,
+    /// `storage`: how often the lease is renewed while held
+    /// (`hoodie.write.lock.storage.renew.interval.secs`).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub lock_storage_renew_interval: std::time::Duration,
+    /// `zookeeper`: the ensemble, `host:port[,host:port…]` (the writers'
+    /// `hoodie.write.lock.zookeeper.url`, with the port in it).
+    #[arg(long)]
+    pub lock_zookeeper_url: Option<String>,
+    /// `zookeeper`: `hoodie.write.lock.zookeeper.base_path`.
+    #[arg(long)]
+    pub lock_zookeeper_base_path: Option<String>,
+    /// `zookeeper`: `hoodie.write.lock.zookeeper.lock_key` (default: the table name, as Hudi).
+    #[arg(long)]
+    pub lock_zookeeper_lock_key: Option<String>,
+    /// `zookeeper`: the session timeout (`hoodie.write.lock.zookeeper.session_timeout_ms`).
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub lock_zookeeper_session_timeout: std::time::Duration,
+    /// `zookeeper`: the connection timeout (`…connection_timeout_ms`).
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    pub lock_zookeeper_connection_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -130,14 +160,19 @@ pub enum LockArg {
     None,
     /// Hudi's FileSystemBasedLockProvider.
     Filesystem,
+    /// Hudi 1.x's StorageBasedLockProvider.
+    Storage,
+    /// Hudi's ZookeeperBasedLockProvider.
+    Zookeeper,
 }
 
 impl LockArgs {
-    /// The lock options, or the error an operator can act on when no provider was chosen.
-    pub fn lock_options(&self) -> anyhow::Result<LockOptions> {
+    /// The lock options for `table`, or the error an operator can act on when no provider was
+    /// chosen or its options are incomplete.
+    pub fn lock_options(&self, table: &Table) -> anyhow::Result<LockOptions> {
         let provider = match self.lock {
             None => anyhow::bail!(
-                "no lock provider chosen: pass --lock filesystem (the lock Hudi's FileSystemBasedLockProvider writers take) or --lock none (only when no writer can run); the storage-based and ZooKeeper providers are not supported yet"
+                "no lock provider chosen: pass --lock storage|filesystem|zookeeper (the lock provider this table's writers use) or --lock none (only when no writer can run)"
             ),
             Some(LockArg::None) => LockProvider::None,
             Some(LockArg::Filesystem) => LockProvider::FileSystem {
@@ -146,6 +181,42 @@ impl LockArgs {
                 })?,
                 expire: self.lock_filesystem_expire,
             },
+            Some(LockArg::Storage) => {
+                let config = StorageLockConfig {
+                    path: RelPath::parse(&self.lock_storage_path)
+                        .map_err(|e| anyhow::anyhow!("--lock-storage-path: {e}"))?,
+                    validity: self.lock_storage_validity,
+                    renew_interval: self.lock_storage_renew_interval,
+                };
+                config
+                    .validate()
+                    .map_err(|e| anyhow::anyhow!("--lock-storage-*: {e}"))?;
+                LockProvider::Storage(config)
+            }
+            Some(LockArg::Zookeeper) => {
+                let connect = self.lock_zookeeper_url.clone().ok_or_else(|| {
+                    anyhow::anyhow!("--lock zookeeper needs --lock-zookeeper-url host:port")
+                })?;
+                let base_path = self.lock_zookeeper_base_path.clone().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--lock zookeeper needs --lock-zookeeper-base-path (the writers' hoodie.write.lock.zookeeper.base_path)"
+                    )
+                })?;
+                let config = ZkLockConfig {
+                    connect,
+                    base_path,
+                    lock_key: self
+                        .lock_zookeeper_lock_key
+                        .clone()
+                        .unwrap_or_else(|| table.config().name.clone()),
+                    session_timeout: self.lock_zookeeper_session_timeout,
+                    connection_timeout: self.lock_zookeeper_connection_timeout,
+                };
+                config
+                    .validate()
+                    .map_err(|e| anyhow::anyhow!("--lock-zookeeper-*: {e}"))?;
+                LockProvider::ZooKeeper(config)
+            }
         };
         Ok(LockOptions {
             provider,
@@ -193,7 +264,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format);
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
-        Command::Rollback(args) => rollback::run(args).await,
+        Command::Rollback(args) => rollback::run(*args).await,
         Command::Demo(args) => demo::run(args).await,
     }
 }

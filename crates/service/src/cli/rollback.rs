@@ -126,7 +126,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     }
     // Changing the table needs a lock decision.
     let options = RollbackOptions {
-        lock: args.lock.lock_options()?,
+        lock: args.lock.lock_options(&table)?,
         ..options
     };
     if !args.yes {
