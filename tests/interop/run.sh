@@ -13,6 +13,9 @@
 #   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
 #   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files)
 #   run.sh bench-rollback <version-key> <dir>         (times Hudi's rollback of it; mutates <dir>)
+#   run.sh writer <version-key> <dir> <id> <commits>  (one of several concurrent writers; the JVM replaces the shell)
+#   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
+# INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
 # scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested]
@@ -32,6 +35,8 @@ ALL_SCENARIOS=(cow-nomdt-direct cow-mdt-direct mor-nomdt-direct mor-mdt-direct
 JAVA_OPTS=(
   -Xmx1g -XX:+UseSerialGC -XX:TieredStopAtLevel=1
   -Djava.net.preferIPv4Stack=true -Djdk.attach.allowAttachSelf=true
+  # ZooKeeper lock provider: no SASL (its principal lookup fails on an IP-literal server address)
+  -Dzookeeper.sasl.client=false
   --add-opens=java.base/java.lang=ALL-UNNAMED
   --add-opens=java.base/java.lang.invoke=ALL-UNNAMED
   --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
@@ -340,6 +345,10 @@ case "${1:-}" in
   timeline) shift; cmd_timeline "$@" ;;
   bench-fail) shift; cmd_bench_fail "$@" ;;
   bench-rollback) shift; cmd_bench_rollback "$@" ;;
+  writer) shift; [[ $# == 4 ]] || die "usage: run.sh writer <version-key> <dir> <id> <commits>"
+    cmd_build; hj_exec "$1" writer --dir "$2" --id "$3" --commits "$4" ;;
+  kill-writer) shift; [[ $# == 3 ]] || die "usage: run.sh kill-writer <version-key> <dir> <logdir>"
+    cmd_build; mkdir -p "$3"; kill_failed_writer "$1" "$2" "$3" ;;
   dump) shift; [[ $# == 2 ]] || die "usage: run.sh dump <version-key> <timeline-file>"; cmd_build; hj "$1" dump --file "$2" ;;
   *) sed -n '2,/^set -euo/p' "$0" | grep '^#' >&2; exit 2 ;;
 esac

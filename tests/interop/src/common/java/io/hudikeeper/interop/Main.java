@@ -34,6 +34,8 @@ import java.util.Properties;
  *   timeline --dir D                Hudi's active timeline of D (and of its metadata table) as JSON, read-only
  *   bench-fail --dir D --files N [--partitions P]   benchmark table with a failed write of ~N files
  *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table
+ *   writer   --dir D --id W --commits N   commit N insert batches of new keys in a loop (OCC, the lock of
+ *                                   INTEROP_LOCK, no cleaning); prints COMMITTED/FAILED lines and a JSON summary
  *   info                            print the Hudi version of this classpath
  * </pre>
  */
@@ -69,6 +71,8 @@ public final class Main {
       }
       case "commits" -> rc = commits(new File(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
       case "fail" -> rc = fail(new File(req(opts, "dir")));
+      case "writer" -> rc = writer(new File(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
+          Integer.parseInt(req(opts, "commits")));
       case "rollback" -> rc = rollback(new File(req(opts, "dir")));
       case "verify" -> rc = Verify.run(new File(req(opts, "dir")), new File(req(opts, "expect")));
       case "dump" -> rc = Dump.run(new File(req(opts, "file")));
@@ -88,6 +92,7 @@ public final class Main {
 
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
+        + " | writer --dir D --id W --commits N"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
         + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
     System.exit(2);
@@ -185,6 +190,75 @@ public final class Main {
     JSON.writeValue(new File(dir, "expected-records.json"), Data.toJson(Data.expected()));
     OUT.println(JSON.writeValueAsString(sj));
     return 0;
+  }
+
+  /**
+   * One of several concurrent writers: each commit inserts three new keys {@code w<W>c<C>r<i>} (one per
+   * partition p0..p2, so that small-file handling appends to the file groups other writers use too).
+   * A commit that fails (a write conflict, a lock timeout) is left pending for a lazy rollback, as a
+   * crashed writer's would be once its heartbeat expires. Cleaning is off, so that only the
+   * rollbacks under test undo failed writes.
+   */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int writer(File dir, int id, int commits) throws Exception {
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    Properties extra = new Properties();
+    extra.setProperty("hoodie.clean.automatic", "false");
+    extra.setProperty("hoodie.archive.automatic", "false");
+    if (s.mor) {
+      // The Java client's MOR inserts into a small file group rewrite its base file without the
+      // group's log files, which drops the records of completed deltacommits (seen with 1.1.1,
+      // without any rollback involved): new keys go to new file groups instead.
+      extra.setProperty("hoodie.parquet.small.file.limit", "0");
+    }
+    ArrayNode committed = JSON.createArrayNode();
+    ArrayNode failed = JSON.createArrayNode();
+    for (int c = 1; c <= commits; c++) {
+      List<Data.Row> rows = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        rows.add(new Data.Row(String.format("w%dc%02dr%d", id, c, i), "p" + i, 100 + c, "w" + id + "c" + c, c));
+      }
+      String t = null;
+      try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+          writeConfig(s, base, extra))) {
+        t = client.startCommit();
+        List<WriteStatus> ws = client.insert(Data.hoodieRecords(rows), t);
+        for (WriteStatus w : ws) {
+          if (w.hasErrors()) {
+            throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
+          }
+        }
+        if (!client.commit(t, ws)) {
+          throw new IllegalStateException("commit returned false");
+        }
+        ObjectNode n = committed.addObject();
+        n.put("instant", t);
+        n.set("records", Data.toJson(rowMap(rows)).get("records"));
+        OUT.println("COMMITTED " + t);
+      } catch (Exception e) {
+        ObjectNode n = failed.addObject();
+        n.put("instant", t);
+        n.put("error", e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).split("\n")[0]);
+        OUT.println("FAILED " + t + " " + e);
+      }
+      OUT.flush();
+    }
+    ObjectNode summary = JSON.createObjectNode();
+    summary.put("writer", id);
+    summary.set("committed", committed);
+    summary.set("failed", failed);
+    OUT.println("SUMMARY " + new ObjectMapper().writeValueAsString(summary));
+    return 0;
+  }
+
+  private static Map<String, Data.Row> rowMap(List<Data.Row> rows) {
+    Map<String, Data.Row> m = new java.util.TreeMap<>();
+    for (Data.Row r : rows) {
+      m.put(r.id(), r);
+    }
+    return m;
   }
 
   /** Prints the line the driver waits for, then blocks until SIGKILL. */

@@ -119,8 +119,7 @@ public final class Scenario {
     p.setProperty("hoodie.index.type", "SIMPLE");
     p.setProperty("hoodie.write.concurrency.mode", "optimistic_concurrency_control");
     p.setProperty("hoodie.cleaner.policy.failed.writes", "LAZY");
-    // a subclass of FileSystemBasedLockProvider that only adds tracing (same lock file, same content)
-    p.setProperty("hoodie.write.lock.provider", TracingFileSystemLockProvider.class.getName());
+    lockProps(p);
     p.setProperty("hoodie.client.heartbeat.interval_in_ms", String.valueOf(HEARTBEAT_INTERVAL_MS));
     p.setProperty("hoodie.client.heartbeat.tolerable.misses", String.valueOf(HEARTBEAT_TOLERABLE_MISSES));
     p.setProperty("hoodie.write.markers.type", markerType());
@@ -138,6 +137,31 @@ public final class Scenario {
     p.setProperty("hoodie.index.bloom.num_entries", "100");
     p.setProperty("hoodie.clustering.inline", "false");
     return p;
+  }
+
+  /**
+   * The lock provider. Environment variable INTEROP_LOCK chooses it for every JVM of a run:
+   * unset or {@code filesystem}: FileSystemBasedLockProvider (a traced subclass, same lock file);
+   * {@code zookeeper,<host:port>,<base_path>,<lock_key>}: ZookeeperBasedLockProvider.
+   */
+  static void lockProps(Properties p) {
+    String spec = System.getenv().getOrDefault("INTEROP_LOCK", "filesystem");
+    if (spec.equals("filesystem")) {
+      // a subclass of FileSystemBasedLockProvider that only adds tracing (same lock file, same content)
+      p.setProperty("hoodie.write.lock.provider", TracingFileSystemLockProvider.class.getName());
+      return;
+    }
+    String[] z = spec.split(",");
+    if (z.length != 4 || !z[0].equals("zookeeper")) {
+      throw new IllegalArgumentException("INTEROP_LOCK must be filesystem or zookeeper,<host:port>,<base_path>,<key>: " + spec);
+    }
+    p.setProperty("hoodie.write.lock.provider", "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider");
+    p.setProperty("hoodie.write.lock.zookeeper.url", z[1]);
+    p.setProperty("hoodie.write.lock.zookeeper.port", z[1].substring(z[1].lastIndexOf(':') + 1));
+    p.setProperty("hoodie.write.lock.zookeeper.base_path", z[2]);
+    p.setProperty("hoodie.write.lock.zookeeper.lock_key", z[3]);
+    p.setProperty("hoodie.write.lock.zookeeper.session_timeout_ms", "10000");
+    p.setProperty("hoodie.write.lock.zookeeper.connection_timeout_ms", "5000");
   }
 
   public ObjectNode toJson(String hudiVersion, String tableVersion) {
