@@ -235,6 +235,27 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// A write in progress at instant `t` (requested + inflight, one data file and its marker),
+    /// without a heartbeat: the caller starts one for it.
+    pub async fn start_write(&self, t: &str) {
+        let a = self.kind.action();
+        self.put(&format!("{}/{t}.{a}.requested", self.kind.timeline()), b"")
+            .await;
+        self.put(&self.inflight_name(t, a), b"{}").await;
+        let base = format!("w{t}-0_0-1-1_{t}.parquet");
+        self.put(&format!("p1/{base}"), b"in-progress").await;
+        self.put(&format!(".hoodie/.temp/{t}/p1/{base}.marker.CREATE"), b"")
+            .await;
+    }
+}
+
+/// An instant time for now (UTC, the fixtures' timeline zone), `offset_ms` later.
+pub fn instant_now(offset_ms: i64) -> String {
+    let t = chrono::Utc::now() + chrono::Duration::milliseconds(offset_ms);
+    t.format("%Y%m%d%H%M%S%3f").to_string()
+}
+
 /// A time a little after `t` (as its completion time).
 pub fn bump(t: &str) -> String {
     let n: u128 = t.parse().expect("digits");

@@ -76,6 +76,8 @@ impl TableDir {
     }
 }
 
+pub mod daemon;
 pub mod fixtures;
+pub mod http;
 pub mod interop;
 pub mod s3;

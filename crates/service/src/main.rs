@@ -1,6 +1,7 @@
 //! `hudi-keeper`: keeps Apache Hudi tables free of partially failed writes.
 
 mod cli;
+mod daemon;
 
 use std::process::ExitCode;
 

@@ -1,6 +1,6 @@
 //! The command line.
 
-mod demo;
+pub(crate) mod demo;
 mod duration;
 mod inspect;
 mod rollback;
@@ -49,6 +49,9 @@ pub enum Command {
     Rollback(Box<rollback::RollbackArgs>),
     /// Make a small demo table with a failed write in a local folder, inspect it, roll it back.
     Demo(demo::DemoArgs),
+    /// Run the daemon: poll the registered tables, roll back failed writes, serve health,
+    /// metrics and the API.
+    Serve(crate::daemon::ServeArgs),
 }
 
 /// Where a table lives and how to reach its store.
@@ -248,9 +251,9 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected KEY=VALUE, got `{s}`"))
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -261,10 +264,16 @@ fn init_logging(format: LogFormat) {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    init_logging(cli.log_format);
+    // The daemon reports what it does; one-shot commands only warn.
+    let level = match cli.command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    init_logging(cli.log_format, level);
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
         Command::Rollback(args) => rollback::run(*args).await,
+        Command::Serve(args) => crate::daemon::run(args).await,
         Command::Demo(args) => demo::run(args).await,
     }
 }

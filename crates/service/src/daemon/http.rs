@@ -1,0 +1,290 @@
+//! The HTTP surface: health, readiness, metrics, the table API and its OpenAPI document.
+//!
+//! Mutating routes need `Authorization: Bearer <server.auth_token>`; without a configured token
+//! they answer 403 (off). Errors are JSON: `{"error": "..."}`. Request bodies are size-limited.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::config::TableEntry;
+use super::{Daemon, TableError};
+
+/// The OpenAPI document of this API.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// Every route: (method, path as axum and OpenAPI spell it, whether it needs the token); the
+/// router below and the OpenAPI document are both checked against it.
+#[cfg(test)]
+pub const ROUTES: &[(&str, &str, bool)] = &[
+    ("get", "/healthz", false),
+    ("get", "/readyz", false),
+    ("get", "/metrics", false),
+    ("get", "/api/v1/openapi.json", false),
+    ("get", "/api/v1/tables", false),
+    ("post", "/api/v1/tables", true),
+    ("get", "/api/v1/tables/{name}", false),
+    ("delete", "/api/v1/tables/{name}", true),
+    ("get", "/api/v1/tables/{name}/timeline", false),
+    ("post", "/api/v1/tables/{name}/rollback", true),
+    ("post", "/api/v1/tables/{name}/resume", true),
+];
+
+/// An API error: a status and a message, rendered as JSON.
+#[derive(Debug)]
+pub struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<TableError> for ApiError {
+    fn from(e: TableError) -> Self {
+        let status = match &e {
+            TableError::NotFound(_) => StatusCode::NOT_FOUND,
+            TableError::Conflict(_) => StatusCode::CONFLICT,
+            TableError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            TableError::Failed(_) => StatusCode::BAD_GATEWAY,
+        };
+        ApiError(status, e.to_string())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(e: JsonRejection) -> Self {
+        ApiError(e.status(), e.body_text())
+    }
+}
+
+type Shared = State<Arc<Daemon>>;
+
+/// The router.
+pub fn router(daemon: Arc<Daemon>) -> Router {
+    let limit = daemon.config.server.max_body_bytes;
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/openapi.json", get(openapi))
+        .route("/api/v1/tables", get(list_tables).post(register))
+        .route("/api/v1/tables/{name}", get(table).delete(unregister))
+        .route("/api/v1/tables/{name}/timeline", get(timeline))
+        .route("/api/v1/tables/{name}/rollback", post(rollback))
+        .route("/api/v1/tables/{name}/resume", post(resume))
+        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(daemon)
+}
+
+/// Check the bearer token of a mutating request.
+fn authorize(daemon: &Daemon, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = daemon.config.server.auth_token.as_deref() else {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "mutating endpoints are off: set server.auth_token to enable them".into(),
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        return Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn readyz(State(d): Shared) -> Response {
+    let (ready, tables) = d.readiness().await;
+    let body = json!({
+        "ready": ready,
+        "tables": tables.into_iter().map(|(n, s)| json!({"name": n, "state": s})).collect::<Vec<_>>(),
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+async fn metrics(State(d): Shared) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        d.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+fn table_json(t: &super::TableState) -> serde_json::Value {
+    let s = t.status();
+    json!({
+        "name": t.entry.name,
+        "uri": t.entry.uri,
+        "source": t.source,
+        "settings": t.settings,
+        "status": s,
+    })
+}
+
+async fn list_tables(State(d): Shared) -> Json<serde_json::Value> {
+    let tables: Vec<_> = d.tables().await.iter().map(|t| table_json(t)).collect();
+    Json(json!({ "tables": tables }))
+}
+
+async fn table(
+    State(d): Shared,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let t = d.table(&name).await?;
+    Ok(Json(table_json(&t)))
+}
+
+async fn timeline(
+    State(d): Shared,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let tl = d.timeline(&name).await?;
+    Ok(Json(json!({
+        "table": name,
+        "instants": tl.instants(),
+        "malformed": tl.malformed().iter().map(|m| json!({"name": m.name, "reason": m.reason})).collect::<Vec<_>>(),
+    })))
+}
+
+async fn register(
+    State(d): Shared,
+    headers: HeaderMap,
+    body: Result<Json<TableEntry>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    authorize(&d, &headers)?;
+    let Json(entry) = body?;
+    if entry.demo {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "demo tables come from the config file only".into(),
+        ));
+    }
+    let name = entry.name.clone();
+    d.register(entry).await?;
+    let t = d.table(&name).await?;
+    Ok((StatusCode::CREATED, Json(table_json(&t))).into_response())
+}
+
+async fn unregister(
+    State(d): Shared,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    authorize(&d, &headers)?;
+    d.unregister(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The body of `POST /api/v1/tables/{name}/rollback`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackRequest {
+    /// One pending instant; every failed write when absent.
+    #[serde(default)]
+    pub instant: Option<String>,
+    /// Return the plan; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+async fn rollback(
+    State(d): Shared,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Result<Json<RollbackRequest>, JsonRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&d, &headers)?;
+    let Json(req) = body?;
+    let result = d.manual_rollback(&name, req.instant, req.dry_run).await?;
+    Ok(Json(match result {
+        super::ManualRollback::Plan(p) => json!({"table": name, "dry_run": true, "rollbacks": p}),
+        super::ManualRollback::Done(done) => {
+            json!({"table": name, "dry_run": false, "rollbacks": done})
+        }
+    }))
+}
+
+async fn resume(
+    State(d): Shared,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&d, &headers)?;
+    d.resume(&name).await?;
+    Ok(Json(json!({"table": name, "halted": false})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_lists_exactly_the_routes() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).expect("valid JSON");
+        assert_eq!(
+            doc["openapi"].as_str().map(|v| v.starts_with("3.")),
+            Some(true)
+        );
+        let mut documented = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for method in item.as_object().expect("path item").keys() {
+                if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
+                    documented.push((method.clone(), path.clone()));
+                }
+            }
+        }
+        documented.sort();
+        let mut routes: Vec<(String, String)> = ROUTES
+            .iter()
+            .map(|(m, p, _)| (m.to_string(), p.to_string()))
+            .collect();
+        routes.sort();
+        assert_eq!(documented, routes);
+        // Mutating routes declare the bearer scheme; the others do not.
+        for (m, p, auth) in ROUTES {
+            let op = &doc["paths"][p][m];
+            assert_eq!(op["security"].is_array(), *auth, "{m} {p}");
+            assert!(op["responses"].is_object(), "{m} {p}");
+        }
+    }
+
+    #[test]
+    fn token_comparison_needs_equal_length_and_bytes() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}

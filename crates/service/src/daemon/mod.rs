@@ -1,0 +1,823 @@
+//! `hudi-keeper serve`: polls every registered table on its interval, rolls back writes whose
+//! heartbeat expired, and serves health, metrics and an API.
+//!
+//! One task per table polls it (with jitter, exponential backoff on errors, and a halted state
+//! after repeated failures); a global semaphore bounds polls running at once, so a slow table
+//! never holds up another's schedule beyond that bound. A table's opened handle (its
+//! `hoodie.properties`) is cached, so an idle table costs one listing of its timeline per poll.
+
+pub mod config;
+pub mod http;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use hudi_keeper_core::exec::rollback::{
+    assess_table, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
+};
+use hudi_keeper_core::protocol::detect::Assessment;
+use hudi_keeper_core::storage::Storage;
+use hudi_keeper_core::timeline::Timeline;
+use hudi_keeper_core::Table;
+use serde::Serialize;
+use tokio::sync::{Notify, RwLock, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, info_span, warn, Instrument};
+
+use config::{Config, PolicySetting, TableEntry, TableSettings};
+use metrics::Metrics;
+
+/// `hudi-keeper serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The config file (TOML). Without this flag, `config/hudi-keeper.toml` is read when it
+    /// exists; environment variables `HUDI_KEEPER_SERVER__…` / `HUDI_KEEPER_DEFAULTS__…` override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Listen here instead of `server.listen`.
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+/// Where a table's registration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The config file.
+    Config,
+    /// `POST /api/v1/tables` (persisted in the state folder).
+    Api,
+}
+
+/// The last rollback of a table, as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RollbackView {
+    pub instant: String,
+    pub rollback_instant: Option<String>,
+    pub at_ms: i64,
+    pub outcome: &'static str,
+    pub trigger: &'static str,
+    pub files_deleted: usize,
+    pub duration_ms: u64,
+    pub error: Option<String>,
+}
+
+/// What the daemon knows about a table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableStatus {
+    pub polls: u64,
+    pub last_poll_started_ms: Option<i64>,
+    pub last_poll_finished_ms: Option<i64>,
+    pub last_poll_duration_ms: Option<u64>,
+    pub last_poll_ok: Option<bool>,
+    pub last_error: Option<String>,
+    pub consecutive_failures: u32,
+    pub halted: bool,
+    pub halted_reason: Option<String>,
+    /// Pending instants at the last poll, with heartbeat age and verdict.
+    pub pending: Vec<Assessment>,
+    pub last_rollback: Option<RollbackView>,
+    pub rollbacks: u64,
+}
+
+/// One registered table.
+#[derive(Debug)]
+pub struct TableState {
+    pub entry: TableEntry,
+    pub source: Source,
+    pub settings: TableSettings,
+    pub status: StdMutex<TableStatus>,
+    /// The opened table, cached between polls. Holding it also serializes a table's polls
+    /// and manual rollbacks.
+    table: tokio::sync::Mutex<Option<Table>>,
+    wake: Notify,
+    cancel: CancellationToken,
+}
+
+impl TableState {
+    /// A snapshot of the status.
+    pub fn status(&self) -> TableStatus {
+        self.status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut TableStatus)) {
+        let mut guard = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard);
+    }
+
+    fn rollback_options(&self) -> Option<RollbackOptions> {
+        Some(RollbackOptions {
+            policy: self.settings.failed_writes_policy.detection(),
+            heartbeat: self.settings.heartbeat,
+            force: false,
+            delete_concurrency: self.settings.delete_concurrency,
+            listing_cross_check: self.settings.listing_cross_check,
+            lock: self.settings.lock.clone()?,
+        })
+    }
+}
+
+/// Why an API call on a table could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("no table named `{0}`")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    pub config: Config,
+    pub metrics: Metrics,
+    tables: RwLock<BTreeMap<String, Arc<TableState>>>,
+    polls: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+    registry_file: PathBuf,
+    /// Serializes writes of the registry file.
+    registry_write: tokio::sync::Mutex<()>,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Daemon {
+    /// Build the daemon from a loaded config; tables registered through the API earlier are
+    /// read back from the state folder.
+    pub fn new(config: Config) -> anyhow::Result<Arc<Self>> {
+        let registry_file = config.server.state_dir.join("tables.json");
+        let daemon = Arc::new(Self {
+            polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
+            metrics: Metrics::new(),
+            tables: RwLock::new(BTreeMap::new()),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            registry_file,
+            registry_write: tokio::sync::Mutex::new(()),
+            config,
+        });
+        Ok(daemon)
+    }
+
+    /// Register the configured tables and the persisted API tables, and start polling.
+    pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {
+        for entry in self.config.tables.clone() {
+            if entry.demo {
+                ensure_demo_table(&entry.uri)?;
+            }
+            self.add(entry, Source::Config)
+                .await
+                .map_err(|e| anyhow::anyhow!(e))?;
+        }
+        for entry in read_registry(&self.registry_file)? {
+            if let Err(e) = self.add(entry.clone(), Source::Api).await {
+                warn!(table = %entry.name, error = %e, "a table registered through the API was not restored");
+            }
+        }
+        Ok(())
+    }
+
+    /// The tables, by name.
+    pub async fn tables(&self) -> Vec<Arc<TableState>> {
+        self.tables.read().await.values().cloned().collect()
+    }
+
+    /// One table.
+    pub async fn table(&self, name: &str) -> Result<Arc<TableState>, TableError> {
+        self.tables
+            .read()
+            .await
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TableError::NotFound(name.to_string()))
+    }
+
+    async fn add(self: &Arc<Self>, entry: TableEntry, source: Source) -> Result<(), TableError> {
+        let settings = self
+            .config
+            .defaults
+            .resolve(&entry)
+            .map_err(TableError::Invalid)?;
+        let mut tables = self.tables.write().await;
+        if tables.contains_key(&entry.name) {
+            return Err(TableError::Conflict(format!(
+                "a table named `{}` is registered already",
+                entry.name
+            )));
+        }
+        let state = Arc::new(TableState {
+            entry: entry.clone(),
+            source,
+            settings,
+            status: StdMutex::new(TableStatus::default()),
+            table: tokio::sync::Mutex::new(None),
+            wake: Notify::new(),
+            cancel: self.shutdown.child_token(),
+        });
+        self.metrics.init_table(&entry.name);
+        tables.insert(entry.name.clone(), state.clone());
+        self.metrics.tables.set(tables.len() as i64);
+        drop(tables);
+        info!(table = %entry.name, uri = %entry.uri, policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
+        let daemon = self.clone();
+        self.tracker.spawn(
+            async move { daemon.run_table(state).await }
+                .instrument(info_span!("table", table = %entry.name)),
+        );
+        Ok(())
+    }
+
+    /// Register a table through the API and persist it.
+    pub async fn register(self: &Arc<Self>, entry: TableEntry) -> Result<(), TableError> {
+        self.add(entry, Source::Api).await?;
+        self.persist().await
+    }
+
+    /// Unregister a table (its poll loop stops) and persist the change.
+    pub async fn unregister(&self, name: &str) -> Result<(), TableError> {
+        let state = {
+            let mut tables = self.tables.write().await;
+            let state = tables
+                .get(name)
+                .cloned()
+                .ok_or_else(|| TableError::NotFound(name.to_string()))?;
+            if state.source == Source::Config {
+                return Err(TableError::Conflict(format!(
+                    "`{name}` comes from the config file; remove it there"
+                )));
+            }
+            tables.remove(name);
+            self.metrics.tables.set(tables.len() as i64);
+            state
+        };
+        state.cancel.cancel();
+        // Wait for an in-flight poll to end before its series go.
+        let _ = state.table.lock().await;
+        self.metrics.remove_table(name);
+        self.refresh_halted().await;
+        info!(table = %name, "unregistered table");
+        self.persist().await
+    }
+
+    /// Clear a table's halted state and poll it now.
+    pub async fn resume(&self, name: &str) -> Result<(), TableError> {
+        let state = self.table(name).await?;
+        state.update(|s| {
+            s.halted = false;
+            s.halted_reason = None;
+            s.consecutive_failures = 0;
+        });
+        self.metrics.table_halted.with_label_values(&[name]).set(0);
+        self.refresh_halted().await;
+        state.wake.notify_one();
+        info!(table = %name, "resumed table");
+        Ok(())
+    }
+
+    async fn refresh_halted(&self) {
+        let n = self
+            .tables
+            .read()
+            .await
+            .values()
+            .filter(|t| t.status().halted)
+            .count();
+        self.metrics.tables_halted.set(n as i64);
+    }
+
+    async fn persist(&self) -> Result<(), TableError> {
+        let _w = self.registry_write.lock().await;
+        let entries: Vec<TableEntry> = self
+            .tables
+            .read()
+            .await
+            .values()
+            .filter(|t| t.source == Source::Api)
+            .map(|t| t.entry.clone())
+            .collect();
+        write_registry(&self.registry_file, &entries)
+            .map_err(|e| TableError::Failed(format!("could not persist the registry: {e:#}")))
+    }
+
+    /// The poll loop of one table.
+    async fn run_table(self: Arc<Self>, state: Arc<TableState>) {
+        let interval = Duration::from_millis(state.settings.poll_interval_ms);
+        // The first poll comes soon, spread over up to a second (or the interval).
+        let mut delay = jitter(interval.min(Duration::from_secs(1)), 1.0);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = state.wake.notified() => {}
+                _ = state.cancel.cancelled() => return,
+            }
+            if state.status().halted {
+                self.metrics
+                    .polls
+                    .with_label_values(&[state.entry.name.as_str(), "skipped_halted"])
+                    .inc();
+                delay = interval;
+                continue;
+            }
+            let permit = tokio::select! {
+                p = self.polls.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+                _ = state.cancel.cancelled() => return,
+            };
+            let ok = self.poll(&state).await;
+            drop(permit);
+            let failures = state.status().consecutive_failures;
+            delay = if ok {
+                jitter(interval, 0.1)
+            } else {
+                let backoff = interval.saturating_mul(2u32.saturating_pow(failures.min(16)));
+                backoff.min(self.config.server.max_backoff.max(interval))
+            };
+        }
+    }
+
+    /// Poll a table once; `false` when the poll failed.
+    pub async fn poll(&self, state: &TableState) -> bool {
+        let name = state.entry.name.as_str();
+        let started = std::time::Instant::now();
+        state.update(|s| s.last_poll_started_ms = Some(now_ms()));
+        let result = self.poll_inner(state).await;
+        let elapsed = started.elapsed();
+        self.metrics
+            .poll_duration
+            .with_label_values(&[name])
+            .observe(elapsed.as_secs_f64());
+        self.metrics
+            .last_poll
+            .with_label_values(&[name])
+            .set(now_ms() as f64 / 1000.0);
+        let halt_after = self.config.server.halt_after_failures;
+        let mut halted_now = false;
+        state.update(|s| {
+            s.polls += 1;
+            s.last_poll_finished_ms = Some(now_ms());
+            s.last_poll_duration_ms = Some(elapsed.as_millis() as u64);
+            s.last_poll_ok = Some(result.is_ok());
+            match &result {
+                Ok(()) => {
+                    s.consecutive_failures = 0;
+                    s.last_error = None;
+                }
+                Err(e) => {
+                    s.consecutive_failures += 1;
+                    s.last_error = Some(e.clone());
+                    if s.consecutive_failures >= halt_after && !s.halted {
+                        s.halted = true;
+                        s.halted_reason = Some(format!(
+                            "{} consecutive failed polls; last: {e}",
+                            s.consecutive_failures
+                        ));
+                        halted_now = true;
+                    }
+                }
+            }
+        });
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        self.metrics.polls.with_label_values(&[name, outcome]).inc();
+        if let Err(e) = &result {
+            warn!(table = %name, error = %e, "poll failed");
+        }
+        if halted_now {
+            error!(table = %name, "table halted after repeated failures; resume it with POST /api/v1/tables/{name}/resume");
+            self.metrics.table_halted.with_label_values(&[name]).set(1);
+            self.refresh_halted().await;
+        }
+        result.is_ok()
+    }
+
+    async fn open(&self, state: &TableState) -> Result<Table, String> {
+        let storage = Storage::open(&state.entry.uri, &state.settings.storage_options)
+            .map_err(|e| e.to_string())?
+            .with_interceptor(self.metrics.request_counter(&state.entry.name));
+        Table::open_storage(storage)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn poll_inner(&self, state: &TableState) -> Result<(), String> {
+        let name = state.entry.name.as_str();
+        let mut cached = state.table.lock().await;
+        if cached.is_none() {
+            *cached = Some(self.open(state).await?);
+        }
+        let Some(table) = cached.as_ref() else {
+            return Err("the table could not be opened".into());
+        };
+        let timeline = match table.timeline().await {
+            Ok(t) => t,
+            Err(e) => {
+                // Re-open next time: the table may have moved or been re-created.
+                *cached = None;
+                return Err(e.to_string());
+            }
+        };
+        self.record_pending(name, &timeline);
+        let has_pending = timeline.pending().next().is_some();
+        if !has_pending {
+            self.metrics
+                .oldest_pending_age
+                .with_label_values(&[name])
+                .set(0.0);
+            self.metrics
+                .stalest_heartbeat_age
+                .with_label_values(&[name])
+                .set(0.0);
+            self.metrics
+                .failed_instants
+                .with_label_values(&[name])
+                .set(0);
+            state.update(|s| s.pending.clear());
+            return Ok(());
+        }
+        let assess_options = RollbackOptions {
+            policy: state.settings.failed_writes_policy.detection(),
+            heartbeat: state.settings.heartbeat,
+            ..Default::default()
+        };
+        let assessments = assess_table(table, &timeline, &assess_options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let oldest = assessments
+            .iter()
+            .filter(|a| a.verdict != hudi_keeper_core::protocol::detect::Verdict::NotACandidate)
+            .filter_map(|a| a.instant_age_ms)
+            .max()
+            .unwrap_or(0);
+        let stalest = assessments
+            .iter()
+            .filter_map(|a| a.heartbeat_age_ms)
+            .max()
+            .unwrap_or(0);
+        let failed = assessments.iter().filter(|a| a.verdict.is_failed()).count();
+        self.metrics
+            .oldest_pending_age
+            .with_label_values(&[name])
+            .set(oldest.max(0) as f64 / 1000.0);
+        self.metrics
+            .stalest_heartbeat_age
+            .with_label_values(&[name])
+            .set(stalest.max(0) as f64 / 1000.0);
+        self.metrics
+            .failed_instants
+            .with_label_values(&[name])
+            .set(failed as i64);
+        state.update(|s| s.pending = assessments.clone());
+        let pending_rollback = timeline
+            .pending()
+            .any(|i| i.action == hudi_keeper_core::timeline::Action::Rollback);
+        if state.settings.failed_writes_policy == PolicySetting::Observe
+            || (failed == 0 && !pending_rollback)
+        {
+            return Ok(());
+        }
+        let Some(options) = state.rollback_options() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        match rollback(table, &Selection::AllFailed, &options, None).await {
+            Ok(done) => {
+                for d in &done {
+                    self.record_rollback(state, d, "auto");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.record_failure(state, "auto", "(failed writes)", &e.to_string(), started);
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn record_pending(&self, name: &str, timeline: &Timeline) {
+        self.metrics.clear_pending(name);
+        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+        for i in timeline.pending() {
+            let a = i.action.as_str();
+            let label = metrics::ACTIONS
+                .iter()
+                .find(|x| **x == a)
+                .copied()
+                .unwrap_or("other");
+            *counts.entry(label).or_default() += 1;
+        }
+        for (action, n) in counts {
+            self.metrics
+                .pending_instants
+                .with_label_values(&[name, action])
+                .set(n);
+        }
+    }
+
+    fn record_rollback(&self, state: &TableState, d: &RollbackDone, trigger: &'static str) {
+        let name = state.entry.name.as_str();
+        self.metrics
+            .rollbacks
+            .with_label_values(&[name, "success", trigger])
+            .inc();
+        self.metrics
+            .rollback_duration
+            .with_label_values(&[name])
+            .observe(d.duration_ms as f64 / 1000.0);
+        self.metrics
+            .files_deleted
+            .with_label_values(&[name])
+            .inc_by(d.files_deleted as u64);
+        if d.lock_wait_ms > 0 {
+            self.metrics.lock_waits.with_label_values(&[name]).inc();
+            self.metrics
+                .lock_wait_seconds
+                .with_label_values(&[name])
+                .inc_by(d.lock_wait_ms as f64 / 1000.0);
+        }
+        info!(table = %name, instant = %d.instant, rollback_instant = %d.rollback_instant, files = d.files_deleted, trigger, "rolled back a failed write");
+        state.update(|s| {
+            s.rollbacks += 1;
+            s.pending.retain(|a| a.requested_time != d.instant);
+            s.last_rollback = Some(RollbackView {
+                instant: d.instant.clone(),
+                rollback_instant: Some(d.rollback_instant.clone()),
+                at_ms: now_ms(),
+                outcome: "success",
+                trigger,
+                files_deleted: d.files_deleted,
+                duration_ms: d.duration_ms,
+                error: None,
+            })
+        });
+    }
+
+    fn record_failure(
+        &self,
+        state: &TableState,
+        trigger: &'static str,
+        instant: &str,
+        error: &str,
+        started: std::time::Instant,
+    ) {
+        let name = state.entry.name.as_str();
+        self.metrics
+            .rollbacks
+            .with_label_values(&[name, "failure", trigger])
+            .inc();
+        state.update(|s| {
+            s.last_rollback = Some(RollbackView {
+                instant: instant.to_string(),
+                rollback_instant: None,
+                at_ms: now_ms(),
+                outcome: "failure",
+                trigger,
+                files_deleted: 0,
+                duration_ms: started.elapsed().as_millis() as u64,
+                error: Some(error.to_string()),
+            })
+        });
+    }
+
+    /// A manual rollback (or its preview) through the API.
+    pub async fn manual_rollback(
+        &self,
+        name: &str,
+        instant: Option<String>,
+        dry_run: bool,
+    ) -> Result<ManualRollback, TableError> {
+        let state = self.table(name).await?;
+        if state.settings.failed_writes_policy == PolicySetting::Observe && !dry_run {
+            return Err(TableError::Conflict(format!(
+                "`{name}` is an observe table: hudi-keeper never changes it"
+            )));
+        }
+        let options = match state.rollback_options() {
+            Some(o) => o,
+            None if dry_run => RollbackOptions {
+                policy: state.settings.failed_writes_policy.detection(),
+                heartbeat: state.settings.heartbeat,
+                ..Default::default()
+            },
+            None => {
+                return Err(TableError::Conflict(format!(
+                    "`{name}` has no lock.provider: it cannot be changed"
+                )))
+            }
+        };
+        let selection = match &instant {
+            Some(t) => Selection::Instant(t.clone()),
+            None => Selection::AllFailed,
+        };
+        let mut cached = state.table.lock().await;
+        if cached.is_none() {
+            *cached = Some(self.open(&state).await.map_err(TableError::Failed)?);
+        }
+        let Some(table) = cached.as_ref() else {
+            return Err(TableError::Failed("the table could not be opened".into()));
+        };
+        if dry_run {
+            let plans = preview(table, &selection, &options)
+                .await
+                .map_err(refusal)?;
+            return Ok(ManualRollback::Plan(plans));
+        }
+        let started = std::time::Instant::now();
+        match rollback(table, &selection, &options, None).await {
+            Ok(done) => {
+                for d in &done {
+                    self.record_rollback(&state, d, "manual");
+                }
+                Ok(ManualRollback::Done(done))
+            }
+            Err(e) => {
+                self.record_failure(
+                    &state,
+                    "manual",
+                    instant.as_deref().unwrap_or("(failed writes)"),
+                    &e.to_string(),
+                    started,
+                );
+                Err(refusal(e))
+            }
+        }
+    }
+
+    /// The active timeline of a table.
+    pub async fn timeline(&self, name: &str) -> Result<Timeline, TableError> {
+        let state = self.table(name).await?;
+        let mut cached = state.table.lock().await;
+        if cached.is_none() {
+            *cached = Some(self.open(&state).await.map_err(TableError::Failed)?);
+        }
+        let Some(table) = cached.as_ref() else {
+            return Err(TableError::Failed("the table could not be opened".into()));
+        };
+        table
+            .timeline()
+            .await
+            .map_err(|e| TableError::Failed(e.to_string()))
+    }
+
+    /// Whether every table has been polled at least once, and every table that is not halted
+    /// succeeded its last poll.
+    pub async fn readiness(&self) -> (bool, Vec<(String, &'static str)>) {
+        let mut ready = true;
+        let mut detail = Vec::new();
+        for t in self.tables().await {
+            let s = t.status();
+            let state = match (s.polls, s.last_poll_ok, s.halted) {
+                (0, _, _) => "not polled yet",
+                (_, _, true) => "halted",
+                (_, Some(true), _) => "ok",
+                _ => "last poll failed",
+            };
+            if matches!(state, "not polled yet" | "last poll failed") {
+                ready = false;
+            }
+            detail.push((t.entry.name.clone(), state));
+        }
+        (ready, detail)
+    }
+}
+
+/// The result of a manual rollback request.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ManualRollback {
+    Plan(Vec<RollbackPreview>),
+    Done(Vec<RollbackDone>),
+}
+
+fn refusal(e: hudi_keeper_core::Error) -> TableError {
+    match e {
+        hudi_keeper_core::Error::Refused { .. } => TableError::Conflict(e.to_string()),
+        other => TableError::Failed(other.to_string()),
+    }
+}
+
+/// `base` ± `spread` (a fraction of it), at random.
+fn jitter(base: Duration, spread: f64) -> Duration {
+    let f: f64 = rand::random::<f64>() * 2.0 - 1.0;
+    let ms = base.as_millis() as f64 * (1.0 + f * spread.min(1.0));
+    Duration::from_millis(ms.max(0.0) as u64)
+}
+
+fn read_registry(path: &Path) -> anyhow::Result<Vec<TableEntry>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a table registry", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn write_registry(path: &Path, entries: &[TableEntry]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(entries)?)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}
+
+/// Make the demo table if its folder is missing (a local path only).
+fn ensure_demo_table(uri: &str) -> anyhow::Result<()> {
+    let path = Path::new(uri.strip_prefix("file://").unwrap_or(uri));
+    if uri.contains("://") && !uri.starts_with("file://") {
+        anyhow::bail!("demo = true needs a local path, not `{uri}`");
+    }
+    if path.join(".hoodie/hoodie.properties").exists() {
+        return Ok(());
+    }
+    let failed = crate::cli::demo::make_demo_table(path)?;
+    info!(path = %path.display(), failed_instant = %failed, "made the demo table with a failed write");
+    Ok(())
+}
+
+/// `hudi-keeper serve`.
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let (path, required) = match &args.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(config::DEFAULT_PATH), false),
+    };
+    let mut config = Config::load(&path, required)?;
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+    }
+    if config.server.auth_token.is_none() {
+        warn!("server.auth_token is not set: the mutating API endpoints are off");
+    }
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.server.listen))?;
+    let local = listener.local_addr()?;
+    let grace = config.server.shutdown_grace;
+    let daemon = Daemon::new(config)?;
+    daemon.start().await?;
+    info!(listen = %local, tables = daemon.tables().await.len(), "hudi-keeper serving");
+    eprintln!("hudi-keeper serving on http://{local}");
+
+    let app = http::router(daemon.clone());
+    let shutdown = daemon.shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    });
+
+    wait_for_signal().await;
+    info!("shutting down: no new polls; waiting for in-flight work");
+    daemon.shutdown.cancel();
+    daemon.tracker.close();
+    if tokio::time::timeout(grace, daemon.tracker.wait())
+        .await
+        .is_err()
+    {
+        warn!(grace_s = grace.as_secs(), "in-flight work did not end within the grace period; a rollback cut short resumes on the next start");
+    }
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Ok(()))) | Err(_) => {}
+        Ok(Ok(Err(e))) => warn!(error = %e, "HTTP server ended with an error"),
+        Ok(Err(e)) => warn!(error = %e, "HTTP server task failed"),
+    }
+    info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
