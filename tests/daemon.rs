@@ -404,8 +404,18 @@ fn tables_registered_through_the_api_survive_a_restart_and_sigterm_exits_zero() 
     );
     assert_eq!(no_lock.status, 422, "{}", no_lock.body);
     assert!(no_lock.body.contains("lock.provider"), "{}", no_lock.body);
+    let addr = d.addr.clone();
     let status = d.terminate(Duration::from_secs(20));
     assert!(status.success(), "exit status {status}");
+    let down = common::bin()
+        .args(["health", "--addr", &addr, "--timeout", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        down.status.code(),
+        Some(1),
+        "a stopped daemon is not healthy"
+    );
 
     let d = Daemon::start(work.path(), &config);
     let tables = d.get("/api/v1/tables").json();
@@ -433,6 +443,15 @@ fn tables_registered_through_the_api_survive_a_restart_and_sigterm_exits_zero() 
         d.metric(r#"hudi_keeper_table_halted{table="added"}"#)
             .is_none(),
         "series of an unregistered table stay"
+    );
+    let health = common::bin()
+        .args(["health", "--addr", &d.addr])
+        .output()
+        .unwrap();
+    assert!(
+        health.status.success(),
+        "{}",
+        String::from_utf8_lossy(&health.stderr)
     );
     let doc = d.get("/api/v1/openapi.json");
     assert_eq!(doc.status, 200);

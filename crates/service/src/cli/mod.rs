@@ -2,6 +2,7 @@
 
 pub(crate) mod demo;
 mod duration;
+mod health;
 mod inspect;
 mod rollback;
 
@@ -52,6 +53,9 @@ pub enum Command {
     /// Run the daemon: poll the registered tables, roll back failed writes, serve health,
     /// metrics and the API.
     Serve(crate::daemon::ServeArgs),
+    /// Ask a running daemon whether it is healthy (exit 0) or not (exit 1): for container
+    /// health checks.
+    Health(health::HealthArgs),
 }
 
 /// Where a table lives and how to reach its store.
@@ -274,6 +278,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => inspect::run(args).await,
         Command::Rollback(args) => rollback::run(*args).await,
         Command::Serve(args) => crate::daemon::run(args).await,
+        Command::Health(args) => health::run(args),
         Command::Demo(args) => demo::run(args).await,
     }
 }

@@ -1,295 +1,18 @@
-//! The daemon's Prometheus metrics, in one registry. Labels name tables (and kinds, outcomes,
-//! triggers), never instants.
+//! The daemon's Prometheus metrics. Labels name tables (and kinds, outcomes, triggers, actions),
+//! never instants.
+//!
+//! Process-wide metrics live in one `prometheus` registry. Per-table metrics are kept as plain
+//! atomics in one small struct per table and written into the same exposition at scrape time:
+//! the `prometheus` crate keeps about a kilobyte per labelled series (each child copies its
+//! descriptor), which at 10,000 tables and a dozen series each would be well over 100 MiB.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
-use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
-};
-
-/// Every metric the daemon exports.
-#[derive(Debug, Clone)]
-pub struct Metrics {
-    registry: Registry,
-    pub polls: IntCounterVec,
-    pub poll_duration: HistogramVec,
-    pub last_poll: GaugeVec,
-    pub pending_instants: IntGaugeVec,
-    pub oldest_pending_age: GaugeVec,
-    pub stalest_heartbeat_age: GaugeVec,
-    pub failed_instants: IntGaugeVec,
-    pub rollbacks: IntCounterVec,
-    pub rollback_duration: HistogramVec,
-    pub files_deleted: IntCounterVec,
-    pub requests: IntCounterVec,
-    pub lock_waits: IntCounterVec,
-    pub lock_wait_seconds: prometheus::CounterVec,
-    pub table_halted: IntGaugeVec,
-    pub tables: IntGauge,
-    pub tables_halted: IntGauge,
-}
-
-fn must<T>(r: prometheus::Result<T>) -> T {
-    // The metric definitions below are constant and valid; a failure is a programming error
-    // caught by the tests.
-    r.unwrap_or_else(|e| panic!("invalid metric definition: {e}"))
-}
-
-impl Metrics {
-    /// Create and register every metric.
-    pub fn new() -> Self {
-        let registry = Registry::new();
-        let secs = vec![
-            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-        ];
-        let polls = must(IntCounterVec::new(
-            Opts::new(
-                "hudi_keeper_polls_total",
-                "Polls of a table, by outcome (ok, error, skipped_halted).",
-            ),
-            &["table", "outcome"],
-        ));
-        let poll_duration = must(HistogramVec::new(
-            HistogramOpts::new(
-                "hudi_keeper_poll_duration_seconds",
-                "Wall time of one poll of a table, rollbacks included.",
-            )
-            .buckets(secs.clone()),
-            &["table"],
-        ));
-        let last_poll = must(GaugeVec::new(
-            Opts::new(
-                "hudi_keeper_last_poll_timestamp_seconds",
-                "Unix time at which the last poll of a table finished.",
-            ),
-            &["table"],
-        ));
-        let pending_instants = must(IntGaugeVec::new(
-            Opts::new(
-                "hudi_keeper_pending_instants",
-                "Pending instants on the active timeline at the last poll, by action.",
-            ),
-            &["table", "action"],
-        ));
-        let oldest_pending_age = must(GaugeVec::new(
-            Opts::new(
-                "hudi_keeper_oldest_pending_instant_age_seconds",
-                "Age of the oldest pending write instant at the last poll (0 when none).",
-            ),
-            &["table"],
-        ));
-        let stalest_heartbeat_age = must(GaugeVec::new(
-            Opts::new(
-                "hudi_keeper_stalest_heartbeat_age_seconds",
-                "Heartbeat age of the pending write whose heartbeat is oldest (0 when none).",
-            ),
-            &["table"],
-        ));
-        let failed_instants = must(IntGaugeVec::new(
-            Opts::new(
-                "hudi_keeper_failed_instants",
-                "Pending writes judged failed at the last poll (observe tables keep them).",
-            ),
-            &["table"],
-        ));
-        let rollbacks = must(IntCounterVec::new(
-            Opts::new(
-                "hudi_keeper_rollbacks_total",
-                "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
-            ),
-            &["table", "outcome", "trigger"],
-        ));
-        let rollback_duration = must(HistogramVec::new(
-            HistogramOpts::new(
-                "hudi_keeper_rollback_duration_seconds",
-                "Wall time of one successful rollback.",
-            )
-            .buckets(secs),
-            &["table"],
-        ));
-        let files_deleted = must(IntCounterVec::new(
-            Opts::new(
-                "hudi_keeper_files_deleted_total",
-                "Data files deleted by rollbacks.",
-            ),
-            &["table"],
-        ));
-        let requests = must(IntCounterVec::new(
-            Opts::new(
-                "hudi_keeper_object_store_requests_total",
-                "Object-store requests, by kind (list, list_dir, get, head, put, put_if_absent, put_if_match, delete).",
-            ),
-            &["table", "kind"],
-        ));
-        let lock_waits = must(IntCounterVec::new(
-            Opts::new(
-                "hudi_keeper_lock_waits_total",
-                "Times taking the table lock had to wait for another holder.",
-            ),
-            &["table"],
-        ));
-        let lock_wait_seconds = must(prometheus::CounterVec::new(
-            Opts::new(
-                "hudi_keeper_lock_wait_seconds_total",
-                "Time spent waiting for the table lock.",
-            ),
-            &["table"],
-        ));
-        let table_halted = must(IntGaugeVec::new(
-            Opts::new(
-                "hudi_keeper_table_halted",
-                "1 when a table is halted after repeated failures (resume it through the API).",
-            ),
-            &["table"],
-        ));
-        let tables = must(IntGauge::new("hudi_keeper_tables", "Registered tables."));
-        let tables_halted = must(IntGauge::new(
-            "hudi_keeper_tables_halted",
-            "Registered tables that are halted.",
-        ));
-        let build_info = must(IntGaugeVec::new(
-            Opts::new(
-                "hudi_keeper_build_info",
-                "Always 1; the labels say which build runs.",
-            ),
-            &["version"],
-        ));
-        let up_since = must(Gauge::new(
-            "hudi_keeper_start_time_seconds",
-            "Unix time at which the daemon started.",
-        ));
-        for c in [
-            Box::new(polls.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(poll_duration.clone()),
-            Box::new(last_poll.clone()),
-            Box::new(pending_instants.clone()),
-            Box::new(oldest_pending_age.clone()),
-            Box::new(stalest_heartbeat_age.clone()),
-            Box::new(failed_instants.clone()),
-            Box::new(rollbacks.clone()),
-            Box::new(rollback_duration.clone()),
-            Box::new(files_deleted.clone()),
-            Box::new(requests.clone()),
-            Box::new(lock_waits.clone()),
-            Box::new(lock_wait_seconds.clone()),
-            Box::new(table_halted.clone()),
-            Box::new(tables.clone()),
-            Box::new(tables_halted.clone()),
-            Box::new(build_info.clone()),
-            Box::new(up_since.clone()),
-        ] {
-            must(registry.register(c));
-        }
-        build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
-            .set(1);
-        up_since.set(chrono::Utc::now().timestamp() as f64);
-        Self {
-            registry,
-            polls,
-            poll_duration,
-            last_poll,
-            pending_instants,
-            oldest_pending_age,
-            stalest_heartbeat_age,
-            failed_instants,
-            rollbacks,
-            rollback_duration,
-            files_deleted,
-            requests,
-            lock_waits,
-            lock_wait_seconds,
-            table_halted,
-            tables,
-            tables_halted,
-        }
-    }
-
-    /// Start a table's series at zero, so dashboards and alerts see it before anything happens.
-    pub fn init_table(&self, table: &str) {
-        for outcome in ["ok", "error", "skipped_halted"] {
-            self.polls.with_label_values(&[table, outcome]);
-        }
-        for outcome in ["success", "failure"] {
-            for trigger in ["auto", "manual"] {
-                self.rollbacks.with_label_values(&[table, outcome, trigger]);
-            }
-        }
-        self.files_deleted.with_label_values(&[table]);
-        self.lock_waits.with_label_values(&[table]);
-        self.lock_wait_seconds.with_label_values(&[table]);
-        self.table_halted.with_label_values(&[table]).set(0);
-        self.oldest_pending_age.with_label_values(&[table]).set(0.0);
-        self.stalest_heartbeat_age
-            .with_label_values(&[table])
-            .set(0.0);
-        self.failed_instants.with_label_values(&[table]).set(0);
-        for kind in OpKind::ALL {
-            self.requests.with_label_values(&[table, kind.as_str()]);
-        }
-    }
-
-    /// Drop a table's series (it was unregistered).
-    pub fn remove_table(&self, table: &str) {
-        for outcome in ["ok", "error", "skipped_halted"] {
-            let _ = self.polls.remove_label_values(&[table, outcome]);
-        }
-        for outcome in ["success", "failure"] {
-            for trigger in ["auto", "manual"] {
-                let _ = self
-                    .rollbacks
-                    .remove_label_values(&[table, outcome, trigger]);
-            }
-        }
-        for kind in OpKind::ALL {
-            let _ = self.requests.remove_label_values(&[table, kind.as_str()]);
-        }
-        let _ = self.poll_duration.remove_label_values(&[table]);
-        let _ = self.rollback_duration.remove_label_values(&[table]);
-        let _ = self.last_poll.remove_label_values(&[table]);
-        let _ = self.files_deleted.remove_label_values(&[table]);
-        let _ = self.lock_waits.remove_label_values(&[table]);
-        let _ = self.lock_wait_seconds.remove_label_values(&[table]);
-        let _ = self.table_halted.remove_label_values(&[table]);
-        let _ = self.oldest_pending_age.remove_label_values(&[table]);
-        let _ = self.stalest_heartbeat_age.remove_label_values(&[table]);
-        let _ = self.failed_instants.remove_label_values(&[table]);
-        self.clear_pending(table);
-    }
-
-    /// Reset a table's pending-instant gauges before setting the current ones.
-    pub fn clear_pending(&self, table: &str) {
-        for action in ACTIONS {
-            let _ = self.pending_instants.remove_label_values(&[table, action]);
-        }
-    }
-
-    /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
-        let mut buf = Vec::new();
-        let encoder = TextEncoder::new();
-        if encoder.encode(&self.registry.gather(), &mut buf).is_err() {
-            return String::new();
-        }
-        String::from_utf8(buf).unwrap_or_default()
-    }
-
-    /// A storage interceptor that counts a table's requests by kind.
-    pub fn request_counter(&self, table: &str) -> Arc<dyn Interceptor> {
-        Arc::new(RequestCounter {
-            table: table.to_string(),
-            requests: self.requests.clone(),
-        })
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+use prometheus::{Encoder, Gauge, Histogram, HistogramOpts, IntGauge, Opts, Registry, TextEncoder};
 
 /// The timeline actions a pending instant can have (label values of `pending_instants`).
 pub const ACTIONS: [&str; 10] = [
@@ -305,17 +28,416 @@ pub const ACTIONS: [&str; 10] = [
     "other",
 ];
 
-#[derive(Debug)]
-struct RequestCounter {
-    table: String,
-    requests: IntCounterVec,
+/// Poll outcomes.
+pub const POLL_OUTCOMES: [&str; 3] = ["ok", "error", "skipped_halted"];
+
+/// An `f64` in an atomic.
+#[derive(Debug, Default)]
+pub struct AtomicF64(AtomicU64);
+
+impl AtomicF64 {
+    pub fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Relaxed)
+    }
+    pub fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
 }
+
+/// One table's metrics.
+#[derive(Debug, Default)]
+pub struct TableMetrics {
+    /// By [`POLL_OUTCOMES`].
+    pub polls: [AtomicU64; 3],
+    pub last_poll_timestamp: AtomicF64,
+    pub last_poll_duration: AtomicF64,
+    /// Pending instants by action, as last polled.
+    pub pending: Mutex<Vec<(&'static str, i64)>>,
+    pub oldest_pending_age: AtomicF64,
+    pub stalest_heartbeat_age: AtomicF64,
+    pub failed_instants: AtomicI64,
+    /// success/auto, failure/auto, success/manual, failure/manual.
+    pub rollbacks: [AtomicU64; 4],
+    pub files_deleted: AtomicU64,
+    /// By `OpKind::ALL`.
+    pub requests: [AtomicU64; 8],
+    pub lock_waits: AtomicU64,
+    pub lock_wait_ms: AtomicU64,
+    pub halted: AtomicBool,
+}
+
+impl TableMetrics {
+    pub fn poll(&self, outcome: &str) {
+        if let Some(i) = POLL_OUTCOMES.iter().position(|o| *o == outcome) {
+            self.polls[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn rollback(&self, success: bool, trigger: &str) {
+        let i = match (success, trigger) {
+            (true, "auto") => 0,
+            (false, "auto") => 1,
+            (true, _) => 2,
+            (false, _) => 3,
+        };
+        self.rollbacks[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn set_pending(&self, counts: Vec<(&'static str, i64)>) {
+        if let Ok(mut p) = self.pending.lock() {
+            *p = counts;
+        }
+    }
+}
+
+/// Every metric the daemon exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub poll_duration: Histogram,
+    pub rollback_duration: Histogram,
+    pub tables: IntGauge,
+    pub tables_halted: IntGauge,
+    per_table: RwLock<BTreeMap<String, Arc<TableMetrics>>>,
+}
+
+fn must<T>(r: prometheus::Result<T>) -> T {
+    // The definitions below are constant and valid; a failure is a programming error that the
+    // tests catch.
+    r.unwrap_or_else(|e| panic!("invalid metric definition: {e}"))
+}
+
+impl Metrics {
+    /// Create and register the process-wide metrics.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let secs = vec![
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+        ];
+        let poll_duration = must(Histogram::with_opts(
+            HistogramOpts::new(
+                "hudi_keeper_poll_duration_seconds",
+                "Wall time of one poll of a table, rollbacks included (all tables).",
+            )
+            .buckets(secs.clone()),
+        ));
+        let rollback_duration = must(Histogram::with_opts(
+            HistogramOpts::new(
+                "hudi_keeper_rollback_duration_seconds",
+                "Wall time of one successful rollback (all tables).",
+            )
+            .buckets(secs),
+        ));
+        let tables = must(IntGauge::new("hudi_keeper_tables", "Registered tables."));
+        let tables_halted = must(IntGauge::new(
+            "hudi_keeper_tables_halted",
+            "Registered tables that are halted.",
+        ));
+        let build_info = must(prometheus::IntGaugeVec::new(
+            Opts::new(
+                "hudi_keeper_build_info",
+                "Always 1; the labels say which build runs.",
+            ),
+            &["version"],
+        ));
+        let start_time = must(Gauge::new(
+            "hudi_keeper_start_time_seconds",
+            "Unix time at which the daemon started.",
+        ));
+        for c in [
+            Box::new(poll_duration.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(rollback_duration.clone()),
+            Box::new(tables.clone()),
+            Box::new(tables_halted.clone()),
+            Box::new(build_info.clone()),
+            Box::new(start_time.clone()),
+        ] {
+            must(registry.register(c));
+        }
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        start_time.set(chrono::Utc::now().timestamp() as f64);
+        Self {
+            registry,
+            poll_duration,
+            rollback_duration,
+            tables,
+            tables_halted,
+            per_table: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// A table's metrics, created at zero (so the first failure is an increase alerts see).
+    pub fn table(&self, table: &str) -> Arc<TableMetrics> {
+        let mut map = self.per_table.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(table.to_string()).or_default().clone()
+    }
+
+    /// Drop a table's series (it was unregistered).
+    pub fn remove_table(&self, table: &str) {
+        let mut map = self.per_table.write().unwrap_or_else(|e| e.into_inner());
+        map.remove(table);
+    }
+
+    /// A storage interceptor that counts a table's requests by kind.
+    pub fn request_counter(&self, table: &str) -> Arc<dyn Interceptor> {
+        Arc::new(RequestCounter(self.table(table)))
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        // Encoding plain families into a Vec cannot fail.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let mut out = String::from_utf8(buf).unwrap_or_default();
+        let map = self.per_table.read().unwrap_or_else(|e| e.into_inner());
+        render_tables(&mut out, &map);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One per-table family: header, then one line per table (and label combination) that `lines`
+/// writes.
+fn family(
+    out: &mut String,
+    map: &BTreeMap<String, Arc<TableMetrics>>,
+    name: &str,
+    kind: &str,
+    help: &str,
+    mut lines: impl FnMut(&mut String, &str, &TableMetrics),
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (table, m) in map {
+        lines(out, table, m);
+    }
+}
+
+fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    family(
+        out,
+        map,
+        "hudi_keeper_polls_total",
+        "counter",
+        "Polls of a table, by outcome (ok, error, skipped_halted).",
+        |o, t, m| {
+            for (i, outcome) in POLL_OUTCOMES.iter().enumerate() {
+                let v = load(&m.polls[i]);
+                if i < 2 || v > 0 {
+                    let _ = writeln!(
+                        o,
+                        "hudi_keeper_polls_total{{outcome=\"{outcome}\",table=\"{t}\"}} {v}"
+                    );
+                }
+            }
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_last_poll_timestamp_seconds",
+        "gauge",
+        "Unix time at which the last poll of a table finished (0 before the first).",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_last_poll_timestamp_seconds{{table=\"{t}\"}} {}",
+                m.last_poll_timestamp.get()
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_last_poll_duration_seconds",
+        "gauge",
+        "Wall time of the last poll of a table.",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_last_poll_duration_seconds{{table=\"{t}\"}} {}",
+                m.last_poll_duration.get()
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_pending_instants",
+        "gauge",
+        "Pending instants on the active timeline at the last poll, by action.",
+        |o, t, m| {
+            if let Ok(p) = m.pending.lock() {
+                for (action, n) in p.iter() {
+                    let _ = writeln!(
+                        o,
+                        "hudi_keeper_pending_instants{{action=\"{action}\",table=\"{t}\"}} {n}"
+                    );
+                }
+            }
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_oldest_pending_instant_age_seconds",
+        "gauge",
+        "Age of the oldest pending write at the last poll (0 when none).",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_oldest_pending_instant_age_seconds{{table=\"{t}\"}} {}",
+                m.oldest_pending_age.get()
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_stalest_heartbeat_age_seconds",
+        "gauge",
+        "Heartbeat age of the pending write whose heartbeat is oldest (0 when none).",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_stalest_heartbeat_age_seconds{{table=\"{t}\"}} {}",
+                m.stalest_heartbeat_age.get()
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_failed_instants",
+        "gauge",
+        "Pending writes judged failed at the last poll (observe tables keep them).",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_failed_instants{{table=\"{t}\"}} {}",
+                m.failed_instants.load(Ordering::Relaxed)
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_rollbacks_total",
+        "counter",
+        "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
+        |o, t, m| {
+            for (i, (outcome, trigger)) in [
+                ("success", "auto"),
+                ("failure", "auto"),
+                ("success", "manual"),
+                ("failure", "manual"),
+            ]
+            .iter()
+            .enumerate()
+            {
+                let v = load(&m.rollbacks[i]);
+                if i < 2 || v > 0 {
+                    let _ = writeln!(
+                        o,
+                        "hudi_keeper_rollbacks_total{{outcome=\"{outcome}\",table=\"{t}\",trigger=\"{trigger}\"}} {v}"
+                    );
+                }
+            }
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_files_deleted_total",
+        "counter",
+        "Data files deleted by rollbacks.",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_files_deleted_total{{table=\"{t}\"}} {}",
+                load(&m.files_deleted)
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_object_store_requests_total",
+        "counter",
+        "Object-store requests, by kind (list, list_dir, get, head, put, put_if_absent, delete, put_if_match).",
+        |o, t, m| {
+            for (i, kind) in OpKind::ALL.iter().enumerate() {
+                let v = load(&m.requests[i]);
+                if v > 0 {
+                    let _ = writeln!(
+                        o,
+                        "hudi_keeper_object_store_requests_total{{kind=\"{}\",table=\"{t}\"}} {v}",
+                        kind.as_str()
+                    );
+                }
+            }
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_lock_waits_total",
+        "counter",
+        "Times taking the table lock had to wait for another holder.",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_lock_waits_total{{table=\"{t}\"}} {}",
+                load(&m.lock_waits)
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_lock_wait_seconds_total",
+        "counter",
+        "Time spent waiting for the table lock.",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_lock_wait_seconds_total{{table=\"{t}\"}} {}",
+                load(&m.lock_wait_ms) as f64 / 1000.0
+            );
+        },
+    );
+    family(
+        out,
+        map,
+        "hudi_keeper_table_halted",
+        "gauge",
+        "1 when a table is halted after repeated failures (resume it through the API).",
+        |o, t, m| {
+            let _ = writeln!(
+                o,
+                "hudi_keeper_table_halted{{table=\"{t}\"}} {}",
+                u8::from(m.halted.load(Ordering::Relaxed))
+            );
+        },
+    );
+}
+
+#[derive(Debug)]
+struct RequestCounter(Arc<TableMetrics>);
 
 impl Interceptor for RequestCounter {
     fn before(&self, op: OpKind, _path: &RelPath) -> Result<(), StorageError> {
-        self.requests
-            .with_label_values(&[self.table.as_str(), op.as_str()])
-            .inc();
+        if let Some(i) = OpKind::ALL.iter().position(|k| *k == op) {
+            self.0.requests[i].fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 }
@@ -325,26 +447,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_metric_renders_with_units_and_help() {
+    fn every_metric_renders_once_with_help_and_type() {
         let m = Metrics::new();
-        m.init_table("t");
-        m.poll_duration.with_label_values(&["t"]).observe(0.2);
-        m.rollback_duration.with_label_values(&["t"]).observe(1.0);
-        m.last_poll.with_label_values(&["t"]).set(1.0);
-        m.pending_instants
-            .with_label_values(&["t", "deltacommit"])
-            .set(1);
+        let t = m.table("t");
+        t.poll("ok");
+        t.rollback(true, "manual");
+        t.set_pending(vec![("deltacommit", 2)]);
+        t.requests[1].fetch_add(3, Ordering::Relaxed);
+        m.poll_duration.observe(0.2);
         let text = m.render();
-        for name in [
-            "hudi_keeper_polls_total",
+        for line in [
+            r#"hudi_keeper_polls_total{outcome="ok",table="t"} 1"#,
+            r#"hudi_keeper_rollbacks_total{outcome="success",table="t",trigger="manual"} 1"#,
+            r#"hudi_keeper_rollbacks_total{outcome="failure",table="t",trigger="auto"} 0"#,
+            r#"hudi_keeper_pending_instants{action="deltacommit",table="t"} 2"#,
+            r#"hudi_keeper_object_store_requests_total{kind="list_dir",table="t"} 3"#,
+            r#"hudi_keeper_build_info{version="#,
             "hudi_keeper_poll_duration_seconds_bucket",
-            "hudi_keeper_rollbacks_total",
-            "hudi_keeper_object_store_requests_total",
-            "hudi_keeper_build_info",
-            "hudi_keeper_pending_instants",
         ] {
-            assert!(text.contains(name), "{name} missing:\n{text}");
+            assert!(text.contains(line), "{line} missing:\n{text}");
         }
+        let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
+        let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        assert_eq!(helps, types);
+        let mut names: Vec<_> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .collect();
+        let n = names.len();
+        names.dedup();
+        assert_eq!(n, names.len(), "a family is written twice");
         m.remove_table("t");
         assert!(!m.render().contains("table=\"t\""));
     }

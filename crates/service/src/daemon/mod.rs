@@ -26,7 +26,7 @@ use hudi_keeper_core::storage::Storage;
 use hudi_keeper_core::timeline::Timeline;
 use hudi_keeper_core::Table;
 use serde::Serialize;
-use tokio::sync::{Notify, RwLock, Semaphore};
+use tokio::sync::{RwLock, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info, info_span, warn, Instrument};
@@ -83,7 +83,7 @@ pub struct TableStatus {
     pub halted_reason: Option<String>,
     /// Pending instants at the last poll, with heartbeat age and verdict.
     pub pending: Vec<Assessment>,
-    pub last_rollback: Option<RollbackView>,
+    pub last_rollback: Option<Box<RollbackView>>,
     pub rollbacks: u64,
 }
 
@@ -94,11 +94,13 @@ pub struct TableState {
     pub source: Source,
     pub settings: TableSettings,
     pub status: StdMutex<TableStatus>,
+    /// This table's metrics.
+    pub metrics: Arc<metrics::TableMetrics>,
     /// The opened table, cached between polls. Holding it also serializes a table's polls
     /// and manual rollbacks.
     table: tokio::sync::Mutex<Option<Table>>,
-    wake: Notify,
-    cancel: CancellationToken,
+    /// Bumped whenever the table is (re)scheduled; a due entry of an older generation is stale.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl TableState {
@@ -140,6 +142,33 @@ pub enum TableError {
     Failed(String),
 }
 
+/// A table due at a time, with the generation it was scheduled under.
+type Due = (tokio::time::Instant, u64, Arc<TableState>);
+
+/// An entry of the scheduler's timer heap, ordered by due time.
+struct HeapEntry {
+    due: tokio::time::Instant,
+    generation: u64,
+    state: Arc<TableState>,
+}
+
+impl PartialEq for HeapEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.due == other.due
+    }
+}
+impl Eq for HeapEntry {}
+impl PartialOrd for HeapEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeapEntry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.due.cmp(&other.due)
+    }
+}
+
 /// The running daemon.
 #[derive(Debug)]
 pub struct Daemon {
@@ -149,6 +178,10 @@ pub struct Daemon {
     polls: Arc<Semaphore>,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// The configured tables, until `start` registers them.
+    initial: StdMutex<Vec<TableEntry>>,
+    /// Tables to put on the scheduler's timer heap.
+    timer: tokio::sync::mpsc::UnboundedSender<Due>,
     registry_file: PathBuf,
     /// Serializes writes of the registry file.
     registry_write: tokio::sync::Mutex<()>,
@@ -161,24 +194,31 @@ fn now_ms() -> i64 {
 impl Daemon {
     /// Build the daemon from a loaded config; tables registered through the API earlier are
     /// read back from the state folder.
-    pub fn new(config: Config) -> anyhow::Result<Arc<Self>> {
+    pub fn new(mut config: Config) -> anyhow::Result<Arc<Self>> {
+        // The configured tables move into the registry at start; the config keeps the rest.
+        let initial = std::mem::take(&mut config.tables);
         let registry_file = config.server.state_dir.join("tables.json");
+        let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
+            timer,
             polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
             metrics: Metrics::new(),
             tables: RwLock::new(BTreeMap::new()),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            initial: StdMutex::new(initial),
             registry_file,
             registry_write: tokio::sync::Mutex::new(()),
             config,
         });
+        daemon.tracker.spawn(daemon.clone().run_scheduler(incoming));
         Ok(daemon)
     }
 
     /// Register the configured tables and the persisted API tables, and start polling.
     pub async fn start(self: &Arc<Self>) -> anyhow::Result<()> {
-        for entry in self.config.tables.clone() {
+        let initial = std::mem::take(&mut *self.initial.lock().unwrap_or_else(|e| e.into_inner()));
+        for entry in initial {
             if entry.demo {
                 ensure_demo_table(&entry.uri)?;
             }
@@ -227,20 +267,17 @@ impl Daemon {
             source,
             settings,
             status: StdMutex::new(TableStatus::default()),
+            metrics: self.metrics.table(&entry.name),
             table: tokio::sync::Mutex::new(None),
-            wake: Notify::new(),
-            cancel: self.shutdown.child_token(),
+            generation: std::sync::atomic::AtomicU64::new(0),
         });
-        self.metrics.init_table(&entry.name);
         tables.insert(entry.name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
         drop(tables);
         info!(table = %entry.name, uri = %entry.uri, policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
-        let daemon = self.clone();
-        self.tracker.spawn(
-            async move { daemon.run_table(state).await }
-                .instrument(info_span!("table", table = %entry.name)),
-        );
+        // The first poll comes soon, spread over up to a second (or the interval).
+        let interval = Duration::from_millis(state.settings.poll_interval_ms);
+        self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
         Ok(())
     }
 
@@ -267,7 +304,6 @@ impl Daemon {
             self.metrics.tables.set(tables.len() as i64);
             state
         };
-        state.cancel.cancel();
         // Wait for an in-flight poll to end before its series go.
         let _ = state.table.lock().await;
         self.metrics.remove_table(name);
@@ -284,9 +320,12 @@ impl Daemon {
             s.halted_reason = None;
             s.consecutive_failures = 0;
         });
-        self.metrics.table_halted.with_label_values(&[name]).set(0);
+        state
+            .metrics
+            .halted
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         self.refresh_halted().await;
-        state.wake.notify_one();
+        self.schedule(&state, Duration::ZERO);
         info!(table = %name, "resumed table");
         Ok(())
     }
@@ -316,39 +355,100 @@ impl Daemon {
             .map_err(|e| TableError::Failed(format!("could not persist the registry: {e:#}")))
     }
 
-    /// The poll loop of one table.
-    async fn run_table(self: Arc<Self>, state: Arc<TableState>) {
-        let interval = Duration::from_millis(state.settings.poll_interval_ms);
-        // The first poll comes soon, spread over up to a second (or the interval).
-        let mut delay = jitter(interval.min(Duration::from_secs(1)), 1.0);
+    /// Put `state` on the timer heap, `after` from now (replacing any earlier entry of it).
+    fn schedule(&self, state: &Arc<TableState>, after: Duration) {
+        let generation = state
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let due = tokio::time::Instant::now() + after;
+        let _ = self.timer.send((due, generation, state.clone()));
+    }
+
+    /// The scheduler: one timer heap for every table (a task per table would cost each idle
+    /// table a kilobyte or more). A due table is polled on its own task, at most
+    /// `server.max_concurrent_polls` at once, so a slow table never holds up the others beyond
+    /// that bound; when the poll ends, the table is put back with its next delay (its interval
+    /// with jitter, or a backoff after a failure).
+    async fn run_scheduler(
+        self: Arc<Self>,
+        mut incoming: tokio::sync::mpsc::UnboundedReceiver<Due>,
+    ) {
+        use std::cmp::Reverse;
+        let mut heap: std::collections::BinaryHeap<Reverse<HeapEntry>> =
+            std::collections::BinaryHeap::new();
         loop {
+            let next = heap.peek().map(|Reverse(e)| e.due);
             tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = state.wake.notified() => {}
-                _ = state.cancel.cancelled() => return,
+                _ = self.shutdown.cancelled() => return,
+                msg = incoming.recv() => match msg {
+                    Some((due, generation, state)) => heap.push(Reverse(HeapEntry { due, generation, state })),
+                    None => return,
+                },
+                _ = async {
+                    match next {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    while let Some(Reverse(e)) = heap.peek() {
+                        if e.due > tokio::time::Instant::now() {
+                            break;
+                        }
+                        let Some(Reverse(e)) = heap.pop() else { break };
+                        self.clone().dispatch(e.state, e.generation).await;
+                    }
+                }
             }
-            if state.status().halted {
-                self.metrics
-                    .polls
-                    .with_label_values(&[state.entry.name.as_str(), "skipped_halted"])
-                    .inc();
-                delay = interval;
-                continue;
-            }
-            let permit = tokio::select! {
-                p = self.polls.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-                _ = state.cancel.cancelled() => return,
-            };
-            let ok = self.poll(&state).await;
-            drop(permit);
-            let failures = state.status().consecutive_failures;
-            delay = if ok {
-                jitter(interval, 0.1)
-            } else {
-                let backoff = interval.saturating_mul(2u32.saturating_pow(failures.min(16)));
-                backoff.min(self.config.server.max_backoff.max(interval))
-            };
         }
+    }
+
+    /// A table came due: poll it on its own task (or skip it if halted, unregistered, or
+    /// rescheduled since).
+    async fn dispatch(self: Arc<Self>, state: Arc<TableState>, generation: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if state.generation.load(Relaxed) != generation {
+            return;
+        }
+        let name = state.entry.name.clone();
+        let registered = self
+            .tables
+            .read()
+            .await
+            .get(&name)
+            .is_some_and(|t| Arc::ptr_eq(t, &state));
+        if !registered {
+            return;
+        }
+        let interval = Duration::from_millis(state.settings.poll_interval_ms);
+        if state.status().halted {
+            state.metrics.poll("skipped_halted");
+            self.schedule(&state, interval);
+            return;
+        }
+        let daemon = self.clone();
+        self.tracker.spawn(
+            async move {
+                let permit = tokio::select! {
+                    p = daemon.polls.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+                    _ = daemon.shutdown.cancelled() => return,
+                };
+                let ok = daemon.poll(&state).await;
+                drop(permit);
+                let failures = state.status().consecutive_failures;
+                let delay = if ok {
+                    jitter(interval, 0.1)
+                } else {
+                    let backoff = interval.saturating_mul(2u32.saturating_pow(failures.min(16)));
+                    backoff.min(daemon.config.server.max_backoff.max(interval))
+                };
+                // Only if nothing (a resume) rescheduled it meanwhile.
+                if state.generation.load(Relaxed) == generation {
+                    daemon.schedule(&state, delay);
+                }
+            }
+            .instrument(info_span!("table", table = %name)),
+        );
     }
 
     /// Poll a table once; `false` when the poll failed.
@@ -358,13 +458,11 @@ impl Daemon {
         state.update(|s| s.last_poll_started_ms = Some(now_ms()));
         let result = self.poll_inner(state).await;
         let elapsed = started.elapsed();
-        self.metrics
-            .poll_duration
-            .with_label_values(&[name])
-            .observe(elapsed.as_secs_f64());
-        self.metrics
-            .last_poll
-            .with_label_values(&[name])
+        self.metrics.poll_duration.observe(elapsed.as_secs_f64());
+        state.metrics.last_poll_duration.set(elapsed.as_secs_f64());
+        state
+            .metrics
+            .last_poll_timestamp
             .set(now_ms() as f64 / 1000.0);
         let halt_after = self.config.server.halt_after_failures;
         let mut halted_now = false;
@@ -393,13 +491,16 @@ impl Daemon {
             }
         });
         let outcome = if result.is_ok() { "ok" } else { "error" };
-        self.metrics.polls.with_label_values(&[name, outcome]).inc();
+        state.metrics.poll(outcome);
         if let Err(e) = &result {
             warn!(table = %name, error = %e, "poll failed");
         }
         if halted_now {
             error!(table = %name, "table halted after repeated failures; resume it with POST /api/v1/tables/{name}/resume");
-            self.metrics.table_halted.with_label_values(&[name]).set(1);
+            state
+                .metrics
+                .halted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             self.refresh_halted().await;
         }
         result.is_ok()
@@ -415,7 +516,6 @@ impl Daemon {
     }
 
     async fn poll_inner(&self, state: &TableState) -> Result<(), String> {
-        let name = state.entry.name.as_str();
         let mut cached = state.table.lock().await;
         if cached.is_none() {
             *cached = Some(self.open(state).await?);
@@ -431,21 +531,15 @@ impl Daemon {
                 return Err(e.to_string());
             }
         };
-        self.record_pending(name, &timeline);
+        record_pending(state, &timeline);
         let has_pending = timeline.pending().next().is_some();
         if !has_pending {
-            self.metrics
-                .oldest_pending_age
-                .with_label_values(&[name])
-                .set(0.0);
-            self.metrics
-                .stalest_heartbeat_age
-                .with_label_values(&[name])
-                .set(0.0);
-            self.metrics
+            state.metrics.oldest_pending_age.set(0.0);
+            state.metrics.stalest_heartbeat_age.set(0.0);
+            state
+                .metrics
                 .failed_instants
-                .with_label_values(&[name])
-                .set(0);
+                .store(0, std::sync::atomic::Ordering::Relaxed);
             state.update(|s| s.pending.clear());
             return Ok(());
         }
@@ -469,18 +563,18 @@ impl Daemon {
             .max()
             .unwrap_or(0);
         let failed = assessments.iter().filter(|a| a.verdict.is_failed()).count();
-        self.metrics
+        state
+            .metrics
             .oldest_pending_age
-            .with_label_values(&[name])
             .set(oldest.max(0) as f64 / 1000.0);
-        self.metrics
+        state
+            .metrics
             .stalest_heartbeat_age
-            .with_label_values(&[name])
             .set(stalest.max(0) as f64 / 1000.0);
-        self.metrics
+        state
+            .metrics
             .failed_instants
-            .with_label_values(&[name])
-            .set(failed as i64);
+            .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
         state.update(|s| s.pending = assessments.clone());
         let pending_rollback = timeline
             .pending()
@@ -508,52 +602,29 @@ impl Daemon {
         }
     }
 
-    fn record_pending(&self, name: &str, timeline: &Timeline) {
-        self.metrics.clear_pending(name);
-        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
-        for i in timeline.pending() {
-            let a = i.action.as_str();
-            let label = metrics::ACTIONS
-                .iter()
-                .find(|x| **x == a)
-                .copied()
-                .unwrap_or("other");
-            *counts.entry(label).or_default() += 1;
-        }
-        for (action, n) in counts {
-            self.metrics
-                .pending_instants
-                .with_label_values(&[name, action])
-                .set(n);
-        }
-    }
-
     fn record_rollback(&self, state: &TableState, d: &RollbackDone, trigger: &'static str) {
+        use std::sync::atomic::Ordering::Relaxed;
         let name = state.entry.name.as_str();
-        self.metrics
-            .rollbacks
-            .with_label_values(&[name, "success", trigger])
-            .inc();
+        state.metrics.rollback(true, trigger);
         self.metrics
             .rollback_duration
-            .with_label_values(&[name])
             .observe(d.duration_ms as f64 / 1000.0);
-        self.metrics
+        state
+            .metrics
             .files_deleted
-            .with_label_values(&[name])
-            .inc_by(d.files_deleted as u64);
+            .fetch_add(d.files_deleted as u64, Relaxed);
         if d.lock_wait_ms > 0 {
-            self.metrics.lock_waits.with_label_values(&[name]).inc();
-            self.metrics
-                .lock_wait_seconds
-                .with_label_values(&[name])
-                .inc_by(d.lock_wait_ms as f64 / 1000.0);
+            state.metrics.lock_waits.fetch_add(1, Relaxed);
+            state
+                .metrics
+                .lock_wait_ms
+                .fetch_add(d.lock_wait_ms, Relaxed);
         }
         info!(table = %name, instant = %d.instant, rollback_instant = %d.rollback_instant, files = d.files_deleted, trigger, "rolled back a failed write");
         state.update(|s| {
             s.rollbacks += 1;
             s.pending.retain(|a| a.requested_time != d.instant);
-            s.last_rollback = Some(RollbackView {
+            s.last_rollback = Some(Box::new(RollbackView {
                 instant: d.instant.clone(),
                 rollback_instant: Some(d.rollback_instant.clone()),
                 at_ms: now_ms(),
@@ -562,7 +633,7 @@ impl Daemon {
                 files_deleted: d.files_deleted,
                 duration_ms: d.duration_ms,
                 error: None,
-            })
+            }))
         });
     }
 
@@ -574,13 +645,9 @@ impl Daemon {
         error: &str,
         started: std::time::Instant,
     ) {
-        let name = state.entry.name.as_str();
-        self.metrics
-            .rollbacks
-            .with_label_values(&[name, "failure", trigger])
-            .inc();
+        state.metrics.rollback(false, trigger);
         state.update(|s| {
-            s.last_rollback = Some(RollbackView {
+            s.last_rollback = Some(Box::new(RollbackView {
                 instant: instant.to_string(),
                 rollback_instant: None,
                 at_ms: now_ms(),
@@ -589,7 +656,7 @@ impl Daemon {
                 files_deleted: 0,
                 duration_ms: started.elapsed().as_millis() as u64,
                 error: Some(error.to_string()),
-            })
+            }))
         });
     }
 
@@ -693,6 +760,21 @@ impl Daemon {
         }
         (ready, detail)
     }
+}
+
+/// Count a table's pending instants by action, for `hudi_keeper_pending_instants`.
+fn record_pending(state: &TableState, timeline: &Timeline) {
+    let mut counts: BTreeMap<&'static str, i64> = BTreeMap::new();
+    for i in timeline.pending() {
+        let a = i.action.as_str();
+        let label = metrics::ACTIONS
+            .iter()
+            .find(|x| **x == a)
+            .copied()
+            .unwrap_or("other");
+        *counts.entry(label).or_default() += 1;
+    }
+    state.metrics.set_pending(counts.into_iter().collect());
 }
 
 /// The result of a manual rollback request.

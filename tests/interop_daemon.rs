@@ -1,0 +1,68 @@
+//! The daemon's automatic rollbacks on tables real Hudi wrote and broke (a writer SIGKILLed
+//! mid-commit), validated by Hudi's own code afterwards.
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::Daemon;
+use common::interop::{enabled, run_sh, tables_root};
+
+fn daemon_rolls_back(key: &str, scenario: &str) {
+    if !enabled() {
+        return;
+    }
+    let dir = tables_root().join(format!("daemon-{key}-{scenario}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(format!("{}-hudi-rollback", dir.display()));
+    let dir_s = dir.to_str().expect("utf-8");
+    let out = run_sh(&["generate", key, scenario, dir_s]);
+    assert!(
+        out.status.success(),
+        "generate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scenario_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("scenario.json")).unwrap()).unwrap();
+    let failed = scenario_json["failed_instant"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let work = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        work.path(),
+        &format!(
+            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\nheartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nclock_skew_margin = \"500ms\"\n[defaults.lock]\nprovider = \"filesystem\"\ntimeout = \"10s\"\n[[tables]]\nname = \"hudi\"\nuri = \"{dir_s}\"\n"
+        ),
+    );
+    let status = d.wait_for("the automatic rollback", Duration::from_secs(60), || {
+        let s = d.table("hudi");
+        (s["status"]["rollbacks"] == 1).then_some(s)
+    });
+    assert_eq!(
+        status["status"]["last_rollback"]["instant"],
+        failed.as_str()
+    );
+    assert_eq!(status["status"]["last_rollback"]["trigger"], "auto");
+    assert!(d.terminate(Duration::from_secs(30)).success());
+    let verify = run_sh(&["verify", key, dir_s]);
+    assert!(
+        verify.status.success(),
+        "Hudi's validator refused the daemon's rollback:\n{}\n{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(format!("{}-hudi-rollback", dir.display()));
+}
+
+#[test]
+fn hudi_0_15_accepts_the_daemons_rollback_of_a_killed_mor_writer() {
+    daemon_rolls_back("0.15", "mor-nomdt-direct");
+}
+
+#[test]
+fn hudi_1_1_accepts_the_daemons_rollback_of_a_killed_mor_writer_with_metadata_table() {
+    daemon_rolls_back("1.1", "mor-mdt-direct");
+}
