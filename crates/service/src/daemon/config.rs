@@ -588,6 +588,20 @@ heartbeat_interval = 5
     }
 
     #[test]
+    fn every_shipped_config_file_is_valid() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for f in [
+            "config/hudi-keeper.toml",
+            "deploy/image/hudi-keeper.toml",
+            "deploy/kubernetes/base/hudi-keeper.toml",
+            "deploy/kubernetes/overlays/production/hudi-keeper.toml",
+            "deploy/kubernetes/examples/spark-driver-sidecar/hudi-keeper.toml",
+        ] {
+            Config::load(&root.join(f), true).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        }
+    }
+
+    #[test]
     fn table_names_must_be_url_and_label_safe() {
         assert!(valid_name("trips_v2.prod-1"));
         assert!(!valid_name("a/b"));

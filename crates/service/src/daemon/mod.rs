@@ -457,6 +457,10 @@ impl Daemon {
         let started = std::time::Instant::now();
         state.update(|s| s.last_poll_started_ms = Some(now_ms()));
         let result = self.poll_inner(state).await;
+        if result.is_err() {
+            // Open the table afresh next time: it may have been moved, re-created or upgraded.
+            *state.table.lock().await = None;
+        }
         let elapsed = started.elapsed();
         self.metrics.poll_duration.observe(elapsed.as_secs_f64());
         state.metrics.last_poll_duration.set(elapsed.as_secs_f64());
