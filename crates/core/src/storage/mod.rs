@@ -21,7 +21,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 pub use error::StorageError;
-pub use open::StorageOptions;
+pub use open::{StorageOptions, StoreCache};
 pub use relpath::{RelPath, RelPathError};
 
 /// The kinds of request the seam makes; the unit of request counting and fault injection.
@@ -174,7 +174,17 @@ impl fmt::Debug for Storage {
 impl Storage {
     /// Open the storage of the table at `uri` (see [`StorageOptions`] for what a URI may be).
     pub fn open(uri: &str, options: &StorageOptions) -> Result<Self, StorageError> {
-        let (store, root, uri) = open::open_store(uri, options)?;
+        Self::open_with(uri, options, None)
+    }
+
+    /// Like [`Storage::open`], sharing object-store clients through `cache` (one per bucket and
+    /// options) with every other table opened through it.
+    pub fn open_with(
+        uri: &str,
+        options: &StorageOptions,
+        cache: Option<&StoreCache>,
+    ) -> Result<Self, StorageError> {
+        let (store, root, uri) = open::open_store(uri, options, cache)?;
         Ok(Self {
             store,
             root,

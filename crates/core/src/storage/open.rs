@@ -23,7 +23,7 @@ use super::StorageError;
 /// Keys of another provider (an `aws_` key for a `gs://` table) are ignored, so one set of
 /// defaults can serve tables on several stores; an unknown key of the table's own provider is an
 /// error.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct StorageOptions(pub BTreeMap<String, String>);
 
@@ -63,7 +63,59 @@ impl StorageOptions {
 
 type Opened = (Arc<dyn ObjectStore>, Path, String);
 
-pub(super) fn open_store(uri: &str, options: &StorageOptions) -> Result<Opened, StorageError> {
+/// Object-store clients shared between tables: one per bucket (or container) and options, so
+/// that a process watching many tables of one bucket keeps one HTTP client and connection pool
+/// for them instead of one per table. Local and in-memory stores are not cached.
+#[derive(Debug, Default)]
+pub struct StoreCache(Mutex<HashMap<(String, StorageOptions), Arc<dyn ObjectStore>>>);
+
+impl StoreCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn get_or_build(
+        &self,
+        key: String,
+        options: &StorageOptions,
+        build: impl FnOnce() -> Result<Arc<dyn ObjectStore>, StorageError>,
+    ) -> Result<Arc<dyn ObjectStore>, StorageError> {
+        let k = (key, options.clone());
+        if let Some(s) = self.0.lock().ok().and_then(|m| m.get(&k).cloned()) {
+            return Ok(s);
+        }
+        let store = build()?;
+        if let Ok(mut m) = self.0.lock() {
+            m.entry(k).or_insert_with(|| store.clone());
+        }
+        Ok(store)
+    }
+
+    /// How many clients are cached.
+    pub fn len(&self) -> usize {
+        self.0.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether no client is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+pub(super) fn open_store(
+    uri: &str,
+    options: &StorageOptions,
+    cache: Option<&StoreCache>,
+) -> Result<Opened, StorageError> {
+    let cached = |key: String,
+                  build: &dyn Fn() -> Result<Arc<dyn ObjectStore>, StorageError>|
+     -> Result<Arc<dyn ObjectStore>, StorageError> {
+        match cache {
+            Some(c) => c.get_or_build(key, options, build),
+            None => build(),
+        }
+    };
     let fail = |reason: String| StorageError::Open {
         uri: uri.to_string(),
         reason,
@@ -73,7 +125,7 @@ pub(super) fn open_store(uri: &str, options: &StorageOptions) -> Result<Opened, 
         return Err(fail("the table URI is empty".into()));
     }
     if !trimmed.contains("://") && !trimmed.starts_with("file:") {
-        return open_local(uri, std::path::Path::new(trimmed));
+        return open_local(uri, std::path::Path::new(trimmed), cache);
     }
     let url = Url::parse(trimmed).map_err(|e| fail(format!("not a valid URI: {e}")))?;
     match url.scheme() {
@@ -81,7 +133,7 @@ pub(super) fn open_store(uri: &str, options: &StorageOptions) -> Result<Opened, 
             let path = url
                 .to_file_path()
                 .map_err(|()| fail("a file URI must hold an absolute local path".into()))?;
-            open_local(uri, &path)
+            open_local(uri, &path, cache)
         }
         "memory" => {
             let name = url.host_str().unwrap_or_default().to_string();
@@ -92,31 +144,38 @@ pub(super) fn open_store(uri: &str, options: &StorageOptions) -> Result<Opened, 
             let bucket = url
                 .host_str()
                 .ok_or_else(|| fail("an s3 URI needs a bucket: s3://bucket/prefix".into()))?;
-            let mut b = AmazonS3Builder::from_env().with_url(format!("s3://{bucket}"));
-            for (k, v) in options.for_provider("aws_") {
-                let key = AmazonS3ConfigKey::from_str(k)
-                    .map_err(|_| fail(format!("unknown S3 storage option `{k}`")))?;
-                b = b.with_config(key, v);
-            }
-            let store = b
-                .build()
-                .map_err(|e| fail(format!("cannot configure S3: {e}")))?;
-            Ok((Arc::new(store), prefix_of(&url, uri)?, uri.to_string()))
+            let store = cached(format!("s3://{bucket}"), &|| {
+                let mut b = AmazonS3Builder::from_env().with_url(format!("s3://{bucket}"));
+                for (k, v) in options.for_provider("aws_") {
+                    let key = AmazonS3ConfigKey::from_str(k)
+                        .map_err(|_| fail(format!("unknown S3 storage option `{k}`")))?;
+                    b = b.with_config(key, v);
+                }
+                let store = b
+                    .build()
+                    .map_err(|e| fail(format!("cannot configure S3: {e}")))?;
+                Ok(Arc::new(store))
+            })?;
+            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
         }
         "gs" => {
             let bucket = url
                 .host_str()
                 .ok_or_else(|| fail("a gs URI needs a bucket: gs://bucket/prefix".into()))?;
-            let mut b = GoogleCloudStorageBuilder::from_env().with_url(format!("gs://{bucket}"));
-            for (k, v) in options.for_provider("google_") {
-                let key = GoogleConfigKey::from_str(k)
-                    .map_err(|_| fail(format!("unknown GCS storage option `{k}`")))?;
-                b = b.with_config(key, v);
-            }
-            let store = b
-                .build()
-                .map_err(|e| fail(format!("cannot configure GCS: {e}")))?;
-            Ok((Arc::new(store), prefix_of(&url, uri)?, uri.to_string()))
+            let store = cached(format!("gs://{bucket}"), &|| {
+                let mut b =
+                    GoogleCloudStorageBuilder::from_env().with_url(format!("gs://{bucket}"));
+                for (k, v) in options.for_provider("google_") {
+                    let key = GoogleConfigKey::from_str(k)
+                        .map_err(|_| fail(format!("unknown GCS storage option `{k}`")))?;
+                    b = b.with_config(key, v);
+                }
+                let store = b
+                    .build()
+                    .map_err(|e| fail(format!("cannot configure GCS: {e}")))?;
+                Ok(Arc::new(store))
+            })?;
+            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
         }
         "az" | "azure" | "abfs" | "abfss" | "adl" => {
             let container_url = {
@@ -124,16 +183,19 @@ pub(super) fn open_store(uri: &str, options: &StorageOptions) -> Result<Opened, 
                 u.set_path("");
                 u.to_string()
             };
-            let mut b = MicrosoftAzureBuilder::from_env().with_url(container_url);
-            for (k, v) in options.for_provider("azure_") {
-                let key = AzureConfigKey::from_str(k)
-                    .map_err(|_| fail(format!("unknown Azure storage option `{k}`")))?;
-                b = b.with_config(key, v);
-            }
-            let store = b
-                .build()
-                .map_err(|e| fail(format!("cannot configure Azure: {e}")))?;
-            Ok((Arc::new(store), prefix_of(&url, uri)?, uri.to_string()))
+            let store = cached(container_url.clone(), &|| {
+                let mut b = MicrosoftAzureBuilder::from_env().with_url(container_url.clone());
+                for (k, v) in options.for_provider("azure_") {
+                    let key = AzureConfigKey::from_str(k)
+                        .map_err(|_| fail(format!("unknown Azure storage option `{k}`")))?;
+                    b = b.with_config(key, v);
+                }
+                let store = b
+                    .build()
+                    .map_err(|e| fail(format!("cannot configure Azure: {e}")))?;
+                Ok(Arc::new(store))
+            })?;
+            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
         }
         other => Err(fail(format!(
             "unsupported scheme `{other}`; use a local path, file://, s3://, gs://, az://, abfss:// or memory://"
@@ -156,7 +218,11 @@ fn percent_decode(s: &str) -> String {
         .into_owned()
 }
 
-fn open_local(uri: &str, path: &std::path::Path) -> Result<Opened, StorageError> {
+fn open_local(
+    uri: &str,
+    path: &std::path::Path,
+    cache: Option<&StoreCache>,
+) -> Result<Opened, StorageError> {
     let fail = |reason: String| StorageError::Open {
         uri: uri.to_string(),
         reason,
@@ -168,11 +234,21 @@ fn open_local(uri: &str, path: &std::path::Path) -> Result<Opened, StorageError>
     if !meta.is_dir() {
         return Err(fail(format!("`{}` is not a directory", path.display())));
     }
+    let canonical = std::fs::canonicalize(path).map_err(|e| fail(e.to_string()))?;
+    let display = format!("file://{}", canonical.display());
+    if let Some(cache) = cache {
+        // One store for the whole file system, each table rooted at its canonical path.
+        let store = cache.get_or_build("file:///".into(), &StorageOptions::default(), || {
+            Ok(Arc::new(
+                LocalFileSystem::new().with_automatic_cleanup(true),
+            ))
+        })?;
+        let root = Path::from_filesystem_path(&canonical).map_err(|e| fail(e.to_string()))?;
+        return Ok((store, root, display));
+    }
     let store = LocalFileSystem::new_with_prefix(path)
         .map_err(|e| fail(e.to_string()))?
         .with_automatic_cleanup(true);
-    let canonical = std::fs::canonicalize(path).map_err(|e| fail(e.to_string()))?;
-    let display = format!("file://{}", canonical.display());
     Ok((Arc::new(store), Path::default(), display))
 }
 
@@ -197,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_missing_local_directory_is_a_clear_error() {
-        let err = open_store("/definitely/not/here", &StorageOptions::default()).unwrap_err();
+        let err = open_store("/definitely/not/here", &StorageOptions::default(), None).unwrap_err();
         assert!(err.to_string().contains("does not exist"), "{err}");
     }
 
@@ -205,8 +281,9 @@ mod tests {
     fn file_uris_and_bare_paths_open_the_same_directory() {
         let dir = tempfile::tempdir().unwrap();
         let bare = dir.path().to_str().unwrap();
-        let (_, _, a) = open_store(bare, &StorageOptions::default()).unwrap();
-        let (_, _, b) = open_store(&format!("file://{bare}"), &StorageOptions::default()).unwrap();
+        let (_, _, a) = open_store(bare, &StorageOptions::default(), None).unwrap();
+        let (_, _, b) =
+            open_store(&format!("file://{bare}"), &StorageOptions::default(), None).unwrap();
         assert_eq!(a, b);
     }
 
@@ -220,23 +297,83 @@ mod tests {
             ("aws_secret_access_key", "s"),
             ("google_service_account", "ignored-for-s3"),
         ]);
-        let (_, prefix, _) = open_store("s3a://bucket/wh/db/t1", &opts).unwrap();
+        let (_, prefix, _) = open_store("s3a://bucket/wh/db/t1", &opts, None).unwrap();
         assert_eq!(prefix.as_ref(), "wh/db/t1");
         let bad = opts.merged(&StorageOptions::from_pairs([("aws_no_such_key", "x")]));
-        let err = open_store("s3://bucket/t", &bad).unwrap_err();
+        let err = open_store("s3://bucket/t", &bad, None).unwrap_err();
         assert!(err.to_string().contains("aws_no_such_key"), "{err}");
     }
 
     #[test]
     fn unknown_schemes_are_refused() {
-        let err = open_store("ftp://h/x", &StorageOptions::default()).unwrap_err();
+        let err = open_store("ftp://h/x", &StorageOptions::default(), None).unwrap_err();
         assert!(err.to_string().contains("unsupported scheme"), "{err}");
     }
 
     #[test]
     fn memory_uris_share_a_store_by_name() {
-        let (a, _, _) = open_store("memory://shared-name/t", &StorageOptions::default()).unwrap();
-        let (b, _, _) = open_store("memory://shared-name/u", &StorageOptions::default()).unwrap();
+        let (a, _, _) =
+            open_store("memory://shared-name/t", &StorageOptions::default(), None).unwrap();
+        let (b, _, _) =
+            open_store("memory://shared-name/u", &StorageOptions::default(), None).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::super::{RelPath, Storage};
+    use super::*;
+
+    #[tokio::test]
+    async fn tables_opened_through_a_cache_share_one_local_store_and_stay_in_their_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        for t in ["a", "b"] {
+            std::fs::create_dir_all(dir.path().join(t).join(".hoodie")).unwrap();
+            std::fs::write(dir.path().join(t).join(".hoodie/x"), t).unwrap();
+        }
+        let cache = StoreCache::new();
+        let opts = StorageOptions::default();
+        let a = Storage::open_with(dir.path().join("a").to_str().unwrap(), &opts, Some(&cache))
+            .unwrap();
+        let b = Storage::open_with(dir.path().join("b").to_str().unwrap(), &opts, Some(&cache))
+            .unwrap();
+        assert_eq!(cache.len(), 1, "one store for both tables");
+        let x = RelPath::parse(".hoodie/x").unwrap();
+        assert_eq!(a.get(&x).await.unwrap().as_ref(), b"a");
+        assert_eq!(b.get(&x).await.unwrap().as_ref(), b"b");
+        let listed: Vec<String> = a
+            .list(&RelPath::root())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.path.to_string())
+            .collect();
+        assert_eq!(listed, [".hoodie/x"]);
+        a.put(
+            &RelPath::parse("p1/f").unwrap(),
+            bytes::Bytes::from_static(b"1"),
+        )
+        .await
+        .unwrap();
+        assert!(dir.path().join("a/p1/f").exists());
+        assert!(!dir.path().join("b/p1/f").exists());
+    }
+
+    #[test]
+    fn clients_for_one_bucket_and_options_are_shared_and_others_are_not() {
+        let cache = StoreCache::new();
+        let opts = StorageOptions::from_pairs([
+            ("aws_region", "us-east-1".to_string()),
+            ("aws_access_key_id", "k".to_string()),
+            ("aws_secret_access_key", "s".to_string()),
+        ]);
+        for uri in ["s3://b1/t1", "s3://b1/t2", "s3a://b1/t3"] {
+            Storage::open_with(uri, &opts, Some(&cache)).unwrap();
+        }
+        assert_eq!(cache.len(), 1);
+        Storage::open_with("s3://b2/t", &opts, Some(&cache)).unwrap();
+        Storage::open_with("s3://b1/t", &StorageOptions::default(), Some(&cache)).unwrap();
+        assert_eq!(cache.len(), 3);
     }
 }

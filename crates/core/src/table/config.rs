@@ -196,9 +196,6 @@ pub struct TableConfig {
     pub metadata_partitions_inflight: Vec<String>,
     /// `hoodie.table.base.file.format`.
     pub base_file_format: String,
-    /// Every property, as read.
-    #[serde(skip)]
-    pub properties: BTreeMap<String, String>,
 }
 
 impl TableConfig {
@@ -331,7 +328,6 @@ impl TableConfig {
             metadata_partitions: list(keys::MDT_PARTITIONS),
             metadata_partitions_inflight: list(keys::MDT_PARTITIONS_INFLIGHT),
             base_file_format: get(keys::BASE_FILE_FORMAT).unwrap_or("PARQUET").to_string(),
-            properties: props,
         })
     }
 

@@ -346,14 +346,14 @@ pub struct TableEntry {
     )]
     pub clock_skew_margin: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock: Option<LockSettings>,
+    pub lock: Option<Box<LockSettings>>,
     /// Merged over the default storage options.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_options: BTreeMap<String, String>,
 }
 
-/// Everything one table's polls need, resolved.
-#[derive(Debug, Clone, Serialize)]
+/// Everything one table's polls need, resolved. Tables with the same settings share one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TableSettings {
     pub poll_interval_ms: u64,
     pub failed_writes_policy: PolicySetting,
@@ -392,7 +392,7 @@ impl Defaults {
         let policy = entry
             .failed_writes_policy
             .unwrap_or(self.failed_writes_policy);
-        let lock_settings = entry.lock.as_ref().unwrap_or(&self.lock);
+        let lock_settings = entry.lock.as_deref().unwrap_or(&self.lock);
         let lock = lock_settings
             .options(t)
             .map_err(|e| format!("table `{t}`: {e}"))?;

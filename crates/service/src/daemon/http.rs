@@ -149,7 +149,7 @@ fn table_json(t: &super::TableState) -> serde_json::Value {
         "name": t.entry.name,
         "uri": t.entry.uri,
         "source": t.source,
-        "settings": t.settings,
+        "settings": &*t.settings,
         "status": s,
     })
 }

@@ -92,7 +92,7 @@ pub struct TableStatus {
 pub struct TableState {
     pub entry: TableEntry,
     pub source: Source,
-    pub settings: TableSettings,
+    pub settings: Arc<TableSettings>,
     pub status: StdMutex<TableStatus>,
     /// This table's metrics.
     pub metrics: Arc<metrics::TableMetrics>,
@@ -183,6 +183,10 @@ pub struct Daemon {
     /// Tables to put on the scheduler's timer heap.
     timer: tokio::sync::mpsc::UnboundedSender<Due>,
     registry_file: PathBuf,
+    /// Object-store clients shared between tables of one bucket.
+    stores: hudi_keeper_core::storage::StoreCache,
+    /// Distinct table settings (most tables share the defaults).
+    interned: StdMutex<Vec<Arc<TableSettings>>>,
     /// Serializes writes of the registry file.
     registry_write: tokio::sync::Mutex<()>,
 }
@@ -209,6 +213,8 @@ impl Daemon {
             initial: StdMutex::new(initial),
             registry_file,
             registry_write: tokio::sync::Mutex::new(()),
+            stores: hudi_keeper_core::storage::StoreCache::new(),
+            interned: StdMutex::new(Vec::new()),
             config,
         });
         daemon.tracker.spawn(daemon.clone().run_scheduler(incoming));
@@ -255,6 +261,17 @@ impl Daemon {
             .defaults
             .resolve(&entry)
             .map_err(TableError::Invalid)?;
+        let settings = {
+            let mut interned = self.interned.lock().unwrap_or_else(|e| e.into_inner());
+            match interned.iter().find(|s| ***s == settings) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(settings);
+                    interned.push(s.clone());
+                    s
+                }
+            }
+        };
         let mut tables = self.tables.write().await;
         if tables.contains_key(&entry.name) {
             return Err(TableError::Conflict(format!(
@@ -511,9 +528,13 @@ impl Daemon {
     }
 
     async fn open(&self, state: &TableState) -> Result<Table, String> {
-        let storage = Storage::open(&state.entry.uri, &state.settings.storage_options)
-            .map_err(|e| e.to_string())?
-            .with_interceptor(self.metrics.request_counter(&state.entry.name));
+        let storage = Storage::open_with(
+            &state.entry.uri,
+            &state.settings.storage_options,
+            Some(&self.stores),
+        )
+        .map_err(|e| e.to_string())?
+        .with_interceptor(self.metrics.request_counter(&state.entry.name));
         Table::open_storage(storage)
             .await
             .map_err(|e| e.to_string())
@@ -857,6 +878,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let grace = config.server.shutdown_grace;
     let daemon = Daemon::new(config)?;
     daemon.start().await?;
+    // Parsing a config of thousands of tables leaves megabytes of freed memory the allocator
+    // would otherwise keep; hand it back once the registry is built.
+    release_free_memory();
+    {
+        // And once more after the first round of polls (opening every table's handle), then
+        // now and then: long-lived handles among short-lived poll buffers fragment the heap.
+        let d = daemon.clone();
+        daemon.tracker.spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60));
+            every.tick().await;
+            loop {
+                tokio::select! {
+                    _ = every.tick() => release_free_memory(),
+                    _ = d.shutdown.cancelled() => return,
+                }
+            }
+        });
+    }
     info!(listen = %local, tables = daemon.tables().await.len(), "hudi-keeper serving");
     eprintln!("hudi-keeper serving on http://{local}");
 
@@ -885,6 +924,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Return freed heap pages to the OS (glibc keeps them otherwise).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::os::raw::c_int;
+        }
+        // SAFETY: malloc_trim only releases free memory of the allocator's own arenas; it takes
+        // no pointer and is safe to call at any time from any thread.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
 }
 
 async fn wait_for_signal() {
