@@ -336,3 +336,114 @@ fn hudi_1_1_writers_and_hudi_keeper_share_the_zookeeper_lock() {
 fn hudi_1_1_writers_and_hudi_keeper_share_the_file_system_lock() {
     run_case("1.1", "cow-mdt-direct", Lock::FileSystem);
 }
+
+/// A Java process takes the lock with Hudi's own provider class and holds it for `hold_s`
+/// seconds; a rollback started meanwhile waits for it, then proceeds.
+fn java_holder_makes_us_wait(key: &str, lock: Lock) {
+    if !enabled() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use std::io::BufRead;
+    let work = tempfile::tempdir().expect("tempdir");
+    let dir = work.path().join("t");
+    std::fs::create_dir_all(&dir).expect("table dir");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let store = std::sync::Arc::new(
+        object_store::local::LocalFileSystem::new_with_prefix(&dir).expect("local store"),
+    );
+    rt.block_on(common::fixtures::Fixture::build_in(
+        store,
+        "",
+        dir.to_str().expect("utf-8"),
+        common::fixtures::Kind::CowV8,
+        false,
+    ));
+    let zk_key = format!("hold-{}-{}", key.replace('.', ""), std::process::id());
+    let (env, provider) = match lock {
+        Lock::FileSystem => (
+            vec![("INTEROP_LOCK".to_string(), "filesystem".to_string())],
+            LockProvider::filesystem_default(),
+        ),
+        Lock::ZooKeeper => {
+            let zk = std::env::var("HUDI_KEEPER_ZK")
+                .expect("HUDI_KEEPER_ZK (scripts/test starts ZooKeeper)");
+            (
+                vec![(
+                    "INTEROP_LOCK".to_string(),
+                    format!("zookeeper,{zk},/hudi-interop,{zk_key}"),
+                )],
+                LockProvider::ZooKeeper(ZkLockConfig {
+                    connect: zk,
+                    base_path: "/hudi-interop".into(),
+                    lock_key: zk_key.clone(),
+                    session_timeout: Duration::from_secs(10),
+                    connection_timeout: Duration::from_secs(5),
+                }),
+            )
+        }
+    };
+    let hold_s = 5;
+    let mut java = run_sh(&env)
+        .args([
+            "hold-lock",
+            key,
+            dir.to_str().expect("utf-8"),
+            &hold_s.to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn hold-lock");
+    let mut lines = std::io::BufReader::new(java.stdout.take().expect("stdout")).lines();
+    let locked = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("LOCKED "))
+        .expect("the Java holder took the lock");
+    let table = rt
+        .block_on(Table::open(
+            dir.to_str().expect("utf-8"),
+            &Default::default(),
+        ))
+        .expect("open");
+    let options = RollbackOptions {
+        lock: LockOptions {
+            provider,
+            timeout: Duration::from_secs(60),
+            retry_interval: Duration::from_millis(100),
+        },
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let done = rt
+        .block_on(rollback(&table, &Selection::AllFailed, &options, None))
+        .expect("the rollback proceeds once the Java holder releases");
+    let waited = started.elapsed();
+    let unlocked = lines
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("UNLOCKED "))
+        .expect("the Java holder released");
+    assert!(java.wait().expect("java exit").success());
+    assert_eq!(done.len(), 1);
+    assert!(
+        done[0].lock_wait_ms >= 2_000,
+        "hudi-keeper did not wait for the Java holder ({} ms): {locked} / {unlocked}",
+        done[0].lock_wait_ms
+    );
+    eprintln!(
+        "Hudi {key} {lock:?}: {locked}; hudi-keeper waited {} ms for the lock, rollback done {:.1} s after it asked",
+        done[0].lock_wait_ms,
+        waited.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_hudi_0_15_writer_holding_the_file_system_lock_makes_hudi_keeper_wait() {
+    java_holder_makes_us_wait("0.15", Lock::FileSystem);
+}
+
+#[test]
+fn a_hudi_1_1_writer_holding_the_zookeeper_lock_makes_hudi_keeper_wait() {
+    java_holder_makes_us_wait("1.1", Lock::ZooKeeper);
+}

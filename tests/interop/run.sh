@@ -15,6 +15,7 @@
 #   run.sh bench-rollback <version-key> <dir>         (times Hudi's rollback of it; mutates <dir>)
 #   run.sh writer <version-key> <dir> <id> <commits>  (one of several concurrent writers; the JVM replaces the shell)
 #   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
+#   run.sh hold-lock <version-key> <dir> <seconds>    (take the writers' lock with Hudi's provider, hold it, release)
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
@@ -347,6 +348,8 @@ case "${1:-}" in
   bench-rollback) shift; cmd_bench_rollback "$@" ;;
   writer) shift; [[ $# == 4 ]] || die "usage: run.sh writer <version-key> <dir> <id> <commits>"
     cmd_build; hj_exec "$1" writer --dir "$2" --id "$3" --commits "$4" ;;
+  hold-lock) shift; [[ $# == 3 ]] || die "usage: run.sh hold-lock <version-key> <dir> <seconds>"
+    cmd_build; hj_exec "$1" hold-lock --dir "$2" --seconds "$3" ;;
   kill-writer) shift; [[ $# == 3 ]] || die "usage: run.sh kill-writer <version-key> <dir> <logdir>"
     cmd_build; mkdir -p "$3"; kill_failed_writer "$1" "$2" "$3" ;;
   dump) shift; [[ $# == 2 ]] || die "usage: run.sh dump <version-key> <timeline-file>"; cmd_build; hj "$1" dump --file "$2" ;;

@@ -36,6 +36,8 @@ import java.util.Properties;
  *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table
  *   writer   --dir D --id W --commits N   commit N insert batches of new keys in a loop (OCC, the lock of
  *                                   INTEROP_LOCK, no cleaning); prints COMMITTED/FAILED lines and a JSON summary
+ *   hold-lock --dir D --seconds N   take the table lock the writers take (INTEROP_LOCK's provider, Hudi's
+ *                                   own provider class), print LOCKED, hold it N seconds, release, print UNLOCKED
  *   info                            print the Hudi version of this classpath
  * </pre>
  */
@@ -71,6 +73,7 @@ public final class Main {
       }
       case "commits" -> rc = commits(new File(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
       case "fail" -> rc = fail(new File(req(opts, "dir")));
+      case "hold-lock" -> rc = holdLock(new File(req(opts, "dir")), Integer.parseInt(req(opts, "seconds")));
       case "writer" -> rc = writer(new File(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
           Integer.parseInt(req(opts, "commits")));
       case "rollback" -> rc = rollback(new File(req(opts, "dir")));
@@ -92,7 +95,7 @@ public final class Main {
 
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
-        + " | writer --dir D --id W --commits N"
+        + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
         + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
     System.exit(2);
@@ -259,6 +262,39 @@ public final class Main {
       m.put(r.id(), r);
     }
     return m;
+  }
+
+  /**
+   * Holds the table lock through Hudi's own lock provider class (the one the writers are configured
+   * with), as a writer inside its commit would.
+   */
+  static int holdLock(File dir, int seconds) throws Exception {
+    Properties p = new Properties();
+    Scenario.lockProps(p);
+    p.setProperty("hoodie.base.path", base(dir));
+    // Outside a write config the lock configuration gets no defaults; these are Hudi's.
+    p.putIfAbsent("hoodie.write.lock.filesystem.expire", "0");
+    p.putIfAbsent("hoodie.write.lock.wait_time_ms", "60000");
+    p.putIfAbsent("hoodie.write.lock.num_retries", "15");
+    p.putIfAbsent("hoodie.write.lock.wait_time_ms_between_retry", "1000");
+    p.putIfAbsent("hoodie.write.lock.client.num_retries", "50");
+    p.putIfAbsent("hoodie.write.lock.client.wait_time_ms_between_retry", "5000");
+    String cls = p.getProperty("hoodie.write.lock.provider");
+    org.apache.hudi.common.config.LockConfiguration lc = new org.apache.hudi.common.config.LockConfiguration(p);
+    org.apache.hudi.common.lock.LockProvider<?> lock = (org.apache.hudi.common.lock.LockProvider<?>) Class.forName(cls)
+        .getConstructor(org.apache.hudi.common.config.LockConfiguration.class, StorageConfiguration.class)
+        .newInstance(lc, storageConf(false));
+    if (!lock.tryLock(60, java.util.concurrent.TimeUnit.SECONDS)) {
+      throw new IllegalStateException("could not take " + cls);
+    }
+    OUT.println("LOCKED " + cls);
+    OUT.flush();
+    Thread.sleep(seconds * 1000L);
+    lock.unlock();
+    OUT.println("UNLOCKED " + System.currentTimeMillis());
+    OUT.flush();
+    lock.close();
+    return 0;
   }
 
   /** Prints the line the driver waits for, then blocks until SIGKILL. */
