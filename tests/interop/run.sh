@@ -16,6 +16,7 @@
 #   run.sh writer <version-key> <dir> <id> <commits>  (one of several concurrent writers; the JVM replaces the shell)
 #   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
 #   run.sh hold-lock <version-key> <dir> <seconds>    (take the writers' lock with Hudi's provider, hold it, release)
+#   run.sh savepoint <version-key> <dir> <instant>    (Hudi's own savepoint of a completed commit)
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
@@ -348,6 +349,8 @@ case "${1:-}" in
   bench-rollback) shift; cmd_bench_rollback "$@" ;;
   writer) shift; [[ $# == 4 ]] || die "usage: run.sh writer <version-key> <dir> <id> <commits>"
     cmd_build; hj_exec "$1" writer --dir "$2" --id "$3" --commits "$4" ;;
+  savepoint) shift; [[ $# == 3 ]] || die "usage: run.sh savepoint <version-key> <dir> <instant>"
+    cmd_build; hj "$1" savepoint --dir "$2" --instant "$3" ;;
   hold-lock) shift; [[ $# == 3 ]] || die "usage: run.sh hold-lock <version-key> <dir> <seconds>"
     cmd_build; hj_exec "$1" hold-lock --dir "$2" --seconds "$3" ;;
   kill-writer) shift; [[ $# == 3 ]] || die "usage: run.sh kill-writer <version-key> <dir> <logdir>"

@@ -2,6 +2,7 @@
 //! step.
 
 pub mod rollback;
+pub mod savepoint;
 mod timeline_ops;
 
 pub use timeline_ops::new_instant_time;

@@ -3,3 +3,4 @@
 pub mod avro;
 pub mod log_block;
 pub mod rollback;
+pub mod savepoint;

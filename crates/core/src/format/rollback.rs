@@ -326,16 +326,16 @@ impl RollbackMetadata {
 
 // ---- Value reading --------------------------------------------------------------------------
 
-fn shape(field: &str, v: &Value) -> AvroError {
+pub(super) fn shape(field: &str, v: &Value) -> AvroError {
     AvroError::Shape(format!("field `{field}` has unexpected value {v:?}"))
 }
 
-fn get<'a>(record: &'a Value, name: &str) -> Result<&'a Value, AvroError> {
+pub(super) fn get<'a>(record: &'a Value, name: &str) -> Result<&'a Value, AvroError> {
     super::avro::field(record, name)
         .ok_or_else(|| AvroError::Shape(format!("record has no field `{name}`")))
 }
 
-fn get_string(record: &Value, name: &str) -> Result<String, AvroError> {
+pub(super) fn get_string(record: &Value, name: &str) -> Result<String, AvroError> {
     match get(record, name)? {
         Value::String(s) => Ok(s.clone()),
         other => Err(shape(name, other)),
@@ -350,7 +350,7 @@ fn get_opt_string(record: &Value, name: &str) -> Result<Option<String>, AvroErro
     }
 }
 
-fn get_opt_int(record: &Value, name: &str) -> Result<Option<i32>, AvroError> {
+pub(super) fn get_opt_int(record: &Value, name: &str) -> Result<Option<i32>, AvroError> {
     match get(record, name)? {
         Value::Null => Ok(None),
         Value::Int(i) => Ok(Some(*i)),
@@ -358,7 +358,7 @@ fn get_opt_int(record: &Value, name: &str) -> Result<Option<i32>, AvroError> {
     }
 }
 
-fn get_str_array(record: &Value, name: &str) -> Result<Vec<String>, AvroError> {
+pub(super) fn get_str_array(record: &Value, name: &str) -> Result<Vec<String>, AvroError> {
     match get(record, name)? {
         Value::Array(items) => items
             .iter()

@@ -5,6 +5,7 @@ mod duration;
 mod health;
 mod inspect;
 mod rollback;
+mod savepoint;
 
 use std::process::ExitCode;
 
@@ -56,6 +57,8 @@ pub enum Command {
     /// Ask a running daemon whether it is healthy (exit 0) or not (exit 1): for container
     /// health checks.
     Health(health::HealthArgs),
+    /// The savepoints of a table: list, delete.
+    Savepoint(savepoint::SavepointArgs),
 }
 
 /// Where a table lives and how to reach its store.
@@ -279,6 +282,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rollback(args) => rollback::run(*args).await,
         Command::Serve(args) => crate::daemon::run(args).await,
         Command::Health(args) => health::run(args),
+        Command::Savepoint(args) => savepoint::run(args).await,
         Command::Demo(args) => demo::run(args).await,
     }
 }

@@ -36,6 +36,7 @@ import java.util.Properties;
  *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table
  *   writer   --dir D --id W --commits N   commit N insert batches of new keys in a loop (OCC, the lock of
  *                                   INTEROP_LOCK, no cleaning); prints COMMITTED/FAILED lines and a JSON summary
+ *   savepoint --dir D --instant T   Hudi's own savepoint of completed commit T (user "interop", comment "harness")
  *   hold-lock --dir D --seconds N   take the table lock the writers take (INTEROP_LOCK's provider, Hudi's
  *                                   own provider class), print LOCKED, hold it N seconds, release, print UNLOCKED
  *   info                            print the Hudi version of this classpath
@@ -73,6 +74,7 @@ public final class Main {
       }
       case "commits" -> rc = commits(new File(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
       case "fail" -> rc = fail(new File(req(opts, "dir")));
+      case "savepoint" -> rc = savepoint(new File(req(opts, "dir")), req(opts, "instant"));
       case "hold-lock" -> rc = holdLock(new File(req(opts, "dir")), Integer.parseInt(req(opts, "seconds")));
       case "writer" -> rc = writer(new File(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
           Integer.parseInt(req(opts, "commits")));
@@ -95,7 +97,7 @@ public final class Main {
 
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
-        + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N"
+        + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N | savepoint --dir D --instant T"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
         + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
     System.exit(2);
@@ -262,6 +264,20 @@ public final class Main {
       m.put(r.id(), r);
     }
     return m;
+  }
+
+  /** Hudi's own savepoint of completed commit {@code instant}. */
+  @SuppressWarnings({"rawtypes"})
+  static int savepoint(File dir, String instant) throws Exception {
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, base, null))) {
+      client.savepoint(instant, "interop", "harness");
+    }
+    OUT.println("SAVEPOINT " + instant);
+    return 0;
   }
 
   /**

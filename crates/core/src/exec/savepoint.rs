@@ -1,0 +1,198 @@
+//! Savepoints as Hudi keeps them (`tests/interop/observations/savepoint-restore.md`): a savepoint
+//! of commit `T` is `T.savepoint.inflight` (empty) and the completed `T.savepoint` (`T_C.savepoint`
+//! in layout 2), a `HoodieSavepointMetadata`. Listing reads them; deleting removes the completed
+//! file, then the inflight one, as Hudi's `deleteSavepoint` does. Creating and restoring are not
+//! here yet (issue #8).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tracing::info;
+
+use crate::format::savepoint::SavepointMetadata;
+use crate::protocol::lock::{acquire, LockOptions};
+use crate::timeline::{Action, State};
+use crate::{Error, Table};
+
+/// One savepoint on the active timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct SavepointInfo {
+    /// The savepointed commit's instant time (the savepoint's own time).
+    pub instant: String,
+    /// Requested, inflight or completed.
+    pub state: State,
+    /// The completion time (layout 2).
+    pub completion_time: Option<String>,
+    /// The metadata of a completed savepoint.
+    pub metadata: Option<SavepointMetadata>,
+}
+
+/// Every savepoint of the active timeline, oldest first. A completed savepoint whose file cannot
+/// be read is an error (naming the file), never skipped.
+pub async fn list_savepoints(table: &Table) -> Result<Vec<SavepointInfo>, Error> {
+    let timeline = table.timeline().await?;
+    let mut out = Vec::new();
+    for i in timeline
+        .instants()
+        .iter()
+        .filter(|i| i.action == Action::Savepoint)
+    {
+        let metadata = match (i.is_pending(), i.file(State::Completed)) {
+            (false, Some(f)) => {
+                let bytes = table.storage().get(&f.path).await?;
+                Some(
+                    SavepointMetadata::from_avro(&bytes).map_err(|source| Error::Avro {
+                        table: table.uri().to_string(),
+                        instant: i.requested_time.clone(),
+                        path: f.path.to_string(),
+                        source,
+                    })?,
+                )
+            }
+            _ => None,
+        };
+        out.push(SavepointInfo {
+            instant: i.requested_time.clone(),
+            state: i.state,
+            completion_time: i.completion_time.clone(),
+            metadata,
+        });
+    }
+    Ok(out)
+}
+
+/// Delete the savepoint of `instant` under the table lock: the completed file first, then the
+/// inflight one. A timeline without that savepoint is refused and nothing changes.
+pub async fn delete_savepoint(
+    table: &Table,
+    instant: &str,
+    lock: &LockOptions,
+) -> Result<(), Error> {
+    let guard = acquire(table.storage(), lock).await?;
+    let fenced = table.fenced(Arc::new(guard.fence()));
+    let result = async {
+        let timeline = fenced.timeline().await?;
+        let Some(sp) = timeline
+            .find(instant)
+            .find(|i| i.action == Action::Savepoint)
+        else {
+            return Err(Error::Refused {
+                table: table.uri().to_string(),
+                instant: instant.to_string(),
+                reason: "there is no savepoint at this instant; nothing was changed".into(),
+            });
+        };
+        let mut files = sp.files.clone();
+        files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
+        for f in files {
+            fenced.storage().delete(&f.path).await?;
+        }
+        info!(table = %table.uri(), instant, "deleted savepoint");
+        Ok(())
+    }
+    .await;
+    let released = guard.release().await;
+    result?;
+    released
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::storage::{RelPath, Storage};
+
+    async fn table_with_savepoint(layout2: bool) -> (Table, Storage) {
+        let s = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t");
+        let (version, tl) = if layout2 {
+            (9, ".hoodie/timeline")
+        } else {
+            (6, ".hoodie")
+        };
+        let put = |p: String, b: Vec<u8>| {
+            let s = s.clone();
+            async move {
+                s.put(&RelPath::parse(&p).unwrap(), Bytes::from(b))
+                    .await
+                    .unwrap()
+            }
+        };
+        put(
+            ".hoodie/hoodie.properties".into(),
+            format!("hoodie.table.name=t\nhoodie.table.type=COPY_ON_WRITE\nhoodie.table.version={version}\nhoodie.table.timeline.timezone=UTC\n").into_bytes(),
+        )
+        .await;
+        let t = "20240101000000000";
+        put(format!("{tl}/{t}.commit.requested"), vec![]).await;
+        put(format!("{tl}/{t}.inflight"), vec![]).await;
+        let done = if layout2 {
+            format!("{tl}/{t}_20240101000001000.commit")
+        } else {
+            format!("{tl}/{t}.commit")
+        };
+        put(done, b"{}".to_vec()).await;
+        let meta = SavepointMetadata {
+            savepointed_by: "u".into(),
+            savepointed_at: 1,
+            comments: "c".into(),
+            partition_metadata: BTreeMap::from([(
+                "p1".to_string(),
+                vec!["f-0_0-1-1_20240101000000000.parquet".to_string()],
+            )]),
+            version: Some(1),
+        };
+        put(format!("{tl}/{t}.savepoint.inflight"), vec![]).await;
+        let sp = if layout2 {
+            format!("{tl}/{t}_20240101000002000.savepoint")
+        } else {
+            format!("{tl}/{t}.savepoint")
+        };
+        put(sp, meta.to_avro().unwrap()).await;
+        (Table::open_storage(s.clone()).await.unwrap(), s)
+    }
+
+    #[tokio::test]
+    async fn savepoints_are_listed_with_their_files_and_deleted_completed_file_first() {
+        for layout2 in [false, true] {
+            let (table, s) = table_with_savepoint(layout2).await;
+            let sps = list_savepoints(&table).await.unwrap();
+            assert_eq!(sps.len(), 1);
+            assert_eq!(sps[0].instant, "20240101000000000");
+            assert_eq!(sps[0].metadata.as_ref().unwrap().file_count(), 1);
+            let err = delete_savepoint(&table, "20240101000000001", &LockOptions::none())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, Error::Refused { .. }), "{err}");
+            delete_savepoint(&table, "20240101000000000", &LockOptions::none())
+                .await
+                .unwrap();
+            assert!(list_savepoints(&table).await.unwrap().is_empty());
+            // The savepointed commit itself is untouched.
+            let left = s.list(&RelPath::root()).await.unwrap();
+            assert!(left.iter().any(|m| m.path.to_string().ends_with(".commit")));
+            assert!(!left
+                .iter()
+                .any(|m| m.path.to_string().contains("savepoint")));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_savepoint_file_is_an_error_naming_it() {
+        let (table, s) = table_with_savepoint(false).await;
+        s.put(
+            &RelPath::parse(".hoodie/20240101000000000.savepoint").unwrap(),
+            Bytes::from_static(b"junk"),
+        )
+        .await
+        .unwrap();
+        let err = list_savepoints(&table).await.unwrap_err();
+        assert!(
+            err.to_string().contains("20240101000000000.savepoint"),
+            "{err}"
+        );
+    }
+}
