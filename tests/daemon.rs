@@ -3,12 +3,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::fixtures::{instant_now, Fixture, Kind, TF};
+use common::fixtures::{build_local, instant_now, Fixture, Kind, TF};
 use common::http::request;
 use common::s3::{endpoint, s3_store, unique, BUCKET};
 use hudi_keeper_core::protocol::heartbeat::Heartbeat;
@@ -21,19 +19,6 @@ fn s3_options_toml() -> String {
         "[defaults.storage_options]\naws_endpoint = \"{}\"\naws_allow_http = \"true\"\naws_region = \"us-east-1\"\naws_access_key_id = \"test\"\naws_secret_access_key = \"test\"\n",
         endpoint()
     )
-}
-
-/// A fixture table in a local folder (with the old failed write `TF`).
-fn local_table(rt: &tokio::runtime::Runtime, dir: &Path, kind: Kind) -> Fixture {
-    std::fs::create_dir_all(dir).unwrap();
-    let store = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap());
-    rt.block_on(Fixture::build_in(
-        store,
-        "",
-        dir.to_str().unwrap(),
-        kind,
-        false,
-    ))
 }
 
 /// Whether `t` is gone from the table: no pending timeline file, no data file (a listing
@@ -159,7 +144,7 @@ fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();
     let table_dir = work.path().join("t");
-    let f = local_table(&rt, &table_dir, Kind::CowV8);
+    let f = build_local(&rt, &table_dir, Kind::CowV8);
     let d = Daemon::start(
         work.path(),
         &format!(
@@ -255,7 +240,7 @@ fn observe_tables_are_never_changed() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();
     let table_dir = work.path().join("t");
-    let f = local_table(&rt, &table_dir, Kind::MorV9);
+    let f = build_local(&rt, &table_dir, Kind::MorV9);
     let before = rt.block_on(f.snapshot());
     let d = Daemon::start(
         work.path(),
@@ -303,7 +288,7 @@ fn a_failing_table_is_reported_and_halted_while_the_others_go_on() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();
     let good_dir = work.path().join("good");
-    let good = local_table(&rt, &good_dir, Kind::CowV8);
+    let good = build_local(&rt, &good_dir, Kind::CowV8);
     let broken_dir = work.path().join("broken");
     std::fs::create_dir_all(broken_dir.join(".hoodie")).unwrap();
     std::fs::write(
@@ -367,7 +352,7 @@ fn tables_registered_through_the_api_survive_a_restart_and_sigterm_exits_zero() 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();
     let a_dir = work.path().join("a");
-    let _a = local_table(&rt, &a_dir, Kind::CowV8);
+    let _a = build_local(&rt, &a_dir, Kind::CowV8);
     let config = format!(
         "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\nmax_body_bytes = 2048\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n",
         a_dir.display()

@@ -4,11 +4,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::daemon::Daemon;
-use common::fixtures::{Fixture, Kind};
+use common::fixtures::{build_local, Kind};
 use common::interop::workspace;
 
 /// Every `hudi_keeper_…` name in `text`.
@@ -48,15 +47,7 @@ fn the_dashboard_and_the_alerts_cover_exactly_the_exported_metrics() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("t");
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap());
-    rt.block_on(Fixture::build_in(
-        store,
-        "",
-        dir.to_str().unwrap(),
-        Kind::CowV8,
-        false,
-    ));
+    build_local(&rt, &dir, Kind::CowV8);
     let d = Daemon::start(
         work.path(),
         &format!(

@@ -54,6 +54,35 @@ struct Outcome {
     failed: Vec<String>,
 }
 
+/// The writers' `INTEROP_LOCK` and hudi-keeper's matching provider; `zk_key` names the
+/// ZooKeeper lock (unique per case).
+fn lock_setup(lock: Lock, zk_key: &str) -> (Vec<(String, String)>, LockProvider) {
+    match lock {
+        Lock::FileSystem => (
+            vec![("INTEROP_LOCK".to_string(), "filesystem".to_string())],
+            LockProvider::filesystem_default(),
+        ),
+        Lock::ZooKeeper => {
+            let zk = std::env::var("HUDI_KEEPER_ZK").expect(
+                "HUDI_KEEPER_ZK is not set: run the tests through scripts/test, which starts ZooKeeper",
+            );
+            (
+                vec![(
+                    "INTEROP_LOCK".to_string(),
+                    format!("zookeeper,{zk},/hudi-interop,{zk_key}"),
+                )],
+                LockProvider::ZooKeeper(ZkLockConfig {
+                    connect: zk,
+                    base_path: "/hudi-interop".into(),
+                    lock_key: zk_key.to_string(),
+                    session_timeout: Duration::from_secs(10),
+                    connection_timeout: Duration::from_secs(5),
+                }),
+            )
+        }
+    }
+}
+
 fn summary(stdout: &Path) -> Outcome {
     let text = std::fs::read_to_string(stdout).expect("writer stdout");
     let line = text
@@ -98,31 +127,10 @@ fn run_case(key: &str, scenario: &str, lock: Lock) {
     std::fs::create_dir_all(&logs).expect("logs dir");
     let dir_s = dir.to_str().expect("utf-8").to_string();
 
-    let zk_key = format!("interop-{}-{}", key.replace('.', ""), std::process::id());
-    let (env, provider) = match lock {
-        Lock::FileSystem => (
-            vec![("INTEROP_LOCK".to_string(), "filesystem".to_string())],
-            LockProvider::filesystem_default(),
-        ),
-        Lock::ZooKeeper => {
-            let zk = std::env::var("HUDI_KEEPER_ZK").expect(
-                "HUDI_KEEPER_ZK is not set: run the tests through scripts/test, which starts ZooKeeper",
-            );
-            (
-                vec![(
-                    "INTEROP_LOCK".to_string(),
-                    format!("zookeeper,{zk},/hudi-interop,{zk_key}"),
-                )],
-                LockProvider::ZooKeeper(ZkLockConfig {
-                    connect: zk,
-                    base_path: "/hudi-interop".into(),
-                    lock_key: zk_key.clone(),
-                    session_timeout: Duration::from_secs(10),
-                    connection_timeout: Duration::from_secs(5),
-                }),
-            )
-        }
-    };
+    let (env, provider) = lock_setup(
+        lock,
+        &format!("interop-{}-{}", key.replace('.', ""), std::process::id()),
+    );
 
     // A table with completed commits and one failed write, made by real Hudi.
     must(
@@ -347,42 +355,12 @@ fn java_holder_makes_us_wait(key: &str, lock: Lock) {
     use std::io::BufRead;
     let work = tempfile::tempdir().expect("tempdir");
     let dir = work.path().join("t");
-    std::fs::create_dir_all(&dir).expect("table dir");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let store = std::sync::Arc::new(
-        object_store::local::LocalFileSystem::new_with_prefix(&dir).expect("local store"),
+    common::fixtures::build_local(&rt, &dir, common::fixtures::Kind::CowV8);
+    let (env, provider) = lock_setup(
+        lock,
+        &format!("hold-{}-{}", key.replace('.', ""), std::process::id()),
     );
-    rt.block_on(common::fixtures::Fixture::build_in(
-        store,
-        "",
-        dir.to_str().expect("utf-8"),
-        common::fixtures::Kind::CowV8,
-        false,
-    ));
-    let zk_key = format!("hold-{}-{}", key.replace('.', ""), std::process::id());
-    let (env, provider) = match lock {
-        Lock::FileSystem => (
-            vec![("INTEROP_LOCK".to_string(), "filesystem".to_string())],
-            LockProvider::filesystem_default(),
-        ),
-        Lock::ZooKeeper => {
-            let zk = std::env::var("HUDI_KEEPER_ZK")
-                .expect("HUDI_KEEPER_ZK (scripts/test starts ZooKeeper)");
-            (
-                vec![(
-                    "INTEROP_LOCK".to_string(),
-                    format!("zookeeper,{zk},/hudi-interop,{zk_key}"),
-                )],
-                LockProvider::ZooKeeper(ZkLockConfig {
-                    connect: zk,
-                    base_path: "/hudi-interop".into(),
-                    lock_key: zk_key.clone(),
-                    session_timeout: Duration::from_secs(10),
-                    connection_timeout: Duration::from_secs(5),
-                }),
-            )
-        }
-    };
     let hold_s = 5;
     let mut java = run_sh(&env)
         .args([

@@ -4,11 +4,10 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::daemon::Daemon;
-use common::fixtures::{Fixture, Kind};
+use common::fixtures::{build_local, Kind};
 use common::http::get;
 
 fn tool(name: &str) -> String {
@@ -34,15 +33,7 @@ fn free_port() -> u16 {
 fn daemon_with_a_rollback(work: &std::path::Path) -> Daemon {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = work.join("t");
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&dir).unwrap());
-    rt.block_on(Fixture::build_in(
-        store,
-        "",
-        dir.to_str().unwrap(),
-        Kind::MorV9,
-        false,
-    ));
+    build_local(&rt, &dir, Kind::MorV9);
     let d = Daemon::start(
         work,
         &format!(

@@ -250,6 +250,20 @@ impl Fixture {
     }
 }
 
+/// Build the fixture table (with the old failed write `TF`) in the local folder `dir`.
+pub fn build_local(rt: &tokio::runtime::Runtime, dir: &std::path::Path, kind: Kind) -> Fixture {
+    std::fs::create_dir_all(dir).expect("table dir");
+    let store =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).expect("local store"));
+    rt.block_on(Fixture::build_in(
+        store,
+        "",
+        dir.to_str().expect("utf-8"),
+        kind,
+        false,
+    ))
+}
+
 /// An instant time for now (UTC, the fixtures' timeline zone), `offset_ms` later.
 pub fn instant_now(offset_ms: i64) -> String {
     let t = chrono::Utc::now() + chrono::Duration::milliseconds(offset_ms);

@@ -281,6 +281,39 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn every_listed_route_is_served_by_the_router() {
+        use tower::ServiceExt;
+        let daemon = Daemon::new(crate::daemon::config::Config::default()).unwrap();
+        let app = router(daemon);
+        for (method, path, auth) in ROUTES {
+            let uri = path.replace("{name}", "t");
+            let req = axum::http::Request::builder()
+                .method(method.to_ascii_uppercase().as_str())
+                .uri(&uri)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from("{}"))
+                .unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            let status = resp.status();
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let body = String::from_utf8_lossy(&body);
+            assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            assert!(
+                !body.contains("no such route"),
+                "{method} {path} is not routed"
+            );
+            // Without a configured token every mutating route is off.
+            assert_eq!(
+                status == StatusCode::FORBIDDEN,
+                *auth,
+                "{method} {path}: {status} {body}"
+            );
+        }
+    }
+
     #[test]
     fn token_comparison_needs_equal_length_and_bytes() {
         assert!(constant_time_eq(b"abc", b"abc"));

@@ -220,6 +220,20 @@ fn family(
     }
 }
 
+/// A per-table family with one value per table.
+fn scalar(
+    out: &mut String,
+    map: &BTreeMap<String, Arc<TableMetrics>>,
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(&TableMetrics) -> String,
+) {
+    family(out, map, name, kind, help, |o, t, m| {
+        let _ = writeln!(o, "{name}{{table=\"{t}\"}} {}", value(m));
+    });
+}
+
 fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     family(
@@ -240,33 +254,21 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
             }
         },
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_last_poll_timestamp_seconds",
         "gauge",
         "Unix time at which the last poll of a table finished (0 before the first).",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_last_poll_timestamp_seconds{{table=\"{t}\"}} {}",
-                m.last_poll_timestamp.get()
-            );
-        },
+        |m| m.last_poll_timestamp.get().to_string(),
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_last_poll_duration_seconds",
         "gauge",
         "Wall time of the last poll of a table.",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_last_poll_duration_seconds{{table=\"{t}\"}} {}",
-                m.last_poll_duration.get()
-            );
-        },
+        |m| m.last_poll_duration.get().to_string(),
     );
     family(
         out,
@@ -285,47 +287,29 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
             }
         },
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write at the last poll (0 when none).",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_oldest_pending_instant_age_seconds{{table=\"{t}\"}} {}",
-                m.oldest_pending_age.get()
-            );
-        },
+        |m| m.oldest_pending_age.get().to_string(),
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_stalest_heartbeat_age_seconds",
         "gauge",
         "Heartbeat age of the pending write whose heartbeat is oldest (0 when none).",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_stalest_heartbeat_age_seconds{{table=\"{t}\"}} {}",
-                m.stalest_heartbeat_age.get()
-            );
-        },
+        |m| m.stalest_heartbeat_age.get().to_string(),
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last poll (observe tables keep them).",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_failed_instants{{table=\"{t}\"}} {}",
-                m.failed_instants.load(Ordering::Relaxed)
-            );
-        },
+        |m| m.failed_instants.load(Ordering::Relaxed).to_string(),
     );
     family(
         out,
@@ -353,19 +337,13 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
             }
         },
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_files_deleted_total{{table=\"{t}\"}} {}",
-                load(&m.files_deleted)
-            );
-        },
+        |m| load(&m.files_deleted).to_string(),
     );
     family(
         out,
@@ -386,47 +364,29 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
             }
         },
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking the table lock had to wait for another holder.",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_lock_waits_total{{table=\"{t}\"}} {}",
-                load(&m.lock_waits)
-            );
-        },
+        |m| load(&m.lock_waits).to_string(),
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for the table lock.",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_lock_wait_seconds_total{{table=\"{t}\"}} {}",
-                load(&m.lock_wait_ms) as f64 / 1000.0
-            );
-        },
+        |m| (load(&m.lock_wait_ms) as f64 / 1000.0).to_string(),
     );
-    family(
+    scalar(
         out,
         map,
         "hudi_keeper_table_halted",
         "gauge",
         "1 when a table is halted after repeated failures (resume it through the API).",
-        |o, t, m| {
-            let _ = writeln!(
-                o,
-                "hudi_keeper_table_halted{{table=\"{t}\"}} {}",
-                u8::from(m.halted.load(Ordering::Relaxed))
-            );
-        },
+        |m| u8::from(m.halted.load(Ordering::Relaxed)).to_string(),
     );
 }
 
