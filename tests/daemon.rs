@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::fixtures::{build_local, instant_now, Fixture, Kind, TF};
+use common::fixtures::{build_local, instant_now, Fixture, Kind, T1, T2, TF};
 use common::http::request;
 use common::s3::{endpoint, s3_store, unique, BUCKET};
 use hudi_keeper_core::protocol::heartbeat::Heartbeat;
@@ -233,6 +233,85 @@ fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() 
     let off = request(&d.addr, "POST", path, Some(TOKEN), Some("{}"));
     assert_eq!(off.status, 403, "{}", off.body);
     assert!(off.body.contains("auth_token"));
+}
+
+#[test]
+fn the_savepoint_and_restore_api_need_the_token_preview_and_take_the_table_back() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let table_dir = work.path().join("t");
+    let f = build_local(&rt, &table_dir, Kind::CowV6);
+    let d = Daemon::start(
+        work.path(),
+        &format!(
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            table_dir.display()
+        ),
+    );
+    d.wait_for("the first poll", Duration::from_secs(20), || {
+        rolled_back(&f, &rt, TF).then_some(())
+    });
+    let sp = "/api/v1/tables/t/savepoints";
+    let body = format!(r#"{{"instant": "{T1}", "user": "ops", "comment": "before the bad load"}}"#);
+    assert_eq!(request(&d.addr, "POST", sp, None, Some(&body)).status, 401);
+    let created = request(&d.addr, "POST", sp, Some(TOKEN), Some(&body));
+    assert_eq!(created.status, 200, "{}", created.body);
+    let created = created.json();
+    assert_eq!(created["savepoint"]["instant"], T1);
+    assert_eq!(created["savepoint"]["metadata"]["savepointed_by"], "ops");
+    assert!(table_dir.join(format!(".hoodie/{T1}.savepoint")).exists());
+
+    let path = "/api/v1/tables/t/restore";
+    let restore_body = format!(r#"{{"savepoint": "{T1}"}}"#);
+    assert_eq!(
+        request(&d.addr, "POST", path, None, Some(&restore_body)).status,
+        401
+    );
+    let both = request(
+        &d.addr,
+        "POST",
+        path,
+        Some(TOKEN),
+        Some(&format!(r#"{{"savepoint": "{T1}", "to_instant": "{T1}"}}"#)),
+    );
+    assert_eq!(both.status, 422, "{}", both.body);
+    let plan = request(
+        &d.addr,
+        "POST",
+        path,
+        Some(TOKEN),
+        Some(&format!(r#"{{"savepoint": "{T1}", "dry_run": true}}"#)),
+    );
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    assert_eq!(plan.json()["restore"]["instants"][0]["instant"], T2);
+    let t2_file = table_dir.join(format!("p1/fg3-0_0-1-1_{T2}.parquet"));
+    assert!(t2_file.exists(), "a dry run changed the table");
+    // No savepoint at T2: refused with the reason, nothing changed.
+    let refused = request(
+        &d.addr,
+        "POST",
+        path,
+        Some(TOKEN),
+        Some(&format!(r#"{{"savepoint": "{T2}"}}"#)),
+    );
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("no savepoint"), "{}", refused.body);
+    let done = request(&d.addr, "POST", path, Some(TOKEN), Some(&restore_body));
+    assert_eq!(done.status, 200, "{}", done.body);
+    let done = done.json();
+    assert_eq!(done["restore"]["undone"][0]["instant"], T2);
+    assert!(!t2_file.exists());
+    let restore_instant = done["restore"]["restore_instant"].as_str().unwrap();
+    assert!(table_dir
+        .join(format!(".hoodie/{restore_instant}.restore"))
+        .exists());
+    // The rollback of the failed write (after T1) was removed by the restore, as Hudi does.
+    let rollbacks = std::fs::read_dir(table_dir.join(".hoodie"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".rollback"))
+        .count();
+    assert_eq!(rollbacks, 0);
 }
 
 #[test]

@@ -190,7 +190,7 @@ pub enum MetadataTableOutcome {
     RolledBack,
 }
 
-fn refused(table: &Table, instant: &str, reason: impl Into<String>) -> Error {
+pub(super) fn refused(table: &Table, instant: &str, reason: impl Into<String>) -> Error {
     Error::Refused {
         table: table.uri().to_string(),
         instant: instant.to_string(),
@@ -198,14 +198,14 @@ fn refused(table: &Table, instant: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-fn plan_err(table: &Table, e: crate::plan::rollback::PlanError) -> Error {
+pub(super) fn plan_err(table: &Table, e: crate::plan::rollback::PlanError) -> Error {
     Error::Plan {
         table: table.uri().to_string(),
         source: e,
     }
 }
 
-fn avro_err(
+pub(super) fn avro_err(
     table: &Table,
     instant: &str,
     path: &RelPath,
@@ -321,6 +321,14 @@ async fn select(
     options: &RollbackOptions,
 ) -> Result<Vec<Work>, Error> {
     let timeline = table.timeline().await?;
+    if let Some(r) = timeline.pending().find(|i| i.action == Action::Restore) {
+        // Hudi's writers refuse to write then; its child rollbacks belong to the restore.
+        return Err(refused(
+            table,
+            &r.requested_time,
+            "a restore is pending: the table is in between states until it finishes. Run `hudi-keeper restore` to that instant again (or let Hudi finish it); nothing was rolled back",
+        ));
+    }
     let (pending, unreadable) = pending_rollbacks(table, &timeline).await?;
     for (r, why) in &unreadable {
         warn!(table = %table.uri(), rollback = %r, error = %why, "pending rollback with an unreadable plan is left alone");
@@ -426,7 +434,7 @@ async fn select(
     }
 }
 
-fn action_of_plan(plan: &RollbackPlan) -> Action {
+pub(super) fn action_of_plan(plan: &RollbackPlan) -> Action {
     plan.instant_to_rollback
         .as_ref()
         .and_then(|i| i.action.parse().ok())
@@ -435,7 +443,7 @@ fn action_of_plan(plan: &RollbackPlan) -> Action {
 
 /// The table's data files, `.hoodie/` left out: one listing of the base path, then the
 /// top-level folders (partitions) listed recursively, several at a time.
-async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, Error> {
+pub(super) async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, Error> {
     let top = storage.list_dir(&RelPath::root()).await?;
     let mut files = top.files;
     let dirs: Vec<RelPath> = top
@@ -456,7 +464,7 @@ async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, Error> {
 }
 
 /// Refuse table kinds whose rollback hudi-keeper cannot do as Hudi would.
-fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
+pub(super) fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
     let c = table.config();
     if c.version == TableVersion::V6 && c.metadata_table_enabled() {
         return Err(refused(
@@ -750,51 +758,7 @@ async fn execute(
         }
     }
 
-    // Deletes. A missing file counts as deleted. On the local file system, Hadoop's checksum
-    // side file (`.<name>.crc`) of each deleted file goes too, as Hadoop's own delete does.
-    let mut all: Vec<RelPath> = resolved
-        .deletes
-        .values()
-        .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
-        .collect();
-    if table.uri().starts_with("file:") {
-        let sidecars: Vec<RelPath> = all
-            .iter()
-            .filter_map(|rel| rel.parent().join(&format!(".{}.crc", rel.file_name())).ok())
-            .collect();
-        all.extend(sidecars);
-    }
-    if let Some(p) = progress {
-        p.start(t, all.len());
-    }
-    let results = storage
-        .delete_many_with(all, options.delete_concurrency, || {
-            if let Some(p) = progress {
-                p.deleted();
-            }
-        })
-        .await;
-    for (path, result) in results {
-        if let Err(source) = result {
-            return Err(Error::Delete {
-                table: table.uri().to_string(),
-                instant: t.to_string(),
-                path: path.to_string(),
-                source: Box::new(source),
-            });
-        }
-    }
-
-    // v6 MOR: rollback command blocks into new log versions.
-    let mut rollback_log_files: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for (partition, file_id, base_instant, _) in &resolved.log_blocks {
-        let (rel, len) =
-            write_command_block(storage, r, t, partition, file_id, base_instant).await?;
-        rollback_log_files
-            .entry(partition.clone())
-            .or_default()
-            .insert(base.render_qualified(&rel), len);
-    }
+    let rollback_log_files = apply_plan(table, t, r, &resolved, options, progress).await?;
 
     // The target's markers and heartbeat: the plan is all a rerun needs, so they go now,
     // before completing (a crash leaves nothing a rerun would not clean) and outside the lock.
@@ -835,6 +799,64 @@ async fn execute(
         duration_ms: started.elapsed().as_millis() as u64,
         lock_wait_ms: lock_waited.as_millis() as u64,
     })
+}
+
+/// The deletes of a resolved plan (a missing file counts as deleted; on the local file system
+/// Hadoop's checksum side file `.<name>.crc` goes too, as Hadoop's own delete does), then the v6
+/// MOR rollback command blocks. Returns the command-block log files by partition.
+pub(super) async fn apply_plan(
+    table: &Table,
+    t: &str,
+    r: &str,
+    resolved: &crate::plan::rollback::ResolvedPlan,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+) -> Result<BTreeMap<String, BTreeMap<String, i64>>, Error> {
+    let storage = table.storage();
+    let base = BasePath::from_uri(table.uri());
+    let mut all: Vec<RelPath> = resolved
+        .deletes
+        .values()
+        .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
+        .collect();
+    if table.uri().starts_with("file:") {
+        let sidecars: Vec<RelPath> = all
+            .iter()
+            .filter_map(|rel| rel.parent().join(&format!(".{}.crc", rel.file_name())).ok())
+            .collect();
+        all.extend(sidecars);
+    }
+    if let Some(p) = progress {
+        p.start(t, all.len());
+    }
+    let results = storage
+        .delete_many_with(all, options.delete_concurrency, || {
+            if let Some(p) = progress {
+                p.deleted();
+            }
+        })
+        .await;
+    for (path, result) in results {
+        if let Err(source) = result {
+            return Err(Error::Delete {
+                table: table.uri().to_string(),
+                instant: t.to_string(),
+                path: path.to_string(),
+                source: Box::new(source),
+            });
+        }
+    }
+
+    let mut rollback_log_files: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for (partition, file_id, base_instant, _) in &resolved.log_blocks {
+        let (rel, len) =
+            write_command_block(storage, r, t, partition, file_id, base_instant).await?;
+        rollback_log_files
+            .entry(partition.clone())
+            .or_default()
+            .insert(base.render_qualified(&rel), len);
+    }
+    Ok(rollback_log_files)
 }
 
 /// The end of a rollback, under the lock: the metadata table's rollback, the target's
@@ -901,7 +923,7 @@ async fn finish(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn rollback_metadata(
+pub(super) fn rollback_metadata(
     r: &str,
     t: &str,
     action: Action,
@@ -1035,7 +1057,7 @@ async fn write_command_block(
 }
 
 /// Delete every object below `dir`. Missing objects count as deleted.
-async fn delete_folder(storage: &Storage, dir: &RelPath) -> Result<(), Error> {
+pub(super) async fn delete_folder(storage: &Storage, dir: &RelPath) -> Result<(), Error> {
     let paths: Vec<RelPath> = storage
         .list(dir)
         .await?

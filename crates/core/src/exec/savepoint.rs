@@ -1,15 +1,19 @@
 //! Savepoints as Hudi keeps them (`tests/interop/observations/savepoint-restore.md`): a savepoint
 //! of commit `T` is `T.savepoint.inflight` (empty) and the completed `T.savepoint` (`T_C.savepoint`
 //! in layout 2), a `HoodieSavepointMetadata`. Listing reads them; deleting removes the completed
-//! file, then the inflight one, as Hudi's `deleteSavepoint` does. Creating and restoring are not
-//! here yet (issue #8).
+//! file, then the inflight one, as Hudi's `deleteSavepoint` does. Creating writes the empty
+//! inflight, then the completed file, under the table lock (as Hudi 1.x does), with the files of
+//! the commit's view (`plan::savepoint`); nothing else changes, the metadata table included.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 use tracing::info;
 
+use super::rollback::list_data_files;
+use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::savepoint::SavepointMetadata;
+use crate::plan::savepoint::{default_target, plan_savepoint, SavepointInput};
 use crate::protocol::lock::{acquire, LockOptions};
 use crate::timeline::{Action, State};
 use crate::{Error, Table};
@@ -59,6 +63,140 @@ pub async fn list_savepoints(table: &Table) -> Result<Vec<SavepointInfo>, Error>
         });
     }
     Ok(out)
+}
+
+/// Who and why, recorded in the savepoint.
+#[derive(Debug, Clone)]
+pub struct SavepointRequest {
+    /// The commit to savepoint; the latest completed commit when `None`.
+    pub instant: Option<String>,
+    /// `savepointedBy`.
+    pub user: String,
+    /// `comments`.
+    pub comment: String,
+}
+
+/// A savepoint as it would be (dry run) or was written.
+#[derive(Debug, Clone, Serialize)]
+pub struct SavepointCreated {
+    /// The savepointed commit.
+    pub instant: String,
+    /// The completion time of the savepoint (layout 2), once written.
+    pub completion_time: Option<String>,
+    /// Whether it was written (false for a dry run).
+    pub written: bool,
+    /// What it records.
+    pub metadata: SavepointMetadata,
+}
+
+async fn savepoint_metadata(
+    table: &Table,
+    request: &SavepointRequest,
+) -> Result<(String, SavepointMetadata), Error> {
+    let timeline = table.timeline().await?;
+    let target = match &request.instant {
+        Some(t) => t.clone(),
+        None => default_target(&timeline).ok_or_else(|| Error::Refused {
+            table: table.uri().to_string(),
+            instant: "-".into(),
+            reason: "the table has no completed commit to savepoint".into(),
+        })?,
+    };
+    let files = list_data_files(table.storage()).await?;
+    let partitions = plan_savepoint(&SavepointInput {
+        timeline: &timeline,
+        layout: table.config().timeline_layout,
+        target: &target,
+        data_files: &files,
+        list_empty_partitions: !table.config().metadata_table_enabled(),
+    })
+    .map_err(|r| Error::Refused {
+        table: table.uri().to_string(),
+        instant: target.clone(),
+        reason: format!("{}; nothing was changed", r.0),
+    })?;
+    Ok((
+        target,
+        SavepointMetadata {
+            savepointed_by: request.user.clone(),
+            savepointed_at: chrono::Utc::now().timestamp_millis(),
+            comments: request.comment.clone(),
+            partition_metadata: partitions,
+            version: Some(1),
+        },
+    ))
+}
+
+/// What [`create_savepoint`] would write, changing nothing.
+pub async fn preview_savepoint(
+    table: &Table,
+    request: &SavepointRequest,
+) -> Result<SavepointCreated, Error> {
+    let (instant, metadata) = savepoint_metadata(table, request).await?;
+    Ok(SavepointCreated {
+        instant,
+        completion_time: None,
+        written: false,
+        metadata,
+    })
+}
+
+/// Savepoint a completed commit under the table lock: `T.savepoint.inflight` (empty), then the
+/// completed `T.savepoint` (`T_C.savepoint` in layout 2). An interrupted earlier attempt (the
+/// inflight file alone) is completed.
+pub async fn create_savepoint(
+    table: &Table,
+    request: &SavepointRequest,
+    lock: &LockOptions,
+) -> Result<SavepointCreated, Error> {
+    let guard = acquire(table.storage(), lock).await?;
+    let fenced = table.fenced(Arc::new(guard.fence()));
+    let result = async {
+        let (instant, metadata) = savepoint_metadata(&fenced, request).await?;
+        let config = fenced.config();
+        let storage = fenced.storage();
+        let inflight = timeline_file(config, &instant, None, Action::Savepoint, State::Inflight)?;
+        create_if_absent(storage, &inflight, Vec::new()).await?;
+        let completion = match config.timeline_layout {
+            crate::table::TimelineLayout::V1 => None,
+            crate::table::TimelineLayout::V2 => {
+                let now = fenced.timeline().await?;
+                Some(new_instant_time(&[&now], fenced.zone()))
+            }
+        };
+        let path = timeline_file(
+            config,
+            &instant,
+            completion.as_deref(),
+            Action::Savepoint,
+            State::Completed,
+        )?;
+        let bytes = metadata.to_avro().map_err(|source| Error::Avro {
+            table: table.uri().to_string(),
+            instant: instant.clone(),
+            path: path.to_string(),
+            source,
+        })?;
+        if !create_if_absent(storage, &path, bytes).await? {
+            return Err(Error::Refused {
+                table: table.uri().to_string(),
+                instant: instant.clone(),
+                reason: "a savepoint of this commit was written meanwhile".into(),
+            });
+        }
+        info!(table = %table.uri(), instant, files = metadata.file_count(), "savepoint created");
+        Ok(SavepointCreated {
+            instant,
+            completion_time: completion,
+            written: true,
+            metadata,
+        })
+    }
+    .await;
+    let released = guard.release().await;
+    let created = result?;
+    released?;
+    Ok(created)
 }
 
 /// Delete the savepoint of `instant` under the table lock: the completed file first, then the

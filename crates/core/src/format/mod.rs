@@ -2,5 +2,6 @@
 
 pub mod avro;
 pub mod log_block;
+pub mod restore;
 pub mod rollback;
 pub mod savepoint;

@@ -103,18 +103,18 @@ pub struct RollbackMetadata {
 
 // ---- Value building -------------------------------------------------------------------------
 
-fn s(v: &str) -> Value {
+pub(super) fn s(v: &str) -> Value {
     Value::String(v.to_string())
 }
 
-fn opt_s(v: &Option<String>) -> Value {
+pub(super) fn opt_s(v: &Option<String>) -> Value {
     match v {
         None => Value::Union(0, Box::new(Value::Null)),
         Some(x) => Value::Union(1, Box::new(s(x))),
     }
 }
 
-fn str_array(v: &[String]) -> Value {
+pub(super) fn str_array(v: &[String]) -> Value {
     Value::Array(v.iter().map(|x| s(x)).collect())
 }
 
@@ -133,14 +133,14 @@ fn opt_long_map(m: &Option<BTreeMap<String, i64>>) -> Value {
     }
 }
 
-fn version(v: Option<i32>) -> Value {
+pub(super) fn version(v: Option<i32>) -> Value {
     match v {
         Some(v) => Value::Union(0, Box::new(Value::Int(v))),
         None => Value::Union(1, Box::new(Value::Null)),
     }
 }
 
-fn instant_info(i: &InstantInfo) -> Value {
+pub(super) fn instant_info(i: &InstantInfo) -> Value {
     Value::Record(vec![
         ("commitTime".into(), s(&i.commit_time)),
         ("action".into(), s(&i.action)),
@@ -148,7 +148,7 @@ fn instant_info(i: &InstantInfo) -> Value {
 }
 
 impl RollbackPlan {
-    fn to_value(&self) -> Value {
+    pub(super) fn to_value(&self) -> Value {
         let instant = match &self.instant_to_rollback {
             None => Value::Union(0, Box::new(Value::Null)),
             Some(i) => Value::Union(1, Box::new(instant_info(i))),
@@ -221,7 +221,7 @@ impl RollbackPlan {
 }
 
 impl RollbackMetadata {
-    fn to_value(&self) -> Value {
+    pub(super) fn to_value(&self) -> Value {
         let partitions = self
             .partition_metadata
             .iter()
@@ -278,7 +278,13 @@ impl RollbackMetadata {
     /// Read a completed rollback file.
     pub fn from_avro(bytes: &[u8]) -> Result<Self, AvroError> {
         let v = read_single_record_as(bytes, metadata_schema()?)?;
-        let partition_metadata = match get(&v, "partitionMetadata")? {
+        Self::from_value(&v)
+    }
+
+    /// Read a decoded `HoodieRollbackMetadata` record (also embedded in restore metadata).
+    pub(super) fn from_value(v: &Value) -> Result<Self, AvroError> {
+        let v = super::avro::unwrap_union(v);
+        let partition_metadata = match get(v, "partitionMetadata")? {
             Value::Map(m) => m
                 .iter()
                 .map(|(k, p)| {
@@ -299,7 +305,7 @@ impl RollbackMetadata {
                 .collect::<Result<BTreeMap<_, _>, AvroError>>()?,
             other => return Err(shape("partitionMetadata", other)),
         };
-        let instants_rollback = match get(&v, "instantsRollback")? {
+        let instants_rollback = match get(v, "instantsRollback")? {
             Value::Array(items) => items
                 .iter()
                 .map(read_instant_info)
@@ -307,18 +313,18 @@ impl RollbackMetadata {
             other => return Err(shape("instantsRollback", other)),
         };
         Ok(RollbackMetadata {
-            start_rollback_time: get_string(&v, "startRollbackTime")?,
-            time_taken_in_millis: match get(&v, "timeTakenInMillis")? {
+            start_rollback_time: get_string(v, "startRollbackTime")?,
+            time_taken_in_millis: match get(v, "timeTakenInMillis")? {
                 Value::Long(l) => *l,
                 other => return Err(shape("timeTakenInMillis", other)),
             },
-            total_files_deleted: match get(&v, "totalFilesDeleted")? {
+            total_files_deleted: match get(v, "totalFilesDeleted")? {
                 Value::Int(i) => *i,
                 other => return Err(shape("totalFilesDeleted", other)),
             },
-            commits_rollback: get_str_array(&v, "commitsRollback")?,
+            commits_rollback: get_str_array(v, "commitsRollback")?,
             partition_metadata,
-            version: get_opt_int(&v, "version")?,
+            version: get_opt_int(v, "version")?,
             instants_rollback,
         })
     }
@@ -389,7 +395,7 @@ fn get_opt_long_map(
     }
 }
 
-fn read_instant_info(v: &Value) -> Result<InstantInfo, AvroError> {
+pub(super) fn read_instant_info(v: &Value) -> Result<InstantInfo, AvroError> {
     Ok(InstantInfo {
         commit_time: get_string(v, "commitTime")?,
         action: get_string(v, "action")?,

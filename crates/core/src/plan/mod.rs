@@ -1,3 +1,5 @@
 //! Pure planners: a loaded timeline and listings in, a plan out.
 
+pub mod restore;
 pub mod rollback;
+pub mod savepoint;

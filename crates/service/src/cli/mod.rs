@@ -4,6 +4,7 @@ pub(crate) mod demo;
 mod duration;
 mod health;
 mod inspect;
+mod restore;
 mod rollback;
 mod savepoint;
 
@@ -57,8 +58,11 @@ pub enum Command {
     /// Ask a running daemon whether it is healthy (exit 0) or not (exit 1): for container
     /// health checks.
     Health(health::HealthArgs),
-    /// The savepoints of a table: list, delete.
+    /// The savepoints of a table: create, list, delete.
     Savepoint(savepoint::SavepointArgs),
+    /// Take a table back to a savepoint (or any completed commit on the active timeline) by
+    /// rolling back everything after it, as Hudi's restore does.
+    Restore(Box<restore::RestoreArgs>),
 }
 
 /// Where a table lives and how to reach its store.
@@ -283,6 +287,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => crate::daemon::run(args).await,
         Command::Health(args) => health::run(args),
         Command::Savepoint(args) => savepoint::run(args).await,
+        Command::Restore(args) => restore::run(*args).await,
         Command::Demo(args) => demo::run(args).await,
     }
 }

@@ -48,13 +48,22 @@ pub struct RollbackArgs {
     pub delete_concurrency: u16,
 }
 
-struct Bar {
+/// A progress bar on stderr: one line per rolled-back instant.
+pub(super) struct Bar {
     total: AtomicUsize,
     done: AtomicUsize,
     label: Mutex<String>,
 }
 
 impl Bar {
+    pub(super) fn new() -> Self {
+        Bar {
+            total: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            label: Mutex::new(String::new()),
+        }
+    }
+
     fn draw(&self) {
         let total = self.total.load(Ordering::Relaxed);
         let done = self.done.load(Ordering::Relaxed);
@@ -147,11 +156,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let bar = Bar {
-        total: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
-        label: Mutex::new(String::new()),
-    };
+    let bar = Bar::new();
     let progress: Option<&dyn Progress> =
         (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
     let done = rollback(&table, &selection, &options, progress).await?;

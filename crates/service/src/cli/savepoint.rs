@@ -1,11 +1,13 @@
-//! `hudi-keeper savepoint list|delete`: the savepoints of a table. (Creating savepoints and
-//! restoring to them are issue #8.)
+//! `hudi-keeper savepoint create|list|delete`: the savepoints of a table, as Hudi writes them.
 
 use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use hudi_keeper_core::exec::savepoint::{delete_savepoint, list_savepoints};
+use hudi_keeper_core::exec::savepoint::{
+    create_savepoint, delete_savepoint, list_savepoints, preview_savepoint, SavepointCreated,
+    SavepointRequest,
+};
 
 use super::{LockArgs, TableArgs};
 
@@ -17,6 +19,29 @@ pub struct SavepointArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum SavepointCommand {
+    /// Savepoint a completed commit (the latest one by default): the cleaner then keeps the
+    /// files of its view, and the table can be restored to it.
+    Create {
+        #[command(flatten)]
+        table: TableArgs,
+        #[command(flatten)]
+        lock: Box<LockArgs>,
+        /// The commit to savepoint (default: the latest completed commit).
+        #[arg(long, value_name = "INSTANT_TIME")]
+        instant: Option<String>,
+        /// Who takes it (`savepointedBy`).
+        #[arg(long, default_value = "hudi-keeper")]
+        user: String,
+        /// Why (`comments`).
+        #[arg(long, default_value = "")]
+        comment: String,
+        /// Print what would be written and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the savepoints of the active timeline, with the files each one keeps.
     List {
         #[command(flatten)]
@@ -40,8 +65,53 @@ pub enum SavepointCommand {
     },
 }
 
+fn print_created(t: &str, c: &SavepointCreated, json: bool) -> anyhow::Result<()> {
+    if json {
+        let doc = serde_json::json!({"table": t, "savepoint": c});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "{} savepoint of {} in {}: {} files in {} partitions",
+            if c.written {
+                "Created the"
+            } else {
+                "Dry run: would create the"
+            },
+            c.instant,
+            t,
+            c.metadata.file_count(),
+            c.metadata.partition_metadata.len()
+        );
+    }
+    Ok(())
+}
+
 pub async fn run(args: SavepointArgs) -> anyhow::Result<ExitCode> {
     match args.command {
+        SavepointCommand::Create {
+            table,
+            lock,
+            instant,
+            user,
+            comment,
+            dry_run,
+            json,
+        } => {
+            let t = table.open().await?;
+            let request = SavepointRequest {
+                instant,
+                user,
+                comment,
+            };
+            let created = if dry_run {
+                preview_savepoint(&t, &request).await?
+            } else {
+                let options = lock.lock_options(&t)?;
+                create_savepoint(&t, &request, &options).await?
+            };
+            print_created(t.uri(), &created, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         SavepointCommand::List { table, json } => {
             let t = table.open().await?;
             let sps = list_savepoints(&t).await?;

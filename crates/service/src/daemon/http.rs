@@ -35,6 +35,8 @@ pub const ROUTES: &[(&str, &str, bool)] = &[
     ("get", "/api/v1/tables/{name}/timeline", false),
     ("post", "/api/v1/tables/{name}/rollback", true),
     ("post", "/api/v1/tables/{name}/resume", true),
+    ("post", "/api/v1/tables/{name}/restore", true),
+    ("post", "/api/v1/tables/{name}/savepoints", true),
 ];
 
 /// An API error: a status and a message, rendered as JSON.
@@ -80,6 +82,8 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/api/v1/tables/{name}/timeline", get(timeline))
         .route("/api/v1/tables/{name}/rollback", post(rollback))
         .route("/api/v1/tables/{name}/resume", post(resume))
+        .route("/api/v1/tables/{name}/restore", post(restore))
+        .route("/api/v1/tables/{name}/savepoints", post(savepoint))
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
         .layer(DefaultBodyLimit::max(limit))
         .with_state(daemon)
@@ -235,6 +239,80 @@ async fn rollback(
             json!({"table": name, "dry_run": false, "rollbacks": done})
         }
     }))
+}
+
+/// The body of `POST /api/v1/tables/{name}/restore`: exactly one of `savepoint` and
+/// `to_instant`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// A savepointed commit to restore to.
+    #[serde(default)]
+    pub savepoint: Option<String>,
+    /// Any completed commit on the active timeline (no savepoint required).
+    #[serde(default)]
+    pub to_instant: Option<String>,
+    /// Return the plan; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+async fn restore(
+    State(d): Shared,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Result<Json<RestoreRequest>, JsonRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&d, &headers)?;
+    let Json(req) = body?;
+    let (target, require_savepoint) = match (req.savepoint, req.to_instant) {
+        (Some(t), None) => (t, true),
+        (None, Some(t)) => (t, false),
+        _ => {
+            return Err(ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "give exactly one of `savepoint` and `to_instant`".into(),
+            ))
+        }
+    };
+    Ok(Json(
+        d.manual_restore(&name, target, require_savepoint, req.dry_run)
+            .await?,
+    ))
+}
+
+/// The body of `POST /api/v1/tables/{name}/savepoints`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavepointBody {
+    /// The commit to savepoint; the latest completed commit when absent.
+    #[serde(default)]
+    pub instant: Option<String>,
+    /// `savepointedBy`.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// `comments`.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// Return what would be written; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+async fn savepoint(
+    State(d): Shared,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Result<Json<SavepointBody>, JsonRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authorize(&d, &headers)?;
+    let Json(req) = body?;
+    let request = hudi_keeper_core::exec::savepoint::SavepointRequest {
+        instant: req.instant,
+        user: req.user.unwrap_or_else(|| "hudi-keeper".into()),
+        comment: req.comment.unwrap_or_default(),
+    };
+    Ok(Json(d.manual_savepoint(&name, request, req.dry_run).await?))
 }
 
 async fn resume(

@@ -18,9 +18,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use hudi_keeper_core::exec::restore::{preview_restore, restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{
     assess_table, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
+use hudi_keeper_core::exec::savepoint::{create_savepoint, preview_savepoint, SavepointRequest};
 use hudi_keeper_core::protocol::detect::Assessment;
 use hudi_keeper_core::storage::Storage;
 use hudi_keeper_core::timeline::Timeline;
@@ -747,6 +749,100 @@ impl Daemon {
                 Err(refusal(e))
             }
         }
+    }
+
+    /// The table handle, opened on first use.
+    async fn with_table<T, F, Fut>(&self, state: &Arc<TableState>, work: F) -> Result<T, TableError>
+    where
+        F: FnOnce(Table) -> Fut,
+        Fut: std::future::Future<Output = Result<T, TableError>>,
+    {
+        let mut cached = state.table.lock().await;
+        if cached.is_none() {
+            *cached = Some(self.open(state).await.map_err(TableError::Failed)?);
+        }
+        let Some(table) = cached.as_ref() else {
+            return Err(TableError::Failed("the table could not be opened".into()));
+        };
+        work(table.clone()).await
+    }
+
+    /// Options to change a table through the API: its lock is required, observe tables are
+    /// never changed.
+    fn change_options(
+        &self,
+        name: &str,
+        state: &TableState,
+        dry_run: bool,
+    ) -> Result<RollbackOptions, TableError> {
+        if state.settings.failed_writes_policy == PolicySetting::Observe && !dry_run {
+            return Err(TableError::Conflict(format!(
+                "`{name}` is an observe table: hudi-keeper never changes it"
+            )));
+        }
+        match state.rollback_options() {
+            Some(o) => Ok(o),
+            None if dry_run => Ok(RollbackOptions {
+                policy: state.settings.failed_writes_policy.detection(),
+                heartbeat: state.settings.heartbeat,
+                ..Default::default()
+            }),
+            None => Err(TableError::Conflict(format!(
+                "`{name}` has no lock.provider: it cannot be changed"
+            ))),
+        }
+    }
+
+    /// Restore a table to `target` (a savepoint when `require_savepoint`), or with `dry_run`
+    /// return the plan. Holds the table's handle for the whole restore, so its polls wait.
+    pub async fn manual_restore(
+        &self,
+        name: &str,
+        target: String,
+        require_savepoint: bool,
+        dry_run: bool,
+    ) -> Result<serde_json::Value, TableError> {
+        let state = self.table(name).await?;
+        let options = RestoreOptions {
+            rollback: self.change_options(name, &state, dry_run)?,
+            require_savepoint,
+        };
+        self.with_table(&state, |table| async move {
+            if dry_run {
+                let plan = preview_restore(&table, &target, &options)
+                    .await
+                    .map_err(refusal)?;
+                return Ok(serde_json::json!({"table": name, "dry_run": true, "restore": plan}));
+            }
+            let done = restore(&table, &target, &options, None)
+                .await
+                .map_err(refusal)?;
+            info!(table = name, target = %target, restore_instant = %done.restore_instant, undone = done.undone.len(), "restored through the API");
+            Ok(serde_json::json!({"table": name, "dry_run": false, "restore": done}))
+        })
+        .await
+    }
+
+    /// Savepoint a commit of a table (the latest completed one when `instant` is `None`), or
+    /// with `dry_run` return what would be written.
+    pub async fn manual_savepoint(
+        &self,
+        name: &str,
+        request: SavepointRequest,
+        dry_run: bool,
+    ) -> Result<serde_json::Value, TableError> {
+        let state = self.table(name).await?;
+        let options = self.change_options(name, &state, dry_run)?;
+        self.with_table(&state, |table| async move {
+            let created = if dry_run {
+                preview_savepoint(&table, &request).await
+            } else {
+                create_savepoint(&table, &request, &options.lock).await
+            }
+            .map_err(refusal)?;
+            Ok(serde_json::json!({"table": name, "dry_run": dry_run, "savepoint": created}))
+        })
+        .await
     }
 
     /// The active timeline of a table.

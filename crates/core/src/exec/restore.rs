@@ -1,0 +1,730 @@
+//! Restoring a table to an earlier commit as Hudi does (hudi-format.md §6, observed with Hudi
+//! 0.15 and 1.1 in `tests/interop/observations/savepoint-restore.md`).
+//!
+//! Under the table lock, held for the whole restore:
+//! 1. plan (`plan::restore`) from the timeline read under the lock; refuse before any change;
+//! 2. on a table with a metadata table (1.x), delete the metadata table as Hudi's
+//!    `restoreToSavepoint` does when it cannot restore it: its partitions are cleared in
+//!    `hoodie.properties`, then `.hoodie/metadata` is removed; the next writer rebuilds it;
+//! 3. `R.restore.requested` (the plan), empty `R.restore.inflight`;
+//! 4. one child rollback per instant, in plan order, each `r.rollback.requested` (a
+//!    listing-based plan) and `r.rollback.inflight`, the instant's completed file first, then its
+//!    files (v6 MOR: rollback command blocks for log files it appended to), then its inflight and
+//!    requested files; children are never completed;
+//! 5. the completed restore (`HoodieRestoreMetadata`);
+//! 6. every rollback instant after the restore point removed, newest first (completed file,
+//!    inflight, requested), as Hudi does.
+//!
+//! Every step is resumable: a pending restore is continued with its own plan and instant, a
+//! pending child rollback with its own plan, and instants already undone are skipped.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant as Clock;
+
+use serde::Serialize;
+use tracing::{info, info_span, warn, Instrument};
+
+use super::rollback::{
+    action_of_plan, apply_plan, assess_table, avro_err, delete_folder, list_data_files,
+    pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback, Progress,
+    RollbackOptions,
+};
+use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::restore::{RestoreMetadata, RestorePlan};
+use crate::format::rollback::{InstantInfo, RollbackMetadata};
+use crate::plan::restore::{
+    plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput, RestoreRefusal, Undo,
+};
+use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
+use crate::protocol::heartbeat::heartbeat_path;
+use crate::protocol::lock::acquire;
+use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
+use crate::storage::{FileMeta, RelPath, StorageError};
+use crate::table::files::{BasePath, DataFile};
+use crate::table::{Table, TableType, TableVersion};
+use crate::timeline::{Action, State, Timeline};
+use crate::Error;
+
+/// How a restore runs.
+#[derive(Debug, Clone)]
+pub struct RestoreOptions {
+    /// Heartbeat thresholds (to tell dead pending writes from live ones), delete concurrency
+    /// and the table lock.
+    pub rollback: RollbackOptions,
+    /// Refuse a restore point without a savepoint (`--savepoint`; Hudi's `restoreToSavepoint`).
+    /// Off, any completed commit on the active timeline (`--to-instant`; `restoreToInstant`).
+    pub require_savepoint: bool,
+}
+
+/// One instant a restore undoes, as `--dry-run` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoPreview {
+    /// The instant.
+    pub instant: String,
+    /// Its action.
+    pub action: Action,
+    /// Its state now.
+    pub state: State,
+    /// Its completion time (layout 2).
+    pub completion_time: Option<String>,
+    /// The pending child rollback that would be resumed.
+    pub resumes_rollback: Option<String>,
+    /// Files to delete.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Log files that get a rollback command block (v6 MOR).
+    pub log_blocks: usize,
+}
+
+/// A restore that would run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestorePreview {
+    /// The restore point.
+    pub target: String,
+    /// Whether the restore point is savepointed.
+    pub savepointed: bool,
+    /// The pending restore that would be continued.
+    pub resumes: Option<String>,
+    /// The instants to undo, in order.
+    pub instants: Vec<UndoPreview>,
+    /// Rollback instants after the restore point that are removed at the end.
+    pub rollbacks_removed: Vec<String>,
+    /// What happens to the metadata table.
+    pub metadata_table: MetadataTableAction,
+    /// Total files to delete.
+    pub files: usize,
+    /// Total bytes to delete.
+    pub bytes: u64,
+    /// The plan as Hudi stores it.
+    pub plan: RestorePlan,
+}
+
+/// What a restore does to the metadata table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataTableAction {
+    /// The table has no metadata table in use.
+    NotInUse,
+    /// It is deleted (and its partitions cleared in `hoodie.properties`); the next Hudi writer
+    /// with the metadata table enabled rebuilds it from storage.
+    Deleted,
+}
+
+/// One undone instant.
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoneInstant {
+    /// The instant.
+    pub instant: String,
+    /// Its action.
+    pub action: String,
+    /// The child rollback instant (removed at the end).
+    pub rollback_instant: String,
+    /// Files deleted (already-missing files count as deleted).
+    pub files_deleted: usize,
+    /// Rollback command blocks written (v6 MOR).
+    pub log_blocks_written: usize,
+}
+
+/// A finished restore.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreDone {
+    /// The restore point.
+    pub target: String,
+    /// The restore instant.
+    pub restore_instant: String,
+    /// Whether a pending restore was continued.
+    pub resumed: bool,
+    /// What this run undid, in order.
+    pub undone: Vec<UndoneInstant>,
+    /// Rollback instants removed at the end.
+    pub rollbacks_removed: usize,
+    /// Total files deleted.
+    pub files_deleted: usize,
+    /// What happened to the metadata table.
+    pub metadata_table: MetadataTableAction,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// How long taking the table lock waited.
+    pub lock_wait_ms: u64,
+}
+
+fn refusal(table: &Table, target: &str, r: RestoreRefusal) -> Error {
+    refused(table, target, format!("{}; nothing was changed", r.0))
+}
+
+/// Refuse table kinds whose restore hudi-keeper cannot do as Hudi would.
+fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
+    let c = table.config();
+    if c.version == TableVersion::V6 && c.metadata_table_enabled() {
+        return Err(refused(
+            table,
+            target,
+            "this is a table version 6 (Hudi 0.14/0.15) table with the metadata table enabled; hudi-keeper does not write 0.x metadata-table records. Nothing was changed. Restore it with Hudi, or disable the metadata table first",
+        ));
+    }
+    Ok(())
+}
+
+/// The pending restores of a timeline with their plans (`None`: unreadable).
+async fn pending_restores(
+    table: &Table,
+    timeline: &Timeline,
+) -> Result<Vec<(String, Option<RestorePlan>)>, Error> {
+    let mut out = Vec::new();
+    for i in timeline.pending().filter(|i| i.action == Action::Restore) {
+        let plan = match i.file(State::Requested) {
+            Some(f) => {
+                let bytes = table.storage().get(&f.path).await?;
+                match RestorePlan::from_avro(&bytes) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        warn!(table = %table.uri(), restore = %i.requested_time, error = %e, "unreadable restore plan");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        out.push((i.requested_time.clone(), plan));
+    }
+    Ok(out)
+}
+
+async fn make_restore_plan(
+    table: &Table,
+    timeline: &Timeline,
+    target: &str,
+    options: &RestoreOptions,
+) -> Result<PlannedRestore, Error> {
+    let assessments = assess_table(table, timeline, &options.rollback).await?;
+    let pending = pending_restores(table, timeline).await?;
+    plan_restore(&RestoreInput {
+        timeline,
+        layout: table.config().timeline_layout,
+        target,
+        require_savepoint: options.require_savepoint,
+        assessments: &assessments,
+        pending_restores: &pending,
+    })
+    .map_err(|r| refusal(table, target, r))
+}
+
+/// A metadata table is in use, or left behind (a restore interrupted while deleting it, a
+/// writer that disabled it): either way the restore deletes it.
+async fn metadata_table_action(table: &Table) -> Result<MetadataTableAction, Error> {
+    let storage = table.storage();
+    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
+    let found = table.config().metadata_table_enabled()
+        || table.metadata_table().await?.is_some()
+        || storage.head(&backup).await?.is_some()
+        || !storage
+            .list(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
+            .await?
+            .is_empty();
+    Ok(if found {
+        MetadataTableAction::Deleted
+    } else {
+        MetadataTableAction::NotInUse
+    })
+}
+
+const METADATA_DIR: &str = ".hoodie/metadata";
+const PROPERTIES_BACKUP: &str = ".hoodie/hoodie.properties.backup";
+
+/// Preview a restore to `target`, changing nothing.
+pub async fn preview_restore(
+    table: &Table,
+    target: &str,
+    options: &RestoreOptions,
+) -> Result<RestorePreview, Error> {
+    check_supported(table, target)?;
+    let timeline = table.timeline().await?;
+    let planned = make_restore_plan(table, &timeline, target, options).await?;
+    let (pending_rb, _) = pending_rollbacks(table, &timeline).await?;
+    let files = list_data_files(table.storage()).await?;
+    let sizes: BTreeMap<&RelPath, u64> = files.iter().map(|f| (&f.path, f.size)).collect();
+    let base = BasePath::from_uri(table.uri());
+    let mut instants = Vec::new();
+    for u in &planned.undo {
+        let pending = pending_rb.get(&u.instant);
+        let plan = match pending {
+            Some(p) => p.plan.clone(),
+            None => child_plan(table, u, &files).await?,
+        };
+        let resolved = resolve_plan(&plan, &base).map_err(|e| plan_err(table, e))?;
+        let deletes: Vec<&RelPath> = resolved
+            .deletes
+            .values()
+            .flat_map(|v| v.iter().map(|(_, rel)| rel))
+            .collect();
+        instants.push(UndoPreview {
+            instant: u.instant.clone(),
+            action: u.action,
+            state: u.state,
+            completion_time: timeline
+                .find(&u.instant)
+                .find_map(|i| i.completion_time.clone()),
+            resumes_rollback: pending.map(|p| p.instant.clone()),
+            files: deletes.len(),
+            bytes: deletes.iter().filter_map(|d| sizes.get(d)).sum(),
+            log_blocks: resolved.log_blocks.iter().map(|b| b.3.len()).sum(),
+        });
+    }
+    let savepointed = timeline
+        .find(target)
+        .any(|i| i.action == Action::Savepoint && !i.is_pending());
+    Ok(RestorePreview {
+        target: target.to_string(),
+        savepointed,
+        resumes: planned.resumes.clone(),
+        files: instants.iter().map(|i| i.files).sum(),
+        bytes: instants.iter().map(|i| i.bytes).sum(),
+        instants,
+        rollbacks_removed: rollbacks_to_remove(&timeline, target),
+        metadata_table: metadata_table_action(table).await?,
+        plan: planned.plan,
+    })
+}
+
+/// Restore the table to `target`, holding the table lock throughout. Stops at the first
+/// failure; a rerun continues where it stopped.
+pub async fn restore(
+    table: &Table,
+    target: &str,
+    options: &RestoreOptions,
+    progress: Option<&dyn Progress>,
+) -> Result<RestoreDone, Error> {
+    check_supported(table, target)?;
+    let started = Clock::now();
+    let guard = acquire(table.storage(), &options.rollback.lock).await?;
+    let waited = guard.waited;
+    let fence = guard.fence();
+    let fenced = table.fenced(Arc::new(fence.clone()));
+    let span = info_span!("restore", table = %table.uri(), target = %target);
+    let result = tokio::select! {
+        r = run(&fenced, target, options, progress, started).instrument(span) => r,
+        lost = fence.lost() => Err(lost),
+    };
+    let released = guard.release().await;
+    let mut done = result?;
+    released?;
+    done.lock_wait_ms = waited.as_millis() as u64;
+    Ok(done)
+}
+
+async fn run(
+    table: &Table,
+    target: &str,
+    options: &RestoreOptions,
+    progress: Option<&dyn Progress>,
+    started: Clock,
+) -> Result<RestoreDone, Error> {
+    let storage = table.storage();
+    let config = table.config();
+    let timeline = table.timeline().await?;
+    let planned = make_restore_plan(table, &timeline, target, options).await?;
+
+    if planned.undo.is_empty() && planned.resumes.is_none() {
+        // Nothing after the restore point. A restore that completed but stopped before its
+        // final clean-up is finished here; otherwise there is nothing to do.
+        let Some(done) = timeline
+            .after(target)
+            .filter(|i| i.action == Action::Restore && !i.is_pending())
+            .last()
+        else {
+            return Err(refused(
+                table,
+                target,
+                "there is no commit after this instant; nothing to restore and nothing was changed",
+            ));
+        };
+        let removed = remove_rollbacks(table, target).await?;
+        return Ok(RestoreDone {
+            target: target.to_string(),
+            restore_instant: done.requested_time.clone(),
+            resumed: true,
+            undone: vec![],
+            rollbacks_removed: removed,
+            files_deleted: 0,
+            metadata_table: MetadataTableAction::NotInUse,
+            duration_ms: started.elapsed().as_millis() as u64,
+            lock_wait_ms: 0,
+        });
+    }
+
+    // The metadata table goes first, as in Hudi's restoreToSavepoint when it deletes it.
+    let mdt = metadata_table_action(table).await?;
+    if mdt == MetadataTableAction::Deleted {
+        delete_metadata_table(table).await?;
+    }
+
+    let r = match &planned.resumes {
+        Some(r) => r.clone(),
+        None => {
+            let r = new_instant_time(&[&timeline], table.zone());
+            let path = timeline_file(config, &r, None, Action::Restore, State::Requested)?;
+            let bytes = planned
+                .plan
+                .to_avro()
+                .map_err(|e| avro_err(table, &r, &path, e))?;
+            if !create_if_absent(storage, &path, bytes).await? {
+                return Err(refused(
+                    table,
+                    target,
+                    format!("restore instant {r} already exists; nothing was changed, try again"),
+                ));
+            }
+            info!(restore_instant = %r, instants = planned.undo.len(), "scheduled restore");
+            r
+        }
+    };
+    let inflight = timeline_file(config, &r, None, Action::Restore, State::Inflight)?;
+    create_if_absent(storage, &inflight, Vec::new()).await?;
+
+    let mut files = list_data_files(storage).await?;
+    let (pending_rb, _) = pending_rollbacks(table, &timeline).await?;
+    let mut undone = Vec::new();
+    let mut per_instant: BTreeMap<String, Vec<RollbackMetadata>> = BTreeMap::new();
+    let mut infos = Vec::new();
+    for u in &planned.undo {
+        let span = info_span!("undo", instant = %u.instant);
+        let child = undo_one(
+            table,
+            u,
+            pending_rb.get(&u.instant),
+            &mut files,
+            &options.rollback,
+            progress,
+        )
+        .instrument(span)
+        .await?;
+        let Some((rb, metadata, blocks)) = child else {
+            continue;
+        };
+        undone.push(UndoneInstant {
+            instant: u.instant.clone(),
+            action: u.action.as_str().to_string(),
+            rollback_instant: rb,
+            files_deleted: metadata.total_files_deleted as usize,
+            log_blocks_written: blocks,
+        });
+        infos.push(InstantInfo {
+            commit_time: u.instant.clone(),
+            action: u.action.as_str().to_string(),
+        });
+        per_instant.insert(u.instant.clone(), vec![metadata]);
+    }
+
+    // The completed restore.
+    let metadata = RestoreMetadata {
+        start_restore_time: r.clone(),
+        time_taken_in_millis: started.elapsed().as_millis() as i64,
+        instants_to_rollback: infos.iter().map(|i| i.commit_time.clone()).collect(),
+        hoodie_restore_metadata: per_instant,
+        version: Some(1),
+        restore_instant_info: infos,
+    };
+    let completion = match config.timeline_layout {
+        crate::table::TimelineLayout::V1 => None,
+        crate::table::TimelineLayout::V2 => {
+            let now = table.timeline().await?;
+            Some(new_instant_time(&[&now], table.zone()))
+        }
+    };
+    let path = timeline_file(
+        config,
+        &r,
+        completion.as_deref(),
+        Action::Restore,
+        State::Completed,
+    )?;
+    let bytes = metadata
+        .to_avro()
+        .map_err(|e| avro_err(table, &r, &path, e))?;
+    create_if_absent(storage, &path, bytes).await?;
+    info!(restore_instant = %r, undone = undone.len(), "restore completed");
+
+    let removed = remove_rollbacks(table, target).await?;
+    Ok(RestoreDone {
+        target: target.to_string(),
+        restore_instant: r,
+        resumed: planned.resumes.is_some(),
+        files_deleted: undone.iter().map(|u| u.files_deleted).sum(),
+        undone,
+        rollbacks_removed: removed,
+        metadata_table: mdt,
+        duration_ms: started.elapsed().as_millis() as u64,
+        lock_wait_ms: 0,
+    })
+}
+
+/// The rollback plan of one instant a restore undoes. A completed instant's is listing-based,
+/// as Hudi's restore makes it: every data file named with the instant, and on v6 merge-on-read
+/// tables the log files its commit metadata says it appended to (they get command blocks). A
+/// pending instant's comes from its markers, cross-checked against the listing.
+async fn child_plan(
+    table: &Table,
+    u: &Undo,
+    files: &[FileMeta],
+) -> Result<crate::format::rollback::RollbackPlan, Error> {
+    let config = table.config();
+    let v6_mor = config.version == TableVersion::V6 && config.table_type == TableType::MergeOnRead;
+    let markers = match u.state {
+        State::Completed if v6_mor && u.action == Action::DeltaCommit => {
+            Some(appended_by(table, &u.instant).await?)
+        }
+        State::Completed => None,
+        _ => {
+            let m = read_markers(table.storage(), &u.instant).await?;
+            m.kind.is_some().then_some(m)
+        }
+    };
+    let base = BasePath::from_uri(table.uri());
+    let target = PlanTarget {
+        requested_time: u.instant.clone(),
+        action: u.action,
+        state: match u.state {
+            State::Completed => State::Inflight,
+            s => s,
+        },
+    };
+    let planned = plan_rollback(&PlanInput {
+        version: config.version,
+        table_type: config.table_type,
+        base: &base,
+        target: &target,
+        markers: markers.as_ref(),
+        data_files: files,
+        cross_check: true,
+    })
+    .map_err(|e| plan_err(table, e))?;
+    Ok(planned.plan)
+}
+
+/// The files a completed v6 merge-on-read deltacommit wrote, from its commit metadata (JSON in
+/// layout 1), as markers: the log files it appended to older file slices are named by their
+/// base instant, so only the commit metadata ties them to the instant.
+async fn appended_by(table: &Table, instant: &str) -> Result<Markers, Error> {
+    let timeline = table.timeline().await?;
+    let file = timeline
+        .find(instant)
+        .find(|i| !i.is_pending())
+        .and_then(|i| i.file(State::Completed).cloned())
+        .ok_or_else(|| {
+            refused(
+                table,
+                instant,
+                "its completed file disappeared while planning",
+            )
+        })?;
+    let bytes = table.storage().get(&file.path).await?;
+    let bad = |why: String| {
+        refused(
+            table,
+            instant,
+            format!(
+                "its commit metadata `{}` is unreadable ({why}), so the log files it appended to cannot be found; nothing was changed",
+                file.path
+            ),
+        )
+    };
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let stats = v
+        .get("partitionToWriteStats")
+        .and_then(|s| s.as_object())
+        .ok_or_else(|| bad("no partitionToWriteStats".into()))?;
+    let mut markers = Vec::new();
+    for (partition, list) in stats {
+        for stat in list.as_array().into_iter().flatten() {
+            let Some(path) = stat.get("path").and_then(|p| p.as_str()) else {
+                continue;
+            };
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let io_type = match DataFile::parse(name) {
+                Some(DataFile::Log { .. }) => IoType::Append,
+                Some(DataFile::Base { .. }) => IoType::Create,
+                None => return Err(bad(format!("`{path}` is not a data file name"))),
+            };
+            markers.push(Marker {
+                partition: partition.clone(),
+                file_name: name.to_string(),
+                io_type,
+            });
+        }
+    }
+    markers.sort_by(|a, b| (&a.partition, &a.file_name).cmp(&(&b.partition, &b.file_name)));
+    markers.dedup();
+    Ok(Markers {
+        kind: Some(MarkerKind::Direct),
+        markers,
+    })
+}
+
+/// Undo one instant with a child rollback that is never completed. `None` when it was undone
+/// by an earlier attempt. Returns the child rollback instant, its metadata and the number of
+/// command blocks written; `files` gains the command-block log files written.
+async fn undo_one(
+    table: &Table,
+    u: &Undo,
+    pending: Option<&PendingRollback>,
+    files: &mut Vec<FileMeta>,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+) -> Result<Option<(String, RollbackMetadata, usize)>, Error> {
+    let started = Clock::now();
+    let storage = table.storage();
+    let config = table.config();
+    let t = u.instant.as_str();
+    let timeline = table.timeline().await?;
+    let (r, plan, r_state) = match pending {
+        Some(p) => (p.instant.clone(), p.plan.clone(), p.state),
+        None => {
+            if timeline.find(t).all(|i| !i.action.is_write()) {
+                return Ok(None);
+            }
+            let plan = child_plan(table, u, files).await?;
+            let r = new_instant_time(&[&timeline], table.zone());
+            let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
+            let bytes = plan.to_avro().map_err(|e| avro_err(table, t, &path, e))?;
+            if !create_if_absent(storage, &path, bytes).await? {
+                return Err(refused(
+                    table,
+                    t,
+                    format!("rollback instant {r} already exists; run the restore again"),
+                ));
+            }
+            (r, plan, State::Requested)
+        }
+    };
+    if r_state == State::Requested {
+        let inflight = timeline_file(config, &r, None, Action::Rollback, State::Inflight)?;
+        create_if_absent(storage, &inflight, Vec::new()).await?;
+    }
+    let base = BasePath::from_uri(table.uri());
+    let resolved = resolve_plan(&plan, &base).map_err(|e| plan_err(table, e))?;
+
+    // The instant's timeline files: its completed file first (from here on readers ignore it),
+    // and its inflight and requested files once its data is gone.
+    let mut own: Vec<_> = table
+        .timeline()
+        .await?
+        .find(t)
+        .filter(|i| i.action.is_write())
+        .flat_map(|i| i.files.clone())
+        .collect();
+    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
+    if let Some(done) = own.iter().find(|f| f.name.state == State::Completed) {
+        storage.delete(&done.path).await?;
+    }
+    let log_files = apply_plan(table, t, &r, &resolved, options, progress).await?;
+    for (partition, logs) in &log_files {
+        for abs in logs.keys() {
+            if let Ok(rel) = base.resolve(abs) {
+                if let Some(meta) = storage.head(&rel).await? {
+                    files.push(meta);
+                }
+            } else {
+                warn!(partition, log = %abs, "command block outside the table?");
+            }
+        }
+    }
+    delete_folder(storage, &marker_dir(t)?).await?;
+    storage.delete(&heartbeat_path(t)?).await?;
+    for f in own.iter().filter(|f| f.name.state != State::Completed) {
+        storage.delete(&f.path).await?;
+    }
+    let metadata = rollback_metadata(
+        &r,
+        t,
+        action_of_plan(&plan),
+        &plan,
+        &resolved,
+        &log_files,
+        started,
+    );
+    info!(rollback_instant = %r, files = metadata.total_files_deleted, "undone");
+    Ok(Some((r, metadata, resolved.log_blocks.len())))
+}
+
+/// Remove every rollback instant after `target`, newest first: its marker folder (v6 MOR
+/// command blocks), then its completed file, inflight and requested.
+async fn remove_rollbacks(table: &Table, target: &str) -> Result<usize, Error> {
+    let timeline = table.timeline().await?;
+    let list = rollbacks_to_remove(&timeline, target);
+    for rb in &list {
+        let mut files: Vec<_> = timeline
+            .find(rb)
+            .filter(|i| i.action == Action::Rollback)
+            .flat_map(|i| i.files.clone())
+            .collect();
+        files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
+        // Its marker folder first: once its timeline files are gone, nothing names it.
+        delete_folder(table.storage(), &marker_dir(rb)?).await?;
+        for f in files {
+            table.storage().delete(&f.path).await?;
+        }
+    }
+    Ok(list.len())
+}
+
+/// Delete the metadata table as Hudi does when a restore cannot keep it: clear its partitions in
+/// `hoodie.properties` (Hudi's update protocol: backup, rewrite, drop the backup), then remove
+/// `.hoodie/metadata`. Each step is idempotent.
+async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
+    let storage = table.storage();
+    let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
+    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
+    let text = storage.get(&props).await?;
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let rewritten = clear_metadata_partitions(&text);
+    if rewritten != text {
+        storage
+            .put(&backup, bytes::Bytes::from(text.clone().into_bytes()))
+            .await?;
+        storage
+            .put(&props, bytes::Bytes::from(rewritten.into_bytes()))
+            .await?;
+    }
+    // Also the backup an interrupted earlier attempt left.
+    storage.delete(&backup).await?;
+    let mdt = RelPath::parse(METADATA_DIR).map_err(StorageError::from)?;
+    delete_folder(storage, &mdt).await?;
+    info!(table = %table.uri(), "metadata table deleted; the next writer rebuilds it");
+    Ok(())
+}
+
+/// `hoodie.properties` text with the metadata-table partition lists emptied, everything else
+/// (comments, order, the checksum, which covers only the table name) kept byte for byte.
+fn clear_metadata_partitions(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let key = body.split(['=', ':']).next().unwrap_or("").trim();
+        if key == "hoodie.table.metadata.partitions"
+            || key == "hoodie.table.metadata.partitions.inflight"
+        {
+            out.push_str(key);
+            out.push('=');
+            out.push_str(&line[body.len()..]);
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clearing_metadata_partitions_keeps_every_other_line() {
+        let text = "#Updated at 2026\nhoodie.table.name=t\nhoodie.table.metadata.partitions=files,column_stats\nhoodie.table.metadata.partitions.inflight=\nhoodie.table.checksum=123\n";
+        assert_eq!(
+            clear_metadata_partitions(text),
+            "#Updated at 2026\nhoodie.table.name=t\nhoodie.table.metadata.partitions=\nhoodie.table.metadata.partitions.inflight=\nhoodie.table.checksum=123\n"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! `hudi-keeper restore`: take a table back to a savepoint (or, with `--to-instant`, to any
+//! completed commit on the active timeline) through a series of rollbacks, as Hudi does.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Args;
+use hudi_keeper_core::exec::restore::{
+    preview_restore, restore, MetadataTableAction, RestoreDone, RestoreOptions, RestorePreview,
+};
+use hudi_keeper_core::exec::rollback::{Progress, RollbackOptions};
+use hudi_keeper_core::protocol::lock::LockOptions;
+
+use super::rollback::Bar;
+use super::{DetectionArgs, LockArgs, TableArgs};
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("point").required(true).args(["savepoint", "to_instant"])))]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[command(flatten)]
+    pub detection: DetectionArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// Restore to this savepointed commit (Hudi's restoreToSavepoint).
+    #[arg(long, value_name = "INSTANT_TIME")]
+    pub savepoint: Option<String>,
+    /// Restore to this completed commit without requiring a savepoint (Hudi's
+    /// restoreToInstant). A clean may already have removed files it needs.
+    #[arg(long, value_name = "INSTANT_TIME")]
+    pub to_instant: Option<String>,
+    /// Print the plan (instants in order, files and bytes) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Deletes in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub delete_concurrency: u16,
+}
+
+pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
+    let table = args.table.open().await?;
+    let (target, require_savepoint) = match (&args.savepoint, &args.to_instant) {
+        (Some(t), _) => (t.clone(), true),
+        (None, Some(t)) => (t.clone(), false),
+        (None, None) => bail!("pass --savepoint <INSTANT_TIME> or --to-instant <INSTANT_TIME>"),
+    };
+    let mut options = RestoreOptions {
+        rollback: RollbackOptions {
+            policy: args.detection.policy.into(),
+            heartbeat: args.detection.heartbeat_policy(),
+            force: false,
+            delete_concurrency: usize::from(args.delete_concurrency),
+            listing_cross_check: true,
+            lock: LockOptions::none(),
+        },
+        require_savepoint,
+    };
+    let plan = preview_restore(&table, &target, &options).await?;
+    if args.dry_run {
+        if args.json {
+            let doc = serde_json::json!({"table": table.uri(), "dry_run": true, "restore": plan});
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        } else {
+            print!("{}", render_preview(&plan));
+            println!("Dry run: nothing was changed.");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    options.rollback.lock = args.lock.lock_options(&table)?;
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!("refusing to restore without confirmation: stdin is not a terminal; pass --yes (or --dry-run to look first)");
+        }
+        eprint!("{}", render_preview(&plan));
+        eprint!(
+            "Undo {} instant(s) of {} and restore it to {target}? [y/N] ",
+            plan.instants.len(),
+            table.uri()
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            eprintln!("Nothing was changed.");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let bar = Bar::new();
+    let progress: Option<&dyn Progress> =
+        (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
+    let done = restore(&table, &target, &options, progress).await?;
+    if args.json {
+        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "restore": done});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", render_done(&done));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn metadata_line(m: MetadataTableAction) -> &'static str {
+    match m {
+        MetadataTableAction::NotInUse => "not in use",
+        MetadataTableAction::Deleted => {
+            "deleted (as Hudi does when it cannot restore it); the next writer with the metadata table enabled rebuilds it"
+        }
+    }
+}
+
+pub(crate) fn render_preview(p: &RestorePreview) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Restore to {}{}{}: undo {} instant(s), {} files, {} bytes",
+        p.target,
+        if p.savepointed {
+            " (savepointed)"
+        } else {
+            " (no savepoint)"
+        },
+        p.resumes
+            .as_ref()
+            .map(|r| format!(", continuing restore {r}"))
+            .unwrap_or_default(),
+        p.instants.len(),
+        p.files,
+        p.bytes
+    );
+    for i in &p.instants {
+        let _ = writeln!(
+            out,
+            "  {} {} ({}){}: {} files, {} bytes{}",
+            i.instant,
+            i.action.as_str(),
+            i.state.as_str(),
+            i.resumes_rollback
+                .as_ref()
+                .map(|r| format!(", resuming rollback {r}"))
+                .unwrap_or_default(),
+            i.files,
+            i.bytes,
+            if i.log_blocks > 0 {
+                format!(", {} rollback command blocks", i.log_blocks)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if !p.rollbacks_removed.is_empty() {
+        let _ = writeln!(
+            out,
+            "  then remove {} rollback instant(s) after {}: {}",
+            p.rollbacks_removed.len(),
+            p.target,
+            p.rollbacks_removed.join(", ")
+        );
+    }
+    let _ = writeln!(out, "  metadata table: {}", metadata_line(p.metadata_table));
+    out
+}
+
+fn render_done(d: &RestoreDone) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Restored to {} with restore {}{}: {} instant(s) undone, {} files deleted, {} rollback instant(s) removed, metadata table: {}, {} ms",
+        d.target,
+        d.restore_instant,
+        if d.resumed { " (continued)" } else { "" },
+        d.undone.len(),
+        d.files_deleted,
+        d.rollbacks_removed,
+        metadata_line(d.metadata_table),
+        d.duration_ms
+    );
+    for u in &d.undone {
+        let _ = writeln!(
+            out,
+            "  undid {} {} with rollback {}: {} files deleted, {} command blocks",
+            u.instant, u.action, u.rollback_instant, u.files_deleted, u.log_blocks_written
+        );
+    }
+    out
+}

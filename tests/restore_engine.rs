@@ -1,0 +1,431 @@
+//! Savepoints and restore on hand-made tables of every kind: what a restore undoes and in which
+//! order, what it leaves, what it refuses before changing anything, and that a crash at any
+//! storage call, then a rerun, ends where an uninterrupted restore ends.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::fixtures::{rel, Fixture, Kind, T1, T2, TF};
+use hudi_keeper_core::exec::restore::{
+    preview_restore, restore, MetadataTableAction, RestoreOptions,
+};
+use hudi_keeper_core::exec::rollback::RollbackOptions;
+use hudi_keeper_core::exec::savepoint::{create_savepoint, list_savepoints, SavepointRequest};
+use hudi_keeper_core::format::log_block::is_rollback_block_for;
+use hudi_keeper_core::format::restore::{RestoreMetadata, RestorePlan};
+use hudi_keeper_core::protocol::lock::LockOptions;
+use hudi_keeper_core::storage::testing::{CountingInterceptor, FailMode, FailNth};
+use hudi_keeper_core::Table;
+
+fn opts(require_savepoint: bool) -> RestoreOptions {
+    let mut rollback = RollbackOptions::default();
+    rollback.heartbeat.min_instant_age = std::time::Duration::ZERO;
+    rollback.heartbeat.clock_skew_margin = std::time::Duration::ZERO;
+    RestoreOptions {
+        rollback,
+        require_savepoint,
+    }
+}
+
+async fn open(f: &Fixture) -> Table {
+    Table::open_storage(f.storage())
+        .await
+        .expect("open fixture")
+}
+
+fn tl(kind: Kind) -> &'static str {
+    if kind.layout2() {
+        ".hoodie/timeline"
+    } else {
+        ".hoodie"
+    }
+}
+
+/// The fixture (T1, T2 completed; TF failed) with a savepoint of T1. On v6 merge-on-read
+/// tables T2 also appended to T1's slice of fg1, as its commit metadata says.
+async fn fixture(kind: Kind, mdt: bool) -> Fixture {
+    let f = Fixture::build(kind, mdt).await;
+    let s = f.storage();
+    if kind == Kind::MorV6 {
+        let log = format!(".fg1-0_{T1}.log.2_0-1-1");
+        s.put(
+            &rel(&format!("p1/{log}")),
+            b"#HUDI#t2-blocks".to_vec().into(),
+        )
+        .await
+        .unwrap();
+        let meta = serde_json::json!({
+            "partitionToWriteStats": {
+                "p1": [
+                    {"fileId": "fg1-0", "path": format!("p1/{log}"), "prevCommit": T1},
+                    {"fileId": "fg3-0", "path": format!("p1/fg3-0_0-1-1_{T2}.parquet"), "prevCommit": "null"}
+                ]
+            },
+            "operationType": "UPSERT"
+        });
+        s.put(
+            &rel(&format!(".hoodie/{T2}.deltacommit")),
+            serde_json::to_vec(&meta).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    }
+    let table = open(&f).await;
+    create_savepoint(
+        &table,
+        &SavepointRequest {
+            instant: Some(T1.into()),
+            user: "test".into(),
+            comment: "known good".into(),
+        },
+        &LockOptions::none(),
+    )
+    .await
+    .expect("savepoint");
+    f
+}
+
+fn restore_files(snap: &BTreeMap<String, Vec<u8>>, dir: &str) -> Vec<String> {
+    snap.keys()
+        .filter(|k| k.starts_with(&format!("{dir}/")) && k.contains(".restore"))
+        .filter(|k| !k[dir.len() + 1..].contains('/'))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_savepoint_keeps_the_files_of_its_commit_and_changes_nothing_else() {
+    for kind in [Kind::CowV6, Kind::CowV8, Kind::MorV6, Kind::MorV9] {
+        let f = Fixture::build(kind, false).await;
+        let before = f.snapshot().await;
+        let table = open(&f).await;
+        let created = create_savepoint(
+            &table,
+            &SavepointRequest {
+                instant: None,
+                user: "u".into(),
+                comment: "c".into(),
+            },
+            &LockOptions::none(),
+        )
+        .await
+        .unwrap();
+        // The latest completed commit, with every committed base file up to it.
+        assert_eq!(created.instant, T2, "{kind:?}");
+        let mut names: Vec<&String> = created
+            .metadata
+            .partition_metadata
+            .values()
+            .flatten()
+            .collect();
+        names.sort();
+        let mut expected = vec![
+            format!("fg1-0_0-1-1_{T1}.parquet"),
+            format!("fg2-0_0-1-1_{T1}.parquet"),
+            format!("fg3-0_0-1-1_{T2}.parquet"),
+        ];
+        if kind == Kind::MorV6 {
+            // v6 keeps the whole slice, the failed write's log file included, as Hudi does.
+            expected.push(format!(".fg1-0_{T1}.log.1_0-9-9"));
+        }
+        expected.sort();
+        assert_eq!(names, expected.iter().collect::<Vec<_>>(), "{kind:?}");
+        // Exactly two new timeline files.
+        let after = f.snapshot().await;
+        let new: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+        assert_eq!(new.len(), 2, "{kind:?}: {new:?}");
+        assert!(new.iter().all(|k| k.contains(".savepoint")));
+        assert_eq!(after[&format!("{}/{T2}.savepoint.inflight", tl(kind))], b"");
+        let listed = list_savepoints(&table).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].metadata.as_ref(), Some(&created.metadata));
+        // A second savepoint of the same commit, or of the pending write, is refused.
+        for t in [T2, TF] {
+            let err = create_savepoint(
+                &table,
+                &SavepointRequest {
+                    instant: Some(t.into()),
+                    user: "u".into(),
+                    comment: "c".into(),
+                },
+                &LockOptions::none(),
+            )
+            .await
+            .unwrap_err();
+            assert!(err.to_string().contains("nothing was changed"), "{err}");
+        }
+        assert_eq!(f.snapshot().await, after);
+    }
+}
+
+#[tokio::test]
+async fn restore_to_a_savepoint_undoes_the_failed_write_then_later_commits_and_leaves_only_the_restore(
+) {
+    for kind in [Kind::CowV6, Kind::CowV8, Kind::MorV6, Kind::MorV9] {
+        let f = fixture(kind, false).await;
+        let table = open(&f).await;
+        let preview = preview_restore(&table, T1, &opts(true)).await.unwrap();
+        let order: Vec<&str> = preview
+            .instants
+            .iter()
+            .map(|i| i.instant.as_str())
+            .collect();
+        assert_eq!(order, [TF, T2], "{kind:?}: the pending write first");
+        assert!(preview.savepointed);
+        let untouched = f.snapshot().await;
+        let done = restore(&table, T1, &opts(true), None).await.unwrap();
+        assert_eq!(done.undone.len(), 2, "{kind:?}");
+        assert_eq!(done.metadata_table, MetadataTableAction::NotInUse);
+        let after = f.snapshot().await;
+        let dir = tl(kind);
+        // T1's files and instant stay, with the savepoint.
+        assert!(after.contains_key(&format!("p1/fg1-0_0-1-1_{T1}.parquet")));
+        assert!(after.contains_key(&format!("p2/fg2-0_0-1-1_{T1}.parquet")));
+        assert!(after
+            .keys()
+            .any(|k| k.starts_with(&format!("{dir}/{T1}")) && k.ends_with(".savepoint")));
+        // T2 and TF are gone, data and timeline.
+        for k in after.keys() {
+            let name = k.rsplit('/').next().unwrap();
+            assert!(
+                !(name.contains(T2) || name.contains(TF)) || k.contains(".heartbeat"),
+                "{kind:?}: {k} survived the restore"
+            );
+        }
+        // No rollback instant is left; one completed restore with its plan.
+        assert!(!after.keys().any(|k| k.contains(".rollback")), "{kind:?}");
+        let restores = restore_files(&after, dir);
+        assert_eq!(restores.len(), 3, "{kind:?}: {restores:?}");
+        let r = &done.restore_instant;
+        let plan = RestorePlan::from_avro(&after[&format!("{dir}/{r}.restore.requested")]).unwrap();
+        assert_eq!(plan.version, Some(2));
+        assert_eq!(plan.savepoint_to_restore_timestamp.as_deref(), Some(T1));
+        let planned: Vec<&str> = plan
+            .instants_to_rollback
+            .iter()
+            .map(|i| i.commit_time.as_str())
+            .collect();
+        assert_eq!(planned, [TF, T2]);
+        let completed = restores.iter().find(|k| k.ends_with(".restore")).unwrap();
+        let meta = RestoreMetadata::from_avro(&after[completed]).unwrap();
+        assert_eq!(meta.instants_to_rollback, [TF, T2]);
+        assert_eq!(meta.hoodie_restore_metadata.len(), 2);
+        assert!(meta.hoodie_restore_metadata.values().all(|v| v.len() == 1));
+        if kind == Kind::MorV6 {
+            // T2's append to T1's slice is voided by a command block; its log file stays.
+            assert!(after.contains_key(&format!("p1/.fg1-0_{T1}.log.2_0-1-1")));
+            let blocks: Vec<&String> = after
+                .iter()
+                .filter(|(_, v)| v.starts_with(b"#HUDI#\0"))
+                .map(|(k, _)| k)
+                .collect();
+            assert_eq!(blocks.len(), 2, "one per undone instant: {blocks:?}");
+            let child = &meta.hoodie_restore_metadata[T2][0];
+            assert!(blocks.iter().any(|k| is_rollback_block_for(
+                &after[*k],
+                &child.start_rollback_time,
+                T2
+            )));
+        }
+        // Nothing more to do: a rerun finds the restore done and changes nothing.
+        let again = restore(&table, T1, &opts(true), None).await.unwrap();
+        assert!(again.undone.is_empty());
+        assert_eq!(again.restore_instant, done.restore_instant);
+        assert_eq!(f.snapshot().await, after);
+        assert_ne!(untouched, after);
+    }
+}
+
+#[tokio::test]
+async fn a_metadata_table_is_deleted_and_cleared_from_the_table_properties() {
+    let f = fixture(Kind::MorV9, true).await;
+    let table = open(&f).await;
+    let done = restore(&table, T1, &opts(true), None).await.unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Deleted);
+    let after = f.snapshot().await;
+    assert!(!after.keys().any(|k| k.starts_with(".hoodie/metadata/")));
+    let props = String::from_utf8(after[".hoodie/hoodie.properties"].clone()).unwrap();
+    assert!(
+        props.contains("hoodie.table.metadata.partitions=\n"),
+        "{props}"
+    );
+    assert!(props.contains("hoodie.table.name=fx\n"));
+    assert!(!after.contains_key(".hoodie/hoodie.properties.backup"));
+}
+
+#[tokio::test]
+async fn bad_restores_are_refused_before_anything_changes() {
+    let f = fixture(Kind::CowV8, false).await;
+    let table = open(&f).await;
+    let before = f.snapshot().await;
+    let refused = |e: hudi_keeper_core::Error| e.to_string();
+    // No savepoint at T2 (and it is the latest commit anyway).
+    let e = refused(restore(&table, T2, &opts(true), None).await.unwrap_err());
+    assert!(e.contains("no savepoint at"), "{e}");
+    // Archived (older than the active timeline).
+    let e = refused(
+        restore(&table, "20230101000000000", &opts(false), None)
+            .await
+            .unwrap_err(),
+    );
+    assert!(e.contains("archived"), "{e}");
+    // The failed write itself is not a restore point.
+    let e = refused(restore(&table, TF, &opts(false), None).await.unwrap_err());
+    assert!(e.contains("not completed"), "{e}");
+    assert_eq!(f.snapshot().await, before);
+
+    // A live write after the restore point.
+    let live = common::fixtures::instant_now(0);
+    f.start_write(&live).await;
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/.heartbeat/{live}")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let e = refused(restore(&table, T1, &opts(true), None).await.unwrap_err());
+    assert!(e.contains("not a failed write") && e.contains(&live), "{e}");
+    assert_eq!(f.snapshot().await, before);
+
+    // A corrupt pending restore plan.
+    let f = fixture(Kind::CowV6, false).await;
+    let s = f.storage();
+    s.put(
+        &rel(".hoodie/20240101030000000.restore.requested"),
+        b"junk".to_vec().into(),
+    )
+    .await
+    .unwrap();
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let e = refused(restore(&table, T1, &opts(true), None).await.unwrap_err());
+    assert!(e.contains("cannot be read"), "{e}");
+    assert_eq!(f.snapshot().await, before);
+}
+
+#[tokio::test]
+async fn a_savepoint_after_the_restore_point_is_refused_up_front() {
+    let f = fixture(Kind::CowV6, false).await;
+    let table = open(&f).await;
+    create_savepoint(
+        &table,
+        &SavepointRequest {
+            instant: Some(T2.into()),
+            user: "u".into(),
+            comment: "c".into(),
+        },
+        &LockOptions::none(),
+    )
+    .await
+    .unwrap();
+    let before = f.snapshot().await;
+    let e = restore(&table, T1, &opts(true), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("commit {T2} is savepointed")), "{e}");
+    assert_eq!(f.snapshot().await, before);
+}
+
+/// Replace the restore's and its children's instant and completion times, which differ run to
+/// run, and the bytes of files that embed them.
+fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    snapshot
+        .iter()
+        .map(|(k, v)| {
+            let k = k
+                .split('/')
+                .map(|seg| match seg.split_once('.') {
+                    Some((_, rest))
+                        if rest.starts_with("restore") || rest.starts_with("rollback") =>
+                    {
+                        format!("<R>.{rest}")
+                    }
+                    Some((times, rest)) if rest.starts_with("savepoint") => {
+                        format!("{}.{rest}", times.split('_').next().unwrap_or(times))
+                    }
+                    _ => seg.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            let v =
+                if k.contains(".restore") || k.contains(".savepoint") || v.starts_with(b"#HUDI#\0")
+                {
+                    Vec::new()
+                } else {
+                    v.clone()
+                };
+            (k, v)
+        })
+        .collect()
+}
+
+/// Fail the n-th storage call of a restore (before or after it reaches storage), rerun, and
+/// compare with an uninterrupted restore.
+async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
+    let reference = fixture(kind, mdt).await;
+    let counter = Arc::new(CountingInterceptor::new());
+    let t = Table::open_storage(reference.storage().with_interceptor(counter.clone()))
+        .await
+        .unwrap();
+    restore(&t, T1, &opts(true), None).await.unwrap();
+    let expected = normalize(&reference.snapshot().await);
+    let calls = counter.total() as usize;
+    assert!(calls > 10, "suspiciously few calls: {calls}");
+
+    for (mode, n) in (1..=calls).flat_map(|n| [(FailMode::Before, n), (FailMode::After, n)]) {
+        let f = fixture(kind, mdt).await;
+        let fail = Arc::new(FailNth::with_mode(&[], n as u64, mode));
+        let first = match Table::open_storage(f.storage().with_interceptor(fail.clone())).await {
+            Ok(t) => restore(&t, T1, &opts(true), None).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        assert!(
+            fail.fired(),
+            "call {n} of {calls} was never reached ({mode:?})"
+        );
+        assert!(
+            first.is_err(),
+            "injected failure {mode:?} call {n} went unnoticed"
+        );
+        let t = open(&f).await;
+        restore(&t, T1, &opts(true), None)
+            .await
+            .unwrap_or_else(|e| panic!("rerun after a failure {mode:?} call {n}: {e}"));
+        let got = normalize(&f.snapshot().await);
+        let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            names(&got),
+            names(&expected),
+            "end state after a failure {mode:?} call {n}"
+        );
+        assert_eq!(
+            got, expected,
+            "end state bytes after a failure {mode:?} call {n}"
+        );
+    }
+    calls * 2
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_cow_v6() {
+    let n = crash_at_every_call(Kind::CowV6, false).await;
+    eprintln!("cow v6: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_mor_v6() {
+    let n = crash_at_every_call(Kind::MorV6, false).await;
+    eprintln!("mor v6 (command blocks): {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_mor_v9_mdt(
+) {
+    let n = crash_at_every_call(Kind::MorV9, true).await;
+    eprintln!("mor v9 + metadata table: {n} injection points");
+}
