@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Compare two rolled-back copies of one failed table: <ours> (e.g. hudi-keeper's) and <hudis>
+"""usage: diff.py [--restore] <ours> <hudis>
+
+Default: compare two rolled-back copies of one failed table: <ours> (e.g. hudi-keeper's) and <hudis>
 (Hudi's own rollback, the `<dir>-hudi-rollback` copy made by `run.sh generate`).
 
 Compared, with instant times that only one side has (the rollback instant R, completion times)
@@ -7,11 +9,32 @@ replaced by placeholders:
   * data files per partition (parquet base files, log files; .crc files ignored);
   * the data-table timeline files, and the metadata table's timeline files;
   * leftovers under .hoodie/.temp (markers), .hoodie/.heartbeat and the lock file.
-Prints a JSON report; exit 0 iff nothing differs.
+
+--restore: compare two copies of ONE table, each restored once (e.g. by hudi-keeper and by Hudi's
+restoreToSavepoint/restoreToInstant), whose restore and child-rollback instant times differ:
+  * data files per partition by name; parquet files and log files by SHA-1, except rollback
+    command-block log files (v6 MOR), which embed the rollback's own instant time: those are
+    compared by name and size, and per file slice the set of (target instant, command type) of
+    its command blocks must be equal (in whichever log versions they are);
+  * data-table timeline: every instant that is not a new restore must be the same file for file
+    (same instants, same states, same completion times); each copy must hold exactly one restore
+    that the other copy does not have (same time on both sides counts as shared), it must be
+    completed, and its requested/inflight/completed files must match the other copy's modulo
+    the times; no rollback instant newer than the restore point may remain (the restore point is
+    the latest remaining completed commit/deltacommit/replacecommit, or --restore-point T);
+  * metadata table: timeline file names and data file names, with the times that only one copy
+    has replaced by placeholders;
+  * hoodie.properties (comment lines ignored), .hoodie/.temp, .hoodie/.heartbeat, the lock file.
+  Partition directories without data files and MDT index backups (.hoodie/.metadata_<p>_<ts>) are
+  reported under "info" only.
+
+Prints a JSON report; exit 0 iff nothing differs, 1 if something differs, 2 on bad usage.
 """
+import hashlib
 import json
 import os
 import re
+import struct
 import sys
 
 INSTANT_RE = re.compile(r"^(\d{14,20})(?:_(\d{14,20}))?(\..+)$")
@@ -94,11 +117,279 @@ def compare(a, b):
     return {"only_in_ours": sorted(set(a) - set(b)), "only_in_hudis": sorted(set(b) - set(a))}
 
 
+# ------------------------------------------------------------------------------------- --restore
+TIME_RE = re.compile(r"(?<!\d)(\d{17})(?=\d{0,3}(?!\d))")
+WRITE_ACTIONS = {"commit", "deltacommit", "replacecommit"}
+
+
+def parse_instant_file(name):
+    """(requested time, completion time or None, action, state) of a timeline file name."""
+    m = INSTANT_RE.match(name)
+    if not m:
+        return None
+    t, c, rest = m.group(1), m.group(2), m.group(3)[1:]
+    parts = rest.split(".")
+    if parts == ["inflight"]:  # COW's legacy <T>.inflight
+        return t, c, "commit", "inflight"
+    if len(parts) == 1:
+        return t, c, parts[0], "completed"
+    return t, c, parts[0], parts[1]
+
+
+def normalize_times(names, known):
+    """Replace every 17-digit instant time not in `known` by R1, R2, ... in ascending time order (the
+    same time gets the same placeholder everywhere), and completion times (`_<C>`) by `_C`."""
+    stripped = []
+    for n in names:
+        m = INSTANT_RE.match(n)
+        stripped.append(m.group(1) + "_C" + m.group(3) if m and m.group(2) else n)
+    unknown = sorted({t for n in stripped for t in TIME_RE.findall(n) if t not in known})
+    mapping = {t: "R%d" % (i + 1) for i, t in enumerate(unknown)}
+    return sorted(TIME_RE.sub(lambda x: mapping.get(x.group(1), x.group(1)), n) for n in stripped)
+
+
+def sha1(path):
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+HEADER_TYPES = {0: "INSTANT_TIME", 1: "TARGET_INSTANT_TIME", 2: "SCHEMA", 3: "COMMAND_BLOCK_TYPE"}
+
+
+def command_block(path):
+    """If the log file starts with a command block (Hudi log format v1: magic `#HUDI#`, block size,
+    format version, block type 0 = COMMAND_BLOCK, then the header as count + (key, length, bytes)),
+    return its header without INSTANT_TIME (the time of the rollback that wrote it); else None."""
+    with open(path, "rb") as f:
+        b = f.read(4096)
+    if len(b) < 26 or b[:6] != b"#HUDI#":
+        return None
+    _size, _version, btype, count = struct.unpack(">qiii", b[6:26])
+    if btype != 0:
+        return None
+    header, off = {}, 26
+    try:
+        for _ in range(count):
+            key, ln = struct.unpack(">ii", b[off:off + 8])
+            header[HEADER_TYPES.get(key, str(key))] = b[off + 8:off + 8 + ln].decode("utf-8", "replace")
+            off += 8 + ln
+    except struct.error:
+        return {"unparsed": True}
+    header.pop("INSTANT_TIME", None)
+    return header
+
+
+def data_file_facts(root, part, name):
+    path = os.path.join(root, part, name)
+    cb = command_block(path) if ".log." in name else None
+    if cb is not None:
+        return {"command_block": True, "size": os.path.getsize(path)}
+    return {"sha1": sha1(path), "size": os.path.getsize(path)}
+
+
+def command_blocks_by_file_group(root, files):
+    """partition/.<fileId>_<baseInstant> -> sorted command-block headers (target instant, command type)
+    of that file slice's log files: which instants got a rollback block, whatever the log version."""
+    out = {}
+    for part, names in files.items():
+        for name in names:
+            if ".log." not in name:
+                continue
+            cb = command_block(os.path.join(root, part, name))
+            if cb is not None:
+                out.setdefault(part + "/" + name[:name.index(".log.")], []).append(json.dumps(cb, sort_keys=True))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def timeline_instants(names):
+    """(requested time, action) -> {"files", "completed"} of one timeline listing. A savepoint has the
+    time of the commit it keeps, hence the action in the key."""
+    out = {}
+    for n in names:
+        p = parse_instant_file(n)
+        if not p:
+            continue
+        t, _c, action, state = p
+        i = out.setdefault((t, action), {"files": [], "completed": False})
+        i["files"].append(n)
+        i["completed"] |= state == "completed"
+    return out
+
+
+def restore_side(names, shared_restores, restore_point_arg):
+    """Facts of one restored copy: its new restore instant(s), restore point, stray rollbacks."""
+    inst = timeline_instants(names)
+    new_restores = sorted(t for (t, a) in inst if a == "restore" and t not in shared_restores)
+    writes = sorted(t for (t, a), i in inst.items() if a in WRITE_ACTIONS and i["completed"])
+    point = restore_point_arg or (writes[-1] if writes else None)
+    newer_rollbacks = sorted(f for (t, a), i in inst.items() if a == "rollback" and point and t > point
+                             for f in i["files"])
+    return inst, {"new_restores": new_restores,
+                  "new_restore_completed": [t for t in new_restores if inst[(t, "restore")]["completed"]],
+                  "restore_point": point,
+                  "rollbacks_newer_than_restore_point": newer_rollbacks}
+
+
+def properties(root, meta=".hoodie"):
+    p = os.path.join(root, meta, "hoodie.properties")
+    if not os.path.exists(p):
+        return {}
+    out = {}
+    for line in open(p, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def mdt_data_files(root):
+    base = os.path.join(root, ".hoodie", "metadata")
+    out = []
+    if not os.path.isdir(base):
+        return out
+    for part in sorted(os.listdir(base)):
+        p = os.path.join(base, part)
+        if part.startswith(".") or not os.path.isdir(p):
+            continue
+        for dp, _dns, fns in os.walk(p):
+            for fn in fns:
+                if not fn.endswith(".crc") and fn != ".hoodie_partition_metadata":
+                    out.append(os.path.relpath(os.path.join(dp, fn), base))
+    return sorted(out)
+
+
+def diff_restore(ours, hudis, restore_point):
+    report = {"mode": "restore", "ours": ours, "hudis": hudis, "differences": {}, "info": {}}
+    diffs = report["differences"]
+
+    # data-table timeline
+    tl_o, tl_h = timeline_files(ours), timeline_files(hudis)
+    inst_o, inst_h = timeline_instants(tl_o), timeline_instants(tl_h)
+    shared_restores = {t for (t, a) in inst_o if a == "restore"} & {t for (t, a) in inst_h if a == "restore"}
+    _, side_o = restore_side(tl_o, shared_restores, restore_point)
+    _, side_h = restore_side(tl_h, shared_restores, restore_point)
+    report["restore"] = {"ours": side_o, "hudis": side_h}
+    for name, side in (("ours", side_o), ("hudis", side_h)):
+        problems = []
+        if len(side["new_restores"]) != 1:
+            problems.append("expected exactly one restore instant the other copy does not have, found %s"
+                            % side["new_restores"])
+        elif not side["new_restore_completed"]:
+            problems.append("restore %s is not completed" % side["new_restores"][0])
+        if side["rollbacks_newer_than_restore_point"]:
+            problems.append("rollback instants newer than the restore point %s remain: %s"
+                            % (side["restore_point"], side["rollbacks_newer_than_restore_point"]))
+        if problems:
+            diffs.setdefault("restore", {})[name] = problems
+    if side_o["restore_point"] != side_h["restore_point"]:
+        diffs.setdefault("restore", {})["restore_point"] = {"ours": side_o["restore_point"],
+                                                            "hudis": side_h["restore_point"]}
+    new_o = {f for t in side_o["new_restores"] for f in inst_o[(t, "restore")]["files"]}
+    new_h = {f for t in side_h["new_restores"] for f in inst_h[(t, "restore")]["files"]}
+    d = compare(sorted(set(tl_o) - new_o), sorted(set(tl_h) - new_h))
+    if d["only_in_ours"] or d["only_in_hudis"]:
+        diffs["timeline"] = d
+    d = compare(normalize_times(sorted(new_o), set()), normalize_times(sorted(new_h), set()))
+    if d["only_in_ours"] or d["only_in_hudis"]:
+        diffs["restore_instant_files"] = d
+    known = times_in(tl_o) & times_in(tl_h)
+    report["timeline"] = {"ours": normalize_times(tl_o, known), "hudis": normalize_times(tl_h, known)}
+
+    # metadata table: timeline and data file names, times only one side has -> placeholders
+    mdt = os.path.join(".hoodie", "metadata", ".hoodie")
+    if os.path.isdir(os.path.join(ours, mdt)) or os.path.isdir(os.path.join(hudis, mdt)):
+        mo, mh = timeline_files(ours, mdt), timeline_files(hudis, mdt)
+        fo, fh = mdt_data_files(ours), mdt_data_files(hudis)
+        mknown = (times_in(mo) & times_in(mh)) | known | \
+            ({t for n in fo for t in TIME_RE.findall(n)} & {t for n in fh for t in TIME_RE.findall(n)})
+        report["mdt_timeline"] = {"ours": normalize_times(mo, mknown), "hudis": normalize_times(mh, mknown)}
+        d = compare(normalize_times(mo, mknown), normalize_times(mh, mknown))
+        if d["only_in_ours"] or d["only_in_hudis"]:
+            diffs["mdt_timeline"] = d
+        d = compare(normalize_times(fo, mknown), normalize_times(fh, mknown))
+        if d["only_in_ours"] or d["only_in_hudis"]:
+            diffs["mdt_data_files"] = d
+
+    # data files: names, then contents
+    do, dh = data_files(ours), data_files(hudis)
+    counts = {"ours": {"files": 0, "command_block_logs": 0}, "hudis": {"files": 0, "command_block_logs": 0}}
+    for part in sorted(set(do) | set(dh)):
+        a, b = do.get(part, []), dh.get(part, [])
+        d = compare(a, b)
+        if d["only_in_ours"] or d["only_in_hudis"]:
+            diffs.setdefault("data_files", {})[part] = d
+        for name in sorted(set(a) & set(b)):
+            fo_, fh_ = data_file_facts(ours, part, name), data_file_facts(hudis, part, name)
+            if fo_ != fh_:
+                diffs.setdefault("data_file_contents", {})[part + "/" + name] = {"ours": fo_, "hudis": fh_}
+        for side, root, names in (("ours", ours, a), ("hudis", hudis, b)):
+            for name in names:
+                counts[side]["files"] += 1
+                if ".log." in name and command_block(os.path.join(root, part, name)) is not None:
+                    counts[side]["command_block_logs"] += 1
+    report["data_file_counts"] = counts
+    cbo, cbh = command_blocks_by_file_group(ours, do), command_blocks_by_file_group(hudis, dh)
+    cbd = {k: {"ours": cbo.get(k, []), "hudis": cbh.get(k, [])}
+           for k in sorted(set(cbo) | set(cbh)) if cbo.get(k) != cbh.get(k)}
+    if cbd:
+        diffs["command_block_targets"] = cbd
+    if counts["ours"] != counts["hudis"]:
+        diffs["data_file_counts"] = counts
+    empty_o = sorted(p for p, f in do.items() if not f)
+    empty_h = sorted(p for p, f in dh.items() if not f)
+    report["info"]["partitions_without_data_files"] = {"ours": empty_o, "hudis": empty_h}
+
+    # table config
+    po, ph = properties(ours), properties(hudis)
+    pd = {k: {"ours": po.get(k), "hudis": ph.get(k)} for k in sorted(set(po) | set(ph)) if po.get(k) != ph.get(k)}
+    if pd:
+        diffs["hoodie_properties"] = pd
+    backups = {}
+    for side, root in (("ours", ours), ("hudis", hudis)):
+        h = os.path.join(root, ".hoodie")
+        backups[side] = sorted(re.sub(r"\d{17}", "<ts>", n) for n in os.listdir(h)
+                               if n.startswith(".metadata_") and os.path.isdir(os.path.join(h, n)))
+    report["info"]["mdt_partition_backups"] = backups
+
+    leftovers(ours, hudis, diffs)
+    return report
+
+
+def leftovers(ours, hudis, diffs):
+    for rel in (os.path.join(".hoodie", ".temp"), os.path.join(".hoodie", ".heartbeat")):
+        d = compare(files_under(ours, rel), files_under(hudis, rel))
+        if d["only_in_ours"] or d["only_in_hudis"]:
+            diffs[rel] = d
+    lo, lh = os.path.exists(os.path.join(ours, ".hoodie", "lock")), os.path.exists(os.path.join(hudis, ".hoodie", "lock"))
+    if lo != lh:
+        diffs["lock_file"] = {"ours": lo, "hudis": lh}
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    restore = "--restore" in args
+    args = [a for a in args if a != "--restore"]
+    restore_point = None
+    if "--restore-point" in args:
+        i = args.index("--restore-point")
+        if not restore or i + 1 >= len(args):
+            print(__doc__, file=sys.stderr)
+            sys.exit(2)
+        restore_point = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2 or not all(os.path.isdir(os.path.join(a, ".hoodie")) for a in args):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    ours, hudis = sys.argv[1], sys.argv[2]
+    ours, hudis = args
+    if restore:
+        report = diff_restore(ours, hudis, restore_point)
+        report["same"] = not report["differences"]
+        print(json.dumps(report, indent=2))
+        sys.exit(0 if report["same"] else 1)
     report = {"ours": ours, "hudis": hudis, "differences": {}}
     tl_o, tl_h = timeline_files(ours), timeline_files(hudis)
     known = times_in(tl_o) & times_in(tl_h)
@@ -118,13 +409,7 @@ def main():
         d = compare(do.get(part, []), dh.get(part, []))
         if d["only_in_ours"] or d["only_in_hudis"]:
             report["differences"].setdefault("data_files", {})[part] = d
-    for rel in (os.path.join(".hoodie", ".temp"), os.path.join(".hoodie", ".heartbeat")):
-        d = compare(files_under(ours, rel), files_under(hudis, rel))
-        if d["only_in_ours"] or d["only_in_hudis"]:
-            report["differences"][rel] = d
-    lo, lh = os.path.exists(os.path.join(ours, ".hoodie", "lock")), os.path.exists(os.path.join(hudis, ".hoodie", "lock"))
-    if lo != lh:
-        report["differences"]["lock_file"] = {"ours": lo, "hudis": lh}
+    leftovers(ours, hudis, report["differences"])
     report["same"] = not report["differences"]
     print(json.dumps(report, indent=2))
     sys.exit(0 if report["same"] else 1)

@@ -7,7 +7,7 @@
 #   run.sh generate <version-key> <scenario|all> <dir>
 #   run.sh rollback <version-key> <dir>
 #   run.sh verify   <version-key> <dir> [--expect <records.json>]
-#   run.sh diff     <ours-dir> <hudis-dir>
+#   run.sh diff     [--restore] <ours-dir> <hudis-dir>   (--restore: two restores of one table)
 #   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
 #   run.sh selftest [root]                            (generate+verify+diff per version)
 #   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
@@ -17,6 +17,9 @@
 #   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
 #   run.sh hold-lock <version-key> <dir> <seconds>    (take the writers' lock with Hudi's provider, hold it, release)
 #   run.sh savepoint <version-key> <dir> <instant>    (Hudi's own savepoint of a completed commit)
+#   run.sh restore <version-key> <dir> <instant> [--savepoint|--to-instant]
+#                                                     (Hudi's own restoreToSavepoint / restoreToInstant)
+#   run.sh commit <version-key> <dir>                 (one more completed upsert commit, p0-p2 + new keys in p3)
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
@@ -245,6 +248,22 @@ cmd_verify() {
   return $rc
 }
 
+# Hudi's own restore of <dir> to <instant>: restoreToSavepoint (default) or restoreToInstant.
+cmd_restore() {
+  local usage="usage: run.sh restore <version-key> <dir> <instant> [--savepoint|--to-instant]"
+  [[ $# == 3 || $# == 4 ]] || die "$usage"
+  local key="$1" dir="$2" instant="$3" mode=savepoint
+  case "${4:---savepoint}" in
+    --savepoint) mode=savepoint ;;
+    --to-instant) mode=instant ;;
+    *) die "$usage" ;;
+  esac
+  module_dir "$key" >/dev/null
+  [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (restore needs the scenario of the table)"
+  cmd_build
+  hj "$key" restore --dir "$dir" --instant "$instant" --mode "$mode"
+}
+
 # Self-test of the harness: per version, generate a COW and a MOR+MDT scenario, then
 #   verify(Hudi's rollback) must pass, verify(failed table) must fail,
 #   a second Hudi rollback of the failed table must diff equal to the reference.
@@ -351,6 +370,9 @@ case "${1:-}" in
     cmd_build; hj_exec "$1" writer --dir "$2" --id "$3" --commits "$4" ;;
   savepoint) shift; [[ $# == 3 ]] || die "usage: run.sh savepoint <version-key> <dir> <instant>"
     cmd_build; hj "$1" savepoint --dir "$2" --instant "$3" ;;
+  restore) shift; cmd_restore "$@" ;;
+  commit) shift; [[ $# == 2 ]] || die "usage: run.sh commit <version-key> <dir>"
+    cmd_build; hj "$1" commit --dir "$2" ;;
   hold-lock) shift; [[ $# == 3 ]] || die "usage: run.sh hold-lock <version-key> <dir> <seconds>"
     cmd_build; hj_exec "$1" hold-lock --dir "$2" --seconds "$3" ;;
   kill-writer) shift; [[ $# == 3 ]] || die "usage: run.sh kill-writer <version-key> <dir> <logdir>"

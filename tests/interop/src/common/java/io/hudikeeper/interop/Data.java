@@ -81,9 +81,21 @@ public final class Data {
 
   /** The state after the completed commits, by key. */
   public static Map<String, Row> expected() {
+    return expectedAfter(COMPLETED_COMMITS);
+  }
+
+  /**
+   * The state after completed commit number {@code c} (1-based), by key: what a reader must see once
+   * the table is restored to that commit. Every key's latest row wins: each commit's {@code ts} is
+   * higher than the previous commits'.
+   */
+  public static Map<String, Row> expectedAfter(int c) {
+    if (c < 1 || c > COMPLETED_COMMITS) {
+      throw new IllegalArgumentException("commit " + c);
+    }
     Map<String, Row> m = new TreeMap<>();
-    for (int c = 1; c <= COMPLETED_COMMITS; c++) {
-      for (Row r : commitBatch(c)) {
+    for (int i = 1; i <= c; i++) {
+      for (Row r : commitBatch(i)) {
         m.put(r.id(), r);
       }
     }

@@ -37,6 +37,11 @@ import java.util.Properties;
  *   writer   --dir D --id W --commits N   commit N insert batches of new keys in a loop (OCC, the lock of
  *                                   INTEROP_LOCK, no cleaning); prints COMMITTED/FAILED lines and a JSON summary
  *   savepoint --dir D --instant T   Hudi's own savepoint of completed commit T (user "interop", comment "harness")
+ *   restore  --dir D --instant T [--mode savepoint|instant]   Hudi's own restore: restoreToSavepoint(T)
+ *                                   (default) or restoreToInstant(T, metadata table enabled); JSON summary,
+ *                                   exit 1 with the exception on stderr when Hudi refuses or fails
+ *   commit   --dir D                one more completed upsert commit (k00-k05 updated, 3 new keys in p3);
+ *                                   writes expected-records-T.json when the previous commit has one
  *   hold-lock --dir D --seconds N   take the table lock the writers take (INTEROP_LOCK's provider, Hudi's
  *                                   own provider class), print LOCKED, hold it N seconds, release, print UNLOCKED
  *   info                            print the Hudi version of this classpath
@@ -75,6 +80,9 @@ public final class Main {
       case "commits" -> rc = commits(new File(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
       case "fail" -> rc = fail(new File(req(opts, "dir")));
       case "savepoint" -> rc = savepoint(new File(req(opts, "dir")), req(opts, "instant"));
+      case "restore" -> rc = restore(new File(req(opts, "dir")), req(opts, "instant"),
+          opts.getOrDefault("mode", "savepoint"));
+      case "commit" -> rc = commit(new File(req(opts, "dir")));
       case "hold-lock" -> rc = holdLock(new File(req(opts, "dir")), Integer.parseInt(req(opts, "seconds")));
       case "writer" -> rc = writer(new File(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
           Integer.parseInt(req(opts, "commits")));
@@ -98,6 +106,7 @@ public final class Main {
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
         + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N | savepoint --dir D --instant T"
+        + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
         + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
     System.exit(2);
@@ -193,6 +202,10 @@ public final class Main {
     sj.set("completed_instants", instants);
     JSON.writeValue(new File(dir, "scenario.json"), sj);
     JSON.writeValue(new File(dir, "expected-records.json"), Data.toJson(Data.expected()));
+    // what a reader must see once the table is restored to each completed commit
+    for (int c = 1; c <= Data.COMPLETED_COMMITS; c++) {
+      JSON.writeValue(expectedFile(dir, instants.get(c - 1).asText()), Data.toJson(Data.expectedAfter(c)));
+    }
     OUT.println(JSON.writeValueAsString(sj));
     return 0;
   }
@@ -277,6 +290,156 @@ public final class Main {
       client.savepoint(instant, "interop", "harness");
     }
     OUT.println("SAVEPOINT " + instant);
+    return 0;
+  }
+
+  /** {@code <dir>/expected-records-<instant>.json}: the records of the table as of that completed commit. */
+  static File expectedFile(File dir, String instant) {
+    return new File(dir, "expected-records-" + instant + ".json");
+  }
+
+  /**
+   * Hudi's own restore, with the harness write config (OCC, LAZY, the INTEROP_LOCK lock).
+   * {@code mode} savepoint: {@code restoreToSavepoint(instant)}; instant: {@code restoreToInstant(instant,
+   * <metadata table enabled in the write config>)}. Prints a JSON summary; on failure prints the exception
+   * (with its causes) to stderr and returns 1.
+   */
+  @SuppressWarnings({"rawtypes"})
+  static int restore(File dir, String instant, String mode) throws Exception {
+    if (!mode.equals("savepoint") && !mode.equals("instant")) {
+      throw new IllegalArgumentException("--mode must be savepoint or instant, got " + mode);
+    }
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    HoodieWriteConfig cfg = writeConfig(s, base, null);
+    HoodieTableMetaClient mc = metaClient(conf, base);
+    boolean mdtEnabled = cfg.isMetadataTableEnabled();
+    boolean mdtAvailable = mc.getTableConfig().isMetadataTableAvailable();
+    List<String> restoresBefore = restoreInstants(mc);
+    List<String> rolledBack = null;
+    long t0 = System.currentTimeMillis();
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf), cfg)) {
+      if (mode.equals("savepoint")) {
+        client.restoreToSavepoint(instant);
+      } else {
+        org.apache.hudi.avro.model.HoodieRestoreMetadata md = client.restoreToInstant(instant, mdtEnabled);
+        rolledBack = md == null ? null : new ArrayList<>(md.getInstantsToRollback());
+      }
+    } catch (Exception e) {
+      StringBuilder msg = new StringBuilder("restore to " + instant + " (" + mode + ") failed: " + e);
+      for (Throwable c = e.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+        msg.append("\n  caused by: ").append(c);
+      }
+      e.printStackTrace(System.err);
+      System.err.println(msg);
+      System.err.flush();
+      return 1;
+    }
+    long ms = System.currentTimeMillis() - t0;
+    mc = HoodieTableMetaClient.reload(mc);
+    List<String> restoresAfter = restoreInstants(mc);
+    List<String> newRestores = new ArrayList<>(restoresAfter);
+    newRestores.removeAll(restoresBefore);
+    ObjectNode n = JSON.createObjectNode();
+    n.put("hudi_version", hudiVersion());
+    n.put("table_version", tableVersion(mc));
+    n.put("mode", mode);
+    n.put("restored_to", instant);
+    n.put("metadata_table_enabled", mdtEnabled);
+    n.put("metadata_table_available_before", mdtAvailable);
+    n.set("restore_instants_new", JSON.valueToTree(newRestores));
+    n.set("restore_instants", JSON.valueToTree(restoresAfter));
+    if (rolledBack != null) {
+      n.set("instants_rolled_back", JSON.valueToTree(rolledBack));
+    }
+    n.put("restore_ms", ms);
+    List<String> active = new ArrayList<>();
+    for (HoodieInstant i : mc.getActiveTimeline().getInstants()) {
+      active.add(Compat.instantTime(i) + "." + i.getAction() + "." + i.getState());
+    }
+    n.set("active_timeline", JSON.valueToTree(active));
+    List<String> pending = pending(mc);
+    n.set("pending", JSON.valueToTree(pending));
+    OUT.println(JSON.writeValueAsString(n));
+    return 0;
+  }
+
+  private static List<String> restoreInstants(HoodieTableMetaClient mc) {
+    List<String> out = new ArrayList<>();
+    for (HoodieInstant i : mc.reloadActiveTimeline().getRestoreTimeline().getInstants()) {
+      out.add(Compat.instantTime(i) + "." + i.getAction() + "." + i.getState());
+    }
+    return out;
+  }
+
+  /**
+   * One more completed upsert commit: updates k00-k05 (partitions p0-p2, existing file groups) and
+   * inserts three new keys {@code n<T>r<i>} into partition p3. Rows have {@code ts=5} and
+   * {@code val="commit-<T>"}: they win over the generated commits (ts 1-3) and lose to verify's
+   * follow-up writes (ts 10+). If {@code expected-records-<previous commit>.json} exists, where the
+   * previous commit is the latest completed commit before T, writes {@code expected-records-<T>.json}
+   * (that state plus these rows). Prints a JSON summary.
+   */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int commit(File dir) throws Exception {
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    Properties extra = new Properties();
+    if (s.mor) {
+      // see writer(): MOR inserts into a small file group lose the group's logged updates
+      extra.setProperty("hoodie.parquet.small.file.limit", "0");
+    }
+    HoodieTableMetaClient mc = metaClient(conf, base);
+    String t;
+    List<Data.Row> rows = new ArrayList<>();
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, base, extra))) {
+      t = client.startCommit();
+      for (int i = 0; i <= 5; i++) {
+        rows.add(new Data.Row(Data.key(i), Data.part(i), 5, "commit-" + t, 5000 + i));
+      }
+      for (int i = 0; i < 3; i++) {
+        rows.add(new Data.Row("n" + t + "r" + i, "p3", 5, "commit-" + t, 6000 + i));
+      }
+      List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
+      for (WriteStatus w : ws) {
+        if (w.hasErrors()) {
+          throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
+        }
+      }
+      if (!client.commit(t, ws)) {
+        throw new IllegalStateException("commit " + t + " failed");
+      }
+    }
+    mc = HoodieTableMetaClient.reload(mc);
+    String previous = null;
+    for (HoodieInstant i : mc.getCommitsTimeline().filterCompletedInstants().getInstants()) {
+      String it = Compat.instantTime(i);
+      if (it.compareTo(t) < 0 && (previous == null || it.compareTo(previous) > 0)) {
+        previous = it;
+      }
+    }
+    ObjectNode n = JSON.createObjectNode();
+    n.put("instant", t);
+    n.put("previous_commit", previous);
+    File prevFile = previous == null ? null : expectedFile(dir, previous);
+    if (prevFile != null && prevFile.exists()) {
+      ObjectNode want = (ObjectNode) JSON.readTree(prevFile);
+      // sorted by key, like Data.toJson
+      Map<String, com.fasterxml.jackson.databind.JsonNode> recs = new java.util.TreeMap<>();
+      want.get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
+      Data.toJson(rowMap(rows)).get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
+      ObjectNode sorted = want.putObject("records");
+      recs.forEach(sorted::set);
+      JSON.writeValue(expectedFile(dir, t), want);
+      n.put("expected_records_file", expectedFile(dir, t).getAbsolutePath());
+    } else {
+      n.putNull("expected_records_file");
+    }
+    n.set("records", Data.toJson(rowMap(rows)).get("records"));
+    OUT.println(JSON.writeValueAsString(n));
     return 0;
   }
 

@@ -1,5 +1,7 @@
 package io.hudikeeper.interop;
 
+import org.apache.hudi.avro.model.HoodieSavepointMetadata;
+import org.apache.hudi.avro.model.HoodieSavepointPartitionMetadata;
 import org.apache.hudi.client.HoodieJavaWriteClient;
 import org.apache.hudi.common.table.HoodieTableMetaClient;
 import org.apache.hudi.common.table.timeline.HoodieInstant;
@@ -8,7 +10,11 @@ import org.apache.hudi.table.action.rollback.RollbackUtils;
 import org.apache.hudi.storage.StorageConfiguration;
 
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 
 /** API shim for Hudi 0.15.x (table version 6, timeline layout 1). */
 public final class Compat {
@@ -43,5 +49,22 @@ public final class Compat {
 
   public static String completionTime(HoodieInstant i) {
     return null;
+  }
+
+  /** A completed savepoint's HoodieSavepointMetadata: partition -> savepointDataFile (bare names). */
+  static Map<String, List<String>> readSavepointFiles(HoodieTableMetaClient mc, HoodieInstant i) throws IOException {
+    HoodieSavepointMetadata md = TimelineMetadataUtils.deserializeHoodieSavepointMetadata(
+        mc.getActiveTimeline().getInstantDetails(i).get());
+    Map<String, List<String>> out = new TreeMap<>();
+    for (Map.Entry<String, HoodieSavepointPartitionMetadata> e : md.getPartitionMetadata().entrySet()) {
+      out.put(e.getKey(), new ArrayList<>(e.getValue().getSavepointDataFile()));
+    }
+    return out;
+  }
+
+  /** A completed restore's HoodieRestoreMetadata: the instants it rolled back (instantsToRollback). */
+  static List<String> readRestoreRolledBack(HoodieTableMetaClient mc, HoodieInstant i) throws IOException {
+    return new ArrayList<>(TimelineMetadataUtils.deserializeHoodieRestoreMetadata(
+        mc.getActiveTimeline().getInstantDetails(i).get()).getInstantsToRollback());
   }
 }
