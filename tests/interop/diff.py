@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""usage: diff.py [--restore] <ours> <hudis>
+"""usage: diff.py [--restore [--mdt-deleted] [--restore-point T]] <ours> <hudis>
 
 Default: compare two rolled-back copies of one failed table: <ours> (e.g. hudi-keeper's) and <hudis>
 (Hudi's own rollback, the `<dir>-hudi-rollback` copy made by `run.sh generate`).
@@ -27,6 +27,9 @@ restoreToSavepoint/restoreToInstant), whose restore and child-rollback instant t
   * hoodie.properties (comment lines ignored), .hoodie/.temp, .hoodie/.heartbeat, the lock file.
   Partition directories without data files and MDT index backups (.hoodie/.metadata_<p>_<ts>) are
   reported under "info" only.
+  --mdt-deleted: <ours> deleted its metadata table instead of restoring it (as Hudi's
+  restoreToSavepoint does when it cannot restore it): <ours> must have no .hoodie/metadata and no
+  metadata partitions in hoodie.properties; the metadata tables are then not compared.
 
 Prints a JSON report; exit 0 iff nothing differs, 1 if something differs, 2 on bad usage.
 """
@@ -262,7 +265,7 @@ def mdt_data_files(root):
     return sorted(out)
 
 
-def diff_restore(ours, hudis, restore_point):
+def diff_restore(ours, hudis, restore_point, mdt_deleted=False):
     report = {"mode": "restore", "ours": ours, "hudis": hudis, "differences": {}, "info": {}}
     diffs = report["differences"]
 
@@ -301,7 +304,20 @@ def diff_restore(ours, hudis, restore_point):
 
     # metadata table: timeline and data file names, times only one side has -> placeholders
     mdt = os.path.join(".hoodie", "metadata", ".hoodie")
-    if os.path.isdir(os.path.join(ours, mdt)) or os.path.isdir(os.path.join(hudis, mdt)):
+    if mdt_deleted:
+        # Ours deleted the metadata table (as Hudi's restoreToSavepoint does when it cannot
+        # restore it): there must be none left, and the table config must say so.
+        problems = []
+        # (empty folders are a local-file-system artifact: object stores have none)
+        left = files_under(ours, os.path.join(".hoodie", "metadata"))
+        if left:
+            problems.append("ours still has files under .hoodie/metadata: %s" % left[:5])
+        if properties(ours).get("hoodie.table.metadata.partitions", ""):
+            problems.append("ours still lists metadata partitions in hoodie.properties")
+        if problems:
+            diffs["mdt_deleted"] = problems
+        report["info"]["mdt"] = "deleted in ours; not compared"
+    elif os.path.isdir(os.path.join(ours, mdt)) or os.path.isdir(os.path.join(hudis, mdt)):
         mo, mh = timeline_files(ours, mdt), timeline_files(hudis, mdt)
         fo, fh = mdt_data_files(ours), mdt_data_files(hudis)
         mknown = (times_in(mo) & times_in(mh)) | known | \
@@ -345,7 +361,9 @@ def diff_restore(ours, hudis, restore_point):
 
     # table config
     po, ph = properties(ours), properties(hudis)
-    pd = {k: {"ours": po.get(k), "hudis": ph.get(k)} for k in sorted(set(po) | set(ph)) if po.get(k) != ph.get(k)}
+    ignored = {"hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight"} if mdt_deleted else set()
+    pd = {k: {"ours": po.get(k), "hudis": ph.get(k)} for k in sorted(set(po) | set(ph))
+          if po.get(k) != ph.get(k) and k not in ignored}
     if pd:
         diffs["hoodie_properties"] = pd
     backups = {}
@@ -372,7 +390,8 @@ def leftovers(ours, hudis, diffs):
 def main():
     args = sys.argv[1:]
     restore = "--restore" in args
-    args = [a for a in args if a != "--restore"]
+    mdt_deleted = "--mdt-deleted" in args
+    args = [a for a in args if a not in ("--restore", "--mdt-deleted")]
     restore_point = None
     if "--restore-point" in args:
         i = args.index("--restore-point")
@@ -386,7 +405,7 @@ def main():
         sys.exit(2)
     ours, hudis = args
     if restore:
-        report = diff_restore(ours, hudis, restore_point)
+        report = diff_restore(ours, hudis, restore_point, mdt_deleted)
         report["same"] = not report["differences"]
         print(json.dumps(report, indent=2))
         sys.exit(0 if report["same"] else 1)

@@ -37,7 +37,6 @@ use crate::plan::restore::{
     plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput, RestoreRefusal, Undo,
 };
 use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
-use crate::protocol::heartbeat::heartbeat_path;
 use crate::protocol::lock::acquire;
 use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
 use crate::storage::{FileMeta, RelPath, StorageError};
@@ -630,8 +629,9 @@ async fn undo_one(
             }
         }
     }
+    // Its markers go; its heartbeat stays, as Hudi's restore leaves it (a dead writer's
+    // heartbeat names an instant that no longer exists, which nothing reads).
     delete_folder(storage, &marker_dir(t)?).await?;
-    storage.delete(&heartbeat_path(t)?).await?;
     for f in own.iter().filter(|f| f.name.state != State::Completed) {
         storage.delete(&f.path).await?;
     }
@@ -683,6 +683,12 @@ async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
         storage
             .put(&backup, bytes::Bytes::from(text.clone().into_bytes()))
             .await?;
+        if table.uri().starts_with("file:") {
+            // Hadoop's checksum of the old bytes would make Hudi's reader reject the new ones.
+            let crc =
+                RelPath::parse(".hoodie/.hoodie.properties.crc").map_err(StorageError::from)?;
+            storage.delete(&crc).await?;
+        }
         storage
             .put(&props, bytes::Bytes::from(rewritten.into_bytes()))
             .await?;
