@@ -362,3 +362,143 @@ fn a_storage_lock_renew_interval_that_cannot_keep_the_lease_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("renew interval"), "{}", stderr(&out));
 }
+
+/// The failed table with a second completed commit after the first.
+fn table_with_two_commits() -> TableDir {
+    let t = failed_table();
+    t.touch(&[
+        ".hoodie/timeline/20200101120000000.deltacommit.requested",
+        ".hoodie/timeline/20200101120000000.deltacommit.inflight",
+        ".hoodie/timeline/20200101120000000_20200101120001000.deltacommit",
+        "p1/second-0_0-1-2_20200101120000000.parquet",
+    ]);
+    t
+}
+
+#[test]
+fn savepoint_create_then_restore_takes_the_table_back_and_explains_refusals() {
+    let t = table_with_two_commits();
+    let t1 = "20200101000000000";
+    let dry = run(&[
+        "savepoint",
+        "create",
+        &t.uri(),
+        "--instant",
+        t1,
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&dry)).unwrap();
+    assert_eq!(v["savepoint"]["written"], false);
+    assert_eq!(
+        v["savepoint"]["metadata"]["partition_metadata"]["p1"][0],
+        "committed-0_0-1-2_20200101000000000.parquet"
+    );
+    // Changing the table needs a lock decision.
+    let no_lock = run(&["savepoint", "create", &t.uri(), "--instant", t1]);
+    assert_eq!(no_lock.status.code(), Some(1));
+    assert!(stderr(&no_lock).contains("--lock"), "{}", stderr(&no_lock));
+    let sp = run(&[
+        "savepoint",
+        "create",
+        &t.uri(),
+        "--instant",
+        t1,
+        "--lock",
+        "filesystem",
+    ]);
+    assert!(sp.status.success(), "{}", stderr(&sp));
+    assert!(
+        stdout(&sp).contains("Created the savepoint"),
+        "{}",
+        stdout(&sp)
+    );
+
+    // Neither a savepoint nor an instant: clap says so.
+    let neither = run(&["restore", &t.uri(), "--dry-run"]);
+    assert_eq!(neither.status.code(), Some(2));
+    // Not savepointed: refused with the way out.
+    let later = run(&[
+        "restore",
+        &t.uri(),
+        "--savepoint",
+        "20200101120000000",
+        "--dry-run",
+    ]);
+    assert_eq!(later.status.code(), Some(1));
+    assert!(
+        stderr(&later).contains("--to-instant"),
+        "{}",
+        stderr(&later)
+    );
+    let plan = run(&[
+        "restore",
+        &t.uri(),
+        "--savepoint",
+        t1,
+        "--dry-run",
+        "--min-instant-age",
+        "0s",
+    ]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let text = stdout(&plan);
+    assert!(
+        text.contains(&format!("Restore to {t1} (savepointed): undo 2 instant(s)")),
+        "{text}"
+    );
+    assert!(text.contains("nothing was changed"), "{text}");
+    let second = t.path().join("p1/second-0_0-1-2_20200101120000000.parquet");
+    assert!(second.exists());
+    // Without a terminal, --yes is needed.
+    let out = bin()
+        .args([
+            "restore",
+            &t.uri(),
+            "--savepoint",
+            t1,
+            "--lock",
+            "none",
+            "--min-instant-age",
+            "0s",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
+    assert!(second.exists());
+    let done = run(&[
+        "restore",
+        &t.uri(),
+        "--savepoint",
+        t1,
+        "--lock",
+        "filesystem",
+        "--yes",
+        "--json",
+        "--min-instant-age",
+        "0s",
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&done)).unwrap();
+    let undone: Vec<&str> = v["restore"]["undone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["instant"].as_str().unwrap())
+        .collect();
+    assert_eq!(undone, [TF, "20200101120000000"]);
+    assert!(!second.exists());
+    assert!(!t
+        .path()
+        .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+        .exists());
+    assert!(t
+        .path()
+        .join("p1/committed-0_0-1-2_20200101000000000.parquet")
+        .exists());
+    let list = run(&["savepoint", "list", &t.uri(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    assert_eq!(v["savepoints"][0]["instant"], t1);
+}
