@@ -13,6 +13,7 @@ use hudi_keeper_core::exec::restore::{
 };
 use hudi_keeper_core::exec::rollback::RollbackOptions;
 use hudi_keeper_core::exec::savepoint::{create_savepoint, list_savepoints, SavepointRequest};
+use hudi_keeper_core::format::commit::empty_commit_metadata;
 use hudi_keeper_core::format::log_block::is_rollback_block_for;
 use hudi_keeper_core::format::restore::{RestoreMetadata, RestorePlan};
 use hudi_keeper_core::protocol::lock::LockOptions;
@@ -238,6 +239,112 @@ async fn restore_to_a_savepoint_undoes_the_failed_write_then_later_commits_and_l
     }
 }
 
+/// The fixture's metadata table as Hudi 1.x writes it: completed deltacommits in Avro with the
+/// metadata record schema, and a `partition_stats` partition besides `files`.
+async fn with_real_metadata_table(f: &Fixture) {
+    let s = f.storage();
+    let m = ".hoodie/metadata";
+    let avro = empty_commit_metadata(
+        "{\"type\":\"record\",\"name\":\"HoodieMetadataRecord\"}",
+        "UPSERT_PREPPED",
+    )
+    .unwrap();
+    for t in [T1, T2, TF] {
+        s.put(
+            &rel(&format!(
+                "{m}/.hoodie/timeline/{t}_{}.deltacommit",
+                common::fixtures::bump(t)
+            )),
+            avro.clone().into(),
+        )
+        .await
+        .unwrap();
+        s.put(
+            &rel(&format!(
+                "{m}/partition_stats/.partition-stats-0000-0_{t}.log.1_0-1-0"
+            )),
+            b"stats".to_vec().into(),
+        )
+        .await
+        .unwrap();
+    }
+    let props = rel(".hoodie/hoodie.properties");
+    let text = String::from_utf8(s.get(&props).await.unwrap().to_vec()).unwrap();
+    let text = text.replace(
+        "hoodie.table.metadata.partitions=files\n",
+        "hoodie.table.metadata.partitions=files,partition_stats\n",
+    );
+    s.put(&props, text.into_bytes().into()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_metadata_table_is_restored_to_the_same_point_as_hudi_1_x_restores_it() {
+    let f = fixture(Kind::MorV9, true).await;
+    with_real_metadata_table(&f).await;
+    let table = open(&f).await;
+    let preview = preview_restore(&table, T1, &opts(true)).await.unwrap();
+    assert_eq!(preview.metadata_table, MetadataTableAction::Restored);
+    let done = restore(&table, T1, &opts(true), None).await.unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Restored);
+    let after = f.snapshot().await;
+    let m = ".hoodie/metadata";
+    // T1's metadata stays; T2's and the failed write's (completed there) are undone.
+    assert!(after.contains_key(&format!("{m}/files/.files-0000-0_{T1}.log.1_0-1-0")));
+    for t in [T2, TF] {
+        assert!(!after.contains_key(&format!("{m}/files/.files-0000-0_{t}.log.1_0-1-0")));
+        assert!(!after
+            .keys()
+            .any(|k| k.starts_with(&format!("{m}/.hoodie/timeline/{t}"))));
+    }
+    // partition_stats is dropped, as Hudi 1.1 drops it.
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/partition_stats/"))));
+    let props = String::from_utf8(after[".hoodie/hoodie.properties"].clone()).unwrap();
+    assert!(
+        props.contains("hoodie.table.metadata.partitions=files\n"),
+        "{props}"
+    );
+    // Its own completed restore, no rollback left, and one empty deltacommit after it.
+    let mtl = format!("{m}/.hoodie/timeline");
+    let restores = restore_files(&after, &mtl);
+    assert_eq!(restores.len(), 3, "{restores:?}");
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&mtl) && k.contains(".rollback")));
+    let mdt_restore = restores.iter().find(|k| k.ends_with(".restore")).unwrap();
+    let meta = RestoreMetadata::from_avro(&after[mdt_restore]).unwrap();
+    assert_eq!(meta.instants_to_rollback, [TF, T2]);
+    let m_time = mdt_restore
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .split('_')
+        .next()
+        .unwrap()
+        .to_string();
+    let syncs: Vec<&String> = after
+        .keys()
+        .filter(|k| k.starts_with(&format!("{mtl}/")) && k.ends_with(".deltacommit"))
+        .filter(|k| k.rsplit('/').next().unwrap().split('_').next().unwrap() > m_time.as_str())
+        .collect();
+    assert_eq!(syncs.len(), 1, "{syncs:?}");
+    assert_eq!(
+        hudi_keeper_core::format::commit::schema_of(&after[syncs[0]]).as_deref(),
+        Some("{\"type\":\"record\",\"name\":\"HoodieMetadataRecord\"}")
+    );
+    // The data table's restore completes after the metadata table's.
+    let data_restore = restore_files(&after, ".hoodie/timeline");
+    assert_eq!(data_restore.len(), 3);
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_that_restores_the_metadata_table_then_rerun_ends_alike(
+) {
+    let n = crash_at_every_call_with(Kind::MorV9, true, true).await;
+    eprintln!("mor v9 + metadata table restored: {n} injection points");
+}
+
 #[tokio::test]
 async fn a_metadata_table_is_deleted_and_cleared_from_the_table_properties() {
     let f = fixture(Kind::MorV9, true).await;
@@ -348,17 +455,36 @@ fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> 
                     Some((times, rest)) if rest.starts_with("savepoint") => {
                         format!("{}.{rest}", times.split('_').next().unwrap_or(times))
                     }
+                    // New instants (the metadata table's sync deltacommit) have new times.
+                    Some((times, rest))
+                        if times.split('_').next().is_some_and(|t| {
+                            t.len() == 17
+                                && t.bytes().all(|b| b.is_ascii_digit())
+                                && ![T1, T2, TF].contains(&t)
+                        }) =>
+                    {
+                        let shape = if times.contains('_') {
+                            "<N>_<C>"
+                        } else {
+                            "<N>"
+                        };
+                        format!("{shape}.{rest}")
+                    }
                     _ => seg.to_string(),
                 })
                 .collect::<Vec<_>>()
                 .join("/");
-            let v =
-                if k.contains(".restore") || k.contains(".savepoint") || v.starts_with(b"#HUDI#\0")
-                {
-                    Vec::new()
-                } else {
-                    v.clone()
-                };
+            let v = if k.contains(".restore")
+                || k.contains(".savepoint")
+                || k.contains("<N>")
+                // Avro files carry a random sync marker.
+                || v.starts_with(b"Obj\x01")
+                || v.starts_with(b"#HUDI#\0")
+            {
+                Vec::new()
+            } else {
+                v.clone()
+            };
             (k, v)
         })
         .collect()
@@ -367,7 +493,19 @@ fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> 
 /// Fail the n-th storage call of a restore (before or after it reaches storage), rerun, and
 /// compare with an uninterrupted restore.
 async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
-    let reference = fixture(kind, mdt).await;
+    crash_at_every_call_with(kind, mdt, false).await
+}
+
+async fn build(kind: Kind, mdt: bool, real_mdt: bool) -> Fixture {
+    let f = fixture(kind, mdt).await;
+    if real_mdt {
+        with_real_metadata_table(&f).await;
+    }
+    f
+}
+
+async fn crash_at_every_call_with(kind: Kind, mdt: bool, real_mdt: bool) -> usize {
+    let reference = build(kind, mdt, real_mdt).await;
     let counter = Arc::new(CountingInterceptor::new());
     let t = Table::open_storage(reference.storage().with_interceptor(counter.clone()))
         .await
@@ -378,7 +516,7 @@ async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
     assert!(calls > 10, "suspiciously few calls: {calls}");
 
     for (mode, n) in (1..=calls).flat_map(|n| [(FailMode::Before, n), (FailMode::After, n)]) {
-        let f = fixture(kind, mdt).await;
+        let f = build(kind, mdt, real_mdt).await;
         let fail = Arc::new(FailNth::with_mode(&[], n as u64, mode));
         let first = match Table::open_storage(f.storage().with_interceptor(fail.clone())).await {
             Ok(t) => restore(&t, T1, &opts(true), None).await.map(|_| ()),

@@ -37,6 +37,7 @@ use crate::plan::restore::{
     plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput, RestoreRefusal, Undo,
 };
 use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
+use crate::protocol::detect::{Assessment, Verdict};
 use crate::protocol::lock::acquire;
 use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
 use crate::storage::{FileMeta, RelPath, StorageError};
@@ -106,6 +107,9 @@ pub struct RestorePreview {
 pub enum MetadataTableAction {
     /// The table has no metadata table in use.
     NotInUse,
+    /// It is restored to the same point, as Hudi 1.x restores it: its own restore, the
+    /// partitions Hudi drops on restore dropped, then an empty deltacommit.
+    Restored,
     /// It is deleted (and its partitions cleared in `hoodie.properties`); the next Hudi writer
     /// with the metadata table enabled rebuilds it from storage.
     Deleted,
@@ -282,7 +286,7 @@ pub async fn preview_restore(
         bytes: instants.iter().map(|i| i.bytes).sum(),
         instants,
         rollbacks_removed: rollbacks_to_remove(&timeline, target),
-        metadata_table: metadata_table_action(table).await?,
+        metadata_table: metadata_table_plan(table, target).await?.action,
         plan: planned.plan,
     })
 }
@@ -320,8 +324,6 @@ async fn run(
     progress: Option<&dyn Progress>,
     started: Clock,
 ) -> Result<RestoreDone, Error> {
-    let storage = table.storage();
-    let config = table.config();
     let timeline = table.timeline().await?;
     let planned = make_restore_plan(table, &timeline, target, options).await?;
 
@@ -353,16 +355,57 @@ async fn run(
         });
     }
 
-    // The metadata table goes first, as in Hudi's restoreToSavepoint when it deletes it.
-    let mdt = metadata_table_action(table).await?;
-    if mdt == MetadataTableAction::Deleted {
+    // Deleting the metadata table goes first, as in Hudi's restoreToSavepoint; restoring it
+    // comes after the data table's instants are undone, before the data table's restore
+    // completes, as in Hudi.
+    let mdt = metadata_table_plan(table, target).await?;
+    if mdt.action == MetadataTableAction::Deleted {
+        if let Some(why) = &mdt.why {
+            info!(reason = %why, "deleting the metadata table");
+        }
         delete_metadata_table(table).await?;
     }
+    let restore_mdt = (mdt.action == MetadataTableAction::Restored).then_some(&mdt);
+    let mut done = execute_restore(
+        table,
+        target,
+        &timeline,
+        &planned,
+        &options.rollback,
+        progress,
+        started,
+        restore_mdt,
+        &[],
+    )
+    .await?;
+    done.metadata_table = mdt.action;
+    Ok(done)
+}
 
+/// Run a planned restore on `table` (the data table, or its metadata table): the plan and
+/// inflight, one child per instant, (for the data table, the metadata table's restore,) the
+/// completed restore, rollbacks after the point removed. The caller holds the lock.
+#[allow(clippy::too_many_arguments)]
+async fn execute_restore(
+    table: &Table,
+    target: &str,
+    timeline: &Timeline,
+    planned: &PlannedRestore,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+    started: Clock,
+    mdt: Option<&MetadataTablePlan>,
+    other_timelines: &[&Timeline],
+) -> Result<RestoreDone, Error> {
+    let storage = table.storage();
+    let config = table.config();
     let r = match &planned.resumes {
         Some(r) => r.clone(),
         None => {
-            let r = new_instant_time(&[&timeline], table.zone());
+            // New times sort after every time of the data table and its metadata table.
+            let mut timelines = vec![timeline];
+            timelines.extend_from_slice(other_timelines);
+            let r = new_instant_time(&timelines, table.zone());
             let path = timeline_file(config, &r, None, Action::Restore, State::Requested)?;
             let bytes = planned
                 .plan
@@ -375,7 +418,7 @@ async fn run(
                     format!("restore instant {r} already exists; nothing was changed, try again"),
                 ));
             }
-            info!(restore_instant = %r, instants = planned.undo.len(), "scheduled restore");
+            info!(table = %table.uri(), restore_instant = %r, instants = planned.undo.len(), "scheduled restore");
             r
         }
     };
@@ -383,7 +426,7 @@ async fn run(
     create_if_absent(storage, &inflight, Vec::new()).await?;
 
     let mut files = list_data_files(storage).await?;
-    let (pending_rb, _) = pending_rollbacks(table, &timeline).await?;
+    let (pending_rb, _) = pending_rollbacks(table, timeline).await?;
     let mut undone = Vec::new();
     let mut per_instant: BTreeMap<String, Vec<RollbackMetadata>> = BTreeMap::new();
     let mut infos = Vec::new();
@@ -394,7 +437,7 @@ async fn run(
             u,
             pending_rb.get(&u.instant),
             &mut files,
-            &options.rollback,
+            options,
             progress,
         )
         .instrument(span)
@@ -416,6 +459,13 @@ async fn run(
         per_instant.insert(u.instant.clone(), vec![metadata]);
     }
 
+    if let Some(m) = mdt {
+        let span = info_span!("metadata_table");
+        restore_metadata_table(table, target, m, options)
+            .instrument(span)
+            .await?;
+    }
+
     // The completed restore.
     let metadata = RestoreMetadata {
         start_restore_time: r.clone(),
@@ -429,7 +479,15 @@ async fn run(
         crate::table::TimelineLayout::V1 => None,
         crate::table::TimelineLayout::V2 => {
             let now = table.timeline().await?;
-            Some(new_instant_time(&[&now], table.zone()))
+            let mut timelines = vec![&now];
+            let inner;
+            if mdt.is_some() {
+                if let Some(m) = table.metadata_table().await? {
+                    inner = m.timeline().await?;
+                    timelines.push(&inner);
+                }
+            }
+            Some(new_instant_time(&timelines, table.zone()))
         }
     };
     let path = timeline_file(
@@ -443,7 +501,7 @@ async fn run(
         .to_avro()
         .map_err(|e| avro_err(table, &r, &path, e))?;
     create_if_absent(storage, &path, bytes).await?;
-    info!(restore_instant = %r, undone = undone.len(), "restore completed");
+    info!(table = %table.uri(), restore_instant = %r, undone = undone.len(), "restore completed");
 
     let removed = remove_rollbacks(table, target).await?;
     Ok(RestoreDone {
@@ -453,10 +511,312 @@ async fn run(
         files_deleted: undone.iter().map(|u| u.files_deleted).sum(),
         undone,
         rollbacks_removed: removed,
-        metadata_table: mdt,
+        metadata_table: MetadataTableAction::NotInUse,
         duration_ms: started.elapsed().as_millis() as u64,
         lock_wait_ms: 0,
     })
+}
+
+/// How a restore handles the metadata table, decided before anything changes.
+#[derive(Debug, Clone)]
+struct MetadataTablePlan {
+    action: MetadataTableAction,
+    /// Why it is deleted rather than restored.
+    why: Option<String>,
+    /// Metadata-table partitions kept (the others are dropped, as Hudi drops them on restore).
+    keep: &'static [&'static str],
+}
+
+impl MetadataTablePlan {
+    fn not_in_use() -> Self {
+        Self {
+            action: MetadataTableAction::NotInUse,
+            why: None,
+            keep: &[],
+        }
+    }
+
+    fn delete(why: impl Into<String>) -> Self {
+        Self {
+            action: MetadataTableAction::Deleted,
+            why: Some(why.into()),
+            keep: &[],
+        }
+    }
+}
+
+/// The metadata-table partitions Hudi keeps through a restore: 1.1 (table version 9) drops every
+/// partition but `files`, `column_stats` and `record_index`; 1.0 (version 8) keeps only `files`
+/// and `record_index`.
+fn kept_partitions(version: TableVersion) -> &'static [&'static str] {
+    match version {
+        TableVersion::V8 => &["files", "record_index"],
+        _ => &["files", "column_stats", "record_index"],
+    }
+}
+
+/// Hudi's choice (restoreToSavepoint): restore the metadata table along with the data table,
+/// unless the restore point is at or before its oldest compaction or before its timeline starts,
+/// in which case it is deleted and rebuilt by the next writer. hudi-keeper also deletes it when
+/// it cannot restore it as Hudi would (its timeline refuses a restore, or the schema its sync
+/// deltacommit records cannot be read).
+async fn metadata_table_plan(table: &Table, target: &str) -> Result<MetadataTablePlan, Error> {
+    let config = table.config();
+    let action = metadata_table_action(table).await?;
+    if action == MetadataTableAction::NotInUse {
+        return Ok(MetadataTablePlan::not_in_use());
+    }
+    let Some(mdt) = table.metadata_table().await? else {
+        return Ok(MetadataTablePlan::delete(
+            "left-overs of a metadata table without its properties",
+        ));
+    };
+    if !config.metadata_table_enabled() {
+        return Ok(MetadataTablePlan::delete(
+            "the table config lists no metadata partition",
+        ));
+    }
+    let tl = mdt.timeline().await?;
+    let already = tl.after(target).any(|i| i.action == Action::Restore);
+    let keep = kept_partitions(config.version);
+    let restored = MetadataTablePlan {
+        action: MetadataTableAction::Restored,
+        why: None,
+        keep,
+    };
+    if already {
+        // An earlier attempt of this restore got there: finish it.
+        return Ok(restored);
+    }
+    let compactions = tl
+        .completed()
+        .filter(|i| i.action == Action::Commit)
+        .map(|i| i.requested_time.as_str())
+        .min();
+    if let Some(c) = compactions {
+        if target <= c {
+            return Ok(MetadataTablePlan::delete(format!(
+                "the restore point is at or before the metadata table's oldest compaction {c}"
+            )));
+        }
+    }
+    let first = tl.commits().map(|i| i.requested_time.as_str()).next();
+    if first.is_none_or(|f| target < f) {
+        return Ok(MetadataTablePlan::delete(
+            "the restore point is before the metadata table's timeline starts",
+        ));
+    }
+    if let Err(why) = plan_metadata_restore(&mdt, &tl, target).await {
+        return Ok(MetadataTablePlan::delete(format!(
+            "its timeline cannot be restored as Hudi would: {why}"
+        )));
+    }
+    if sync_schema(&mdt, &tl).await?.is_none() {
+        return Ok(MetadataTablePlan::delete(
+            "no completed metadata-table deltacommit records its schema",
+        ));
+    }
+    Ok(restored)
+}
+
+/// The metadata table's own restore plan: every instant after the point is undone (its writer
+/// is the data table's, whose lock is held), in Hudi's order.
+async fn plan_metadata_restore(
+    mdt: &Table,
+    timeline: &Timeline,
+    target: &str,
+) -> Result<PlannedRestore, RestoreRefusal> {
+    let assessments: Vec<Assessment> = timeline
+        .pending()
+        .filter(|i| i.action.is_write())
+        .map(|i| Assessment {
+            requested_time: i.requested_time.clone(),
+            action: i.action,
+            state: i.state,
+            heartbeat_age_ms: None,
+            instant_age_ms: None,
+            verdict: Verdict::Expired,
+            reason: "a metadata-table instant after the restore point".into(),
+        })
+        .collect();
+    let pending = pending_restores(mdt, timeline)
+        .await
+        .map_err(|e| RestoreRefusal(e.to_string()))?;
+    plan_restore(&RestoreInput {
+        timeline,
+        layout: mdt.config().timeline_layout,
+        target,
+        require_savepoint: false,
+        assessments: &assessments,
+        pending_restores: &pending,
+    })
+}
+
+/// The schema the metadata table's deltacommits record (`extraMetadata.schema` of its latest
+/// completed deltacommit), for the empty deltacommit that closes its restore.
+async fn sync_schema(mdt: &Table, timeline: &Timeline) -> Result<Option<String>, Error> {
+    let Some(latest) = timeline
+        .completed()
+        .filter(|i| i.action == Action::DeltaCommit)
+        .filter_map(|i| i.file(State::Completed))
+        .max_by(|a, b| a.name.requested_time.cmp(&b.name.requested_time))
+    else {
+        return Ok(None);
+    };
+    let bytes = mdt.storage().get(&latest.path).await?;
+    Ok(crate::format::commit::schema_of(&bytes))
+}
+
+/// Restore the metadata table to `target` as Hudi 1.x does, after the data table's instants
+/// are undone: drop the partitions Hudi drops, run the metadata table's own restore (plan,
+/// children, completed restore, rollbacks after the point removed), then an empty deltacommit.
+/// Each step is skipped when an earlier attempt finished it.
+async fn restore_metadata_table(
+    table: &Table,
+    target: &str,
+    plan: &MetadataTablePlan,
+    options: &RollbackOptions,
+) -> Result<(), Error> {
+    let Some(mdt) = table.metadata_table().await? else {
+        return Err(refused(
+            table,
+            target,
+            "the metadata table disappeared during the restore; run the restore again",
+        ));
+    };
+    let tl = mdt.timeline().await?;
+    let done = tl
+        .after(target)
+        .filter(|i| i.action == Action::Restore && !i.is_pending())
+        .map(|i| i.requested_time.clone())
+        .last();
+    let m = match done {
+        Some(m) => {
+            remove_rollbacks(&mdt, target).await?;
+            m
+        }
+        None => {
+            drop_metadata_partitions(table, plan.keep).await?;
+            let planned = plan_metadata_restore(&mdt, &tl, target)
+                .await
+                .map_err(|r| refusal(&mdt, target, r))?;
+            let parent = table.timeline().await?;
+            // (Boxed: the metadata table's restore is the same procedure, one level down.)
+            let done = Box::pin(execute_restore(
+                &mdt,
+                target,
+                &tl,
+                &planned,
+                options,
+                None,
+                Clock::now(),
+                None,
+                &[&parent],
+            ))
+            .await?;
+            done.restore_instant
+        }
+    };
+    sync_deltacommit(table, &mdt, &m).await
+}
+
+/// The empty deltacommit Hudi writes into the metadata table after its restore (a new instant
+/// after the metadata table's restore `m`), reusing an earlier attempt's.
+async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Error> {
+    let tl = mdt.timeline().await?;
+    let existing = tl
+        .after(m)
+        .find(|i| i.action == Action::DeltaCommit)
+        .cloned();
+    let config = mdt.config();
+    let storage = mdt.storage();
+    let s = match &existing {
+        Some(i) if !i.is_pending() => return Ok(()),
+        Some(i) => i.requested_time.clone(),
+        None => {
+            let parent = table.timeline().await?;
+            let s = new_instant_time(&[&tl, &parent], mdt.zone());
+            let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Requested)?;
+            create_if_absent(storage, &path, Vec::new()).await?;
+            s
+        }
+    };
+    let inflight = timeline_file(config, &s, None, Action::DeltaCommit, State::Inflight)?;
+    create_if_absent(storage, &inflight, Vec::new()).await?;
+    let Some(schema) = sync_schema(mdt, &tl).await? else {
+        return Err(refused(
+            table,
+            &s,
+            "no completed metadata-table deltacommit records its schema",
+        ));
+    };
+    let bytes = crate::format::commit::empty_commit_metadata(&schema, "UPSERT_PREPPED")
+        .map_err(|e| avro_err(mdt, &s, &inflight, e))?;
+    let now = mdt.timeline().await?;
+    let parent = table.timeline().await?;
+    let c = new_instant_time(&[&now, &parent], mdt.zone());
+    let path = timeline_file(config, &s, Some(&c), Action::DeltaCommit, State::Completed)?;
+    create_if_absent(storage, &path, bytes).await?;
+    info!(deltacommit = %s, "metadata table synced after its restore");
+    Ok(())
+}
+
+/// Drop the metadata-table partitions Hudi drops on restore: first out of the table config
+/// (`hoodie.table.metadata.partitions`), then their files. (Hudi moves the folder aside as a
+/// backup; on object stores a move is a copy of every file, and the partition is rebuilt by
+/// the next writer, so hudi-keeper deletes it.)
+async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Error> {
+    let storage = table.storage();
+    let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
+    let text = String::from_utf8_lossy(&storage.get(&props).await?).into_owned();
+    let rewritten = keep_metadata_partitions(&text, keep);
+    let dropped: Vec<String> = table
+        .config()
+        .metadata_partitions
+        .iter()
+        .filter(|p| !keep.contains(&p.as_str()))
+        .cloned()
+        .collect();
+    if rewritten != text {
+        rewrite_properties(table, &text, rewritten).await?;
+    }
+    // Also the backup an interrupted earlier attempt left.
+    storage
+        .delete(&RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?)
+        .await?;
+    // The dropped partitions' folders (also those an interrupted attempt left behind).
+    let listed = keep_list(&keep_metadata_partitions(&text, keep));
+    let listing = storage
+        .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
+        .await?;
+    for dir in listing.dirs {
+        let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
+        if name.starts_with('.') || listed.contains(&name) || keep.contains(&name.as_str()) {
+            continue;
+        }
+        delete_folder(
+            storage,
+            &RelPath::parse(&format!("{METADATA_DIR}/{name}")).map_err(StorageError::from)?,
+        )
+        .await?;
+    }
+    if !dropped.is_empty() {
+        info!(partitions = ?dropped, "dropped metadata-table partitions, as Hudi does on restore");
+    }
+    Ok(())
+}
+
+fn keep_list(text: &str) -> Vec<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("hoodie.table.metadata.partitions="))
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The rollback plan of one instant a restore undoes. A completed instant's is listing-based,
@@ -675,30 +1035,63 @@ async fn remove_rollbacks(table: &Table, target: &str) -> Result<usize, Error> {
 async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
     let storage = table.storage();
     let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
-    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
-    let text = storage.get(&props).await?;
-    let text = String::from_utf8_lossy(&text).into_owned();
+    let text = String::from_utf8_lossy(&storage.get(&props).await?).into_owned();
     let rewritten = clear_metadata_partitions(&text);
     if rewritten != text {
-        storage
-            .put(&backup, bytes::Bytes::from(text.clone().into_bytes()))
-            .await?;
-        if table.uri().starts_with("file:") {
-            // Hadoop's checksum of the old bytes would make Hudi's reader reject the new ones.
-            let crc =
-                RelPath::parse(".hoodie/.hoodie.properties.crc").map_err(StorageError::from)?;
-            storage.delete(&crc).await?;
-        }
-        storage
-            .put(&props, bytes::Bytes::from(rewritten.into_bytes()))
-            .await?;
+        rewrite_properties(table, &text, rewritten).await?;
     }
     // Also the backup an interrupted earlier attempt left.
+    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
     storage.delete(&backup).await?;
     let mdt = RelPath::parse(METADATA_DIR).map_err(StorageError::from)?;
     delete_folder(storage, &mdt).await?;
     info!(table = %table.uri(), "metadata table deleted; the next writer rebuilds it");
     Ok(())
+}
+
+/// Replace `hoodie.properties` as Hudi's update protocol does: a backup first (readers fall back
+/// to it), the new file, then the backup removed.
+async fn rewrite_properties(table: &Table, old: &str, new: String) -> Result<(), Error> {
+    let storage = table.storage();
+    let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
+    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
+    storage
+        .put(&backup, bytes::Bytes::from(old.to_string().into_bytes()))
+        .await?;
+    if table.uri().starts_with("file:") {
+        // Hadoop's checksum of the old bytes would make Hudi's reader reject the new ones.
+        let crc = RelPath::parse(".hoodie/.hoodie.properties.crc").map_err(StorageError::from)?;
+        storage.delete(&crc).await?;
+    }
+    storage
+        .put(&props, bytes::Bytes::from(new.into_bytes()))
+        .await?;
+    storage.delete(&backup).await?;
+    Ok(())
+}
+
+/// `hoodie.properties` text with only the `keep` metadata partitions listed, everything else
+/// kept byte for byte.
+fn keep_metadata_partitions(text: &str, keep: &[&str]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        match body.split_once('=') {
+            Some((key, value)) if key.trim() == "hoodie.table.metadata.partitions" => {
+                let kept: Vec<&str> = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| keep.contains(p))
+                    .collect();
+                out.push_str(key);
+                out.push('=');
+                out.push_str(&kept.join(","));
+                out.push_str(&line[body.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// `hoodie.properties` text with the metadata-table partition lists emptied, everything else

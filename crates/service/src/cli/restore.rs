@@ -110,6 +110,9 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
 fn metadata_line(m: MetadataTableAction) -> &'static str {
     match m {
         MetadataTableAction::NotInUse => "not in use",
+        MetadataTableAction::Restored => {
+            "restored to the same point, as Hudi restores it (the partitions Hudi drops on restore are dropped and rebuilt by the next writer)"
+        }
         MetadataTableAction::Deleted => {
             "deleted (as Hudi does when it cannot restore it); the next writer with the metadata table enabled rebuilds it"
         }
