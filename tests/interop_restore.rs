@@ -187,6 +187,7 @@ fn restore_case(key: &str, scenario: &str, by: SavepointBy) {
     assert!(done.status.success(), "{}", stderr(&done));
     let done: serde_json::Value = serde_json::from_str(&stdout(&done)).expect("json");
     let undone = done["restore"]["undone"].as_array().expect("undone").len();
+    let took_ms = done["restore"]["duration_ms"].as_u64().unwrap_or(0);
     // The metadata table is restored in place, as Hudi 1.1 restores it.
     let mdt_action = done["restore"]["metadata_table"].as_str().unwrap_or("");
     assert_eq!(
@@ -229,7 +230,7 @@ fn restore_case(key: &str, scenario: &str, by: SavepointBy) {
         );
     }
     eprintln!(
-        "Hudi {key} {scenario}, savepoint by {by:?}: hudi-keeper undid {undone} instants (killed write first), {removed} data files removed, {kept} kept; same as Hudi's restore; Hudi's validator reads c2's records from both"
+        "Hudi {key} {scenario}, savepoint by {by:?}: hudi-keeper undid {undone} instants (killed write first) in {took_ms} ms, {removed} data files removed, {kept} kept, metadata table {mdt_action}; same as Hudi's restore; Hudi's validator reads c2's records from both"
     );
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_dir_all(&gen);
