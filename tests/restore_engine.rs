@@ -363,6 +363,17 @@ async fn a_metadata_table_is_deleted_and_cleared_from_the_table_properties() {
 }
 
 #[tokio::test]
+async fn a_version_6_metadata_table_is_deleted_as_hudi_deletes_it_when_it_cannot_restore_it() {
+    let f = fixture(Kind::CowV6, true).await;
+    let table = open(&f).await;
+    let done = restore(&table, T1, &opts(true), None).await.unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Deleted);
+    let after = f.snapshot().await;
+    assert!(!after.keys().any(|k| k.starts_with(".hoodie/metadata/")));
+    assert!(!after.contains_key(&format!("p1/fg3-0_0-1-1_{T2}.parquet")));
+}
+
+#[tokio::test]
 async fn bad_restores_are_refused_before_anything_changes() {
     let f = fixture(Kind::CowV8, false).await;
     let table = open(&f).await;

@@ -157,19 +157,6 @@ fn refusal(table: &Table, target: &str, r: RestoreRefusal) -> Error {
     refused(table, target, format!("{}; nothing was changed", r.0))
 }
 
-/// Refuse table kinds whose restore hudi-keeper cannot do as Hudi would.
-fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
-    let c = table.config();
-    if c.version == TableVersion::V6 && c.metadata_table_enabled() {
-        return Err(refused(
-            table,
-            target,
-            "this is a table version 6 (Hudi 0.14/0.15) table with the metadata table enabled; hudi-keeper does not write 0.x metadata-table records. Nothing was changed. Restore it with Hudi, or disable the metadata table first",
-        ));
-    }
-    Ok(())
-}
-
 /// The pending restores of a timeline with their plans (`None`: unreadable).
 async fn pending_restores(
     table: &Table,
@@ -219,13 +206,13 @@ async fn make_restore_plan(
 async fn metadata_table_action(table: &Table) -> Result<MetadataTableAction, Error> {
     let storage = table.storage();
     let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
-    let found = table.config().metadata_table_enabled()
-        || table.metadata_table().await?.is_some()
-        || storage.head(&backup).await?.is_some()
-        || !storage
-            .list(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
-            .await?
-            .is_empty();
+    let found =
+        table.config().metadata_table_enabled() || storage.head(&backup).await?.is_some() || {
+            let top = storage
+                .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
+                .await?;
+            !top.files.is_empty() || !top.dirs.is_empty()
+        };
     Ok(if found {
         MetadataTableAction::Deleted
     } else {
@@ -242,7 +229,6 @@ pub async fn preview_restore(
     target: &str,
     options: &RestoreOptions,
 ) -> Result<RestorePreview, Error> {
-    check_supported(table, target)?;
     let timeline = table.timeline().await?;
     let planned = make_restore_plan(table, &timeline, target, options).await?;
     let (pending_rb, _) = pending_rollbacks(table, &timeline).await?;
@@ -299,7 +285,6 @@ pub async fn restore(
     options: &RestoreOptions,
     progress: Option<&dyn Progress>,
 ) -> Result<RestoreDone, Error> {
-    check_supported(table, target)?;
     let started = Clock::now();
     let guard = acquire(table.storage(), &options.rollback.lock).await?;
     let waited = guard.waited;
@@ -566,16 +551,24 @@ async fn metadata_table_plan(table: &Table, target: &str) -> Result<MetadataTabl
     if action == MetadataTableAction::NotInUse {
         return Ok(MetadataTablePlan::not_in_use());
     }
-    let Some(mdt) = table.metadata_table().await? else {
+    if config.version == TableVersion::V6 {
+        // Hudi 0.x restores its metadata table with rollback command blocks in HFile-based log
+        // files, which hudi-keeper does not write; deleting it is Hudi's own other way.
         return Ok(MetadataTablePlan::delete(
-            "left-overs of a metadata table without its properties",
+            "a table version 6 metadata table is restored by Hudi with log blocks hudi-keeper does not write",
         ));
-    };
+    }
     if !config.metadata_table_enabled() {
         return Ok(MetadataTablePlan::delete(
             "the table config lists no metadata partition",
         ));
     }
+    let Some(mdt) = table.metadata_table().await? else {
+        return Ok(MetadataTablePlan::delete(
+            "left-overs of a metadata table without its properties",
+        ));
+    };
+
     let tl = mdt.timeline().await?;
     let already = tl.after(target).any(|i| i.action == Action::Restore);
     let keep = kept_partitions(config.version);
