@@ -12,10 +12,11 @@ use tracing::info;
 
 use super::rollback::list_data_files;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::avro::{read_single_record, string_field};
 use crate::format::savepoint::SavepointMetadata;
 use crate::plan::savepoint::{default_target, plan_savepoint, SavepointInput};
 use crate::protocol::lock::{acquire, LockOptions};
-use crate::timeline::{Action, State};
+use crate::timeline::{Action, State, Timeline};
 use crate::{Error, Table};
 
 /// One savepoint on the active timeline.
@@ -103,12 +104,14 @@ async fn savepoint_metadata(
         })?,
     };
     let files = list_data_files(table.storage()).await?;
+    let retained = earliest_retained(table, &timeline).await?;
     let partitions = plan_savepoint(&SavepointInput {
         timeline: &timeline,
         layout: table.config().timeline_layout,
         target: &target,
         data_files: &files,
         list_empty_partitions: !table.config().metadata_table_enabled(),
+        earliest_retained: retained.as_deref(),
     })
     .map_err(|r| Error::Refused {
         table: table.uri().to_string(),
@@ -125,6 +128,29 @@ async fn savepoint_metadata(
             version: Some(1),
         },
     ))
+}
+
+/// `earliestCommitToRetain` of the last completed clean (`HoodieCleanMetadata`), if any. An
+/// unreadable clean file is an error, never "no clean".
+async fn earliest_retained(table: &Table, timeline: &Timeline) -> Result<Option<String>, Error> {
+    let Some(clean) = timeline
+        .completed()
+        .filter(|i| i.action == Action::Clean)
+        .filter_map(|i| i.file(State::Completed))
+        .last()
+    else {
+        return Ok(None);
+    };
+    let bytes = table.storage().get(&clean.path).await?;
+    let record = read_single_record(&bytes).map_err(|source| Error::Avro {
+        table: table.uri().to_string(),
+        instant: clean.name.requested_time.clone(),
+        path: clean.path.to_string(),
+        source,
+    })?;
+    Ok(string_field(&record, "earliestCommitToRetain")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string))
 }
 
 /// What [`create_savepoint`] would write, changing nothing.

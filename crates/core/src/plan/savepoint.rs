@@ -30,6 +30,9 @@ pub struct SavepointInput<'a> {
     /// it lists partitions from storage; Hudi 1.x reading partitions from the metadata table
     /// leaves them out.
     pub list_empty_partitions: bool,
+    /// The oldest commit the last completed clean retained (`earliestCommitToRetain`): older
+    /// commits may have lost files to it, and Hudi refuses to savepoint them.
+    pub earliest_retained: Option<&'a str>,
 }
 
 /// Why a savepoint cannot be taken; nothing is changed.
@@ -66,6 +69,11 @@ pub fn plan_savepoint(
     if point.is_pending() {
         return Err(SavepointRefusal(format!(
             "{t} is not completed; only completed commits can be savepointed"
+        )));
+    }
+    if let Some(e) = input.earliest_retained.filter(|e| t < *e) {
+        return Err(SavepointRefusal(format!(
+            "{t} is older than {e}, the oldest commit the last clean retained: files of its view may be cleaned already (Hudi refuses this savepoint too)"
         )));
     }
     if tl
@@ -211,6 +219,7 @@ mod tests {
             target: "102",
             data_files: &files,
             list_empty_partitions: true,
+            earliest_retained: None,
         };
         let sp = plan_savepoint(&input).unwrap();
         assert_eq!(
@@ -253,6 +262,7 @@ mod tests {
             target: "102",
             data_files: &files,
             list_empty_partitions: false,
+            earliest_retained: None,
         })
         .unwrap();
         assert_eq!(
@@ -285,12 +295,14 @@ mod tests {
                 target: t,
                 data_files: &files,
                 list_empty_partitions: true,
+                earliest_retained: Some("102"),
             })
             .unwrap_err()
             .0
         };
         assert!(refusal("103").contains("not completed"));
         assert!(refusal("102").contains("already savepointed"));
+        assert!(refusal("101").contains("the oldest commit the last clean retained"));
         assert!(refusal("100").contains("older than the active timeline"));
         assert!(refusal("1015").contains("no commit at 1015"));
         assert_eq!(default_target(&tl).as_deref(), Some("102"));
