@@ -369,3 +369,53 @@ async fn a_rollback_on_s3_under_the_storage_lock_completes_and_releases_the_leas
     let data = LockData::parse(&f.storage().get(&rel(DEFAULT_PATH)).await.unwrap()).unwrap();
     assert!(data.expired);
 }
+
+#[tokio::test]
+async fn a_savepoint_and_a_restore_on_s3_run_under_the_storage_lock_and_release_it() {
+    use hudi_keeper_core::exec::restore::{restore, RestoreOptions};
+    use hudi_keeper_core::exec::savepoint::{create_savepoint, SavepointRequest};
+    let root = unique("restore-lease");
+    let uri = format!("s3://{BUCKET}/{root}");
+    let f = Fixture::build_in(s3_store(), &root, &uri, Kind::MorV9, false).await;
+    let table = Table::open(&uri, &options()).await.unwrap();
+    let lock = options_for(
+        LockProvider::Storage(lease_config(10_000, 1_000)),
+        Duration::from_secs(10),
+    );
+    let t1 = common::fixtures::T1;
+    create_savepoint(
+        &table,
+        &SavepointRequest {
+            instant: Some(t1.into()),
+            user: "ops".into(),
+            comment: String::new(),
+        },
+        &lock,
+    )
+    .await
+    .unwrap();
+    let mut rollback = RollbackOptions {
+        lock,
+        ..Default::default()
+    };
+    rollback.heartbeat.min_instant_age = Duration::ZERO;
+    let done = restore(
+        &table,
+        t1,
+        &RestoreOptions {
+            rollback,
+            require_savepoint: true,
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.undone.len(), 2, "{done:?}");
+    let data = LockData::parse(&f.storage().get(&rel(DEFAULT_PATH)).await.unwrap()).unwrap();
+    assert!(data.expired, "the lease is released");
+    let left = f.snapshot().await;
+    assert!(left.keys().any(|k| k.ends_with(".restore")));
+    assert!(!left
+        .keys()
+        .any(|k| k.contains(common::fixtures::T2) || k.contains(".rollback")));
+}
