@@ -271,3 +271,111 @@ fn hudi_1_0_mor_with_metadata_table_restore_of_a_hudi_keeper_savepoint_matches_h
 fn hudi_0_15_mor_with_metadata_table_restore_deletes_the_metadata_table_and_hudi_rebuilds_it() {
     restore_case("0.15", "mor-mdt-direct", SavepointBy::Hudi);
 }
+
+/// Hudi's `restoreToInstant(c1)` fails midway when c2 is savepointed (it undoes the newer
+/// commits, then refuses c2), leaving a pending restore. hudi-keeper refuses to continue while
+/// the savepoint is in the way, then, once it is deleted, finishes Hudi's restore with Hudi's
+/// own plan and instant; the result matches Hudi finishing it, and Hudi reads c1's records.
+#[test]
+fn a_restore_hudi_left_halfway_is_finished_by_hudi_keeper_as_hudi_would() {
+    if !enabled() {
+        return;
+    }
+    let key = "1.1";
+    let root = tables_root().join(format!("restore-halfway-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("root");
+    let gen = root.join("t");
+    must(
+        run_sh(&["generate", key, "cow-nomdt-direct", s(&gen)]),
+        "generate",
+    );
+    let table = PathBuf::from(format!("{}-hudi-rollback", gen.display()));
+    let scenario_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(table.join("scenario.json")).expect("scenario"))
+            .expect("scenario json");
+    let c1 = scenario_json["completed_instants"][0]
+        .as_str()
+        .expect("c1")
+        .to_string();
+    let c2 = scenario_json["completed_instants"][1]
+        .as_str()
+        .expect("c2")
+        .to_string();
+    must(
+        run_sh(&["savepoint", key, s(&table), &c2]),
+        "Hudi's savepoint",
+    );
+    must(run_sh(&["commit", key, s(&table)]), "commit");
+    // Two copies (plans carry absolute paths, so each copy gets its own failed attempt).
+    let ours = root.join("ours");
+    let hudis = root.join("hudis");
+    copy(&table, &ours);
+    copy(&table, &hudis);
+    let mut hudi_restores = Vec::new();
+    for d in [&ours, &hudis] {
+        let failed = run_sh(&["restore", key, s(d), &c1, "--to-instant"]);
+        assert!(
+            !failed.status.success(),
+            "Hudi was expected to stop at the savepointed commit"
+        );
+        let pending: Vec<String> = std::fs::read_dir(d.join(".hoodie/timeline"))
+            .expect("timeline")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".restore.requested"))
+            .collect();
+        assert_eq!(pending.len(), 1, "{pending:?}");
+        hudi_restores.push(pending[0].split('.').next().unwrap_or("").to_string());
+    }
+    // The pending restore Hudi left in our copy.
+    let hudi_restore = hudi_restores[0].clone();
+
+    let lock = ["--lock", "filesystem"];
+    // The savepoint is in the way: refused, nothing changed.
+    let mut args = vec!["restore", s(&ours), "--to-instant", &c1, "--yes"];
+    args.extend(lock);
+    let refused = run(&args);
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    assert!(
+        stderr(&refused).contains(&format!("commit {c2} is savepointed")),
+        "{}",
+        stderr(&refused)
+    );
+    for d in [&ours, &hudis] {
+        let mut del = vec!["savepoint", "delete", s(d), "--instant", &c2, "--yes"];
+        del.extend(lock);
+        assert!(run(&del).status.success());
+    }
+    must(
+        run_sh(&["restore", key, s(&hudis), &c1, "--to-instant"]),
+        "Hudi finishing its restore",
+    );
+    let mut args = vec!["restore", s(&ours), "--to-instant", &c1, "--yes", "--json"];
+    args.extend(lock);
+    let done = run(&args);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&done)).expect("json");
+    assert_eq!(v["restore"]["resumed"], true);
+    assert_eq!(v["restore"]["restore_instant"], hudi_restore.as_str());
+    let diff = run_sh(&["diff", "--restore", s(&ours), s(&hudis)]);
+    assert!(
+        diff.status.success(),
+        "hudi-keeper finishing Hudi's restore differs from Hudi finishing it:\n{}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+    let expected = table.join(format!("expected-records-{c1}.json"));
+    for d in [&ours, &hudis] {
+        let out = run_sh(&["verify", key, s(d), "--expect", s(&expected)]);
+        assert!(
+            out.status.success(),
+            "Hudi's validator on {}:\n{}",
+            d.display(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    eprintln!("Hudi {key}: restore {hudi_restore} left halfway by Hudi, finished by hudi-keeper like Hudi finishes it; Hudi reads c1's records");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&gen);
+    let _ = std::fs::remove_dir_all(&table);
+}
