@@ -315,6 +315,38 @@ fn the_savepoint_and_restore_api_need_the_token_preview_and_take_the_table_back(
 }
 
 #[test]
+fn a_pending_restore_pauses_automatic_rollbacks_without_failing_the_table() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let table_dir = work.path().join("t");
+    let f = build_local(&rt, &table_dir, Kind::CowV6);
+    // A restore that stopped after writing its plan.
+    std::fs::write(
+        table_dir.join(".hoodie/20240101030000000.restore.requested"),
+        b"",
+    )
+    .unwrap();
+    let d = Daemon::start(
+        work.path(),
+        &format!(
+            "[server]\nstate_dir = \"state\"\nhalt_after_failures = 2\n[defaults]\npoll_interval = \"200ms\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            table_dir.display()
+        ),
+    );
+    d.wait_for("five polls", Duration::from_secs(30), || {
+        (d.table("t")["status"]["polls"].as_u64().unwrap_or(0) >= 5).then_some(())
+    });
+    let t = &d.table("t")["status"];
+    assert_eq!(t["halted"], false, "{t}");
+    assert_eq!(t["last_poll_ok"], true, "{t}");
+    assert!(
+        !rolled_back(&f, &rt, TF),
+        "the failed write belongs to the restore"
+    );
+    assert!(d.logs().contains("a restore is pending"));
+}
+
+#[test]
 fn observe_tables_are_never_changed() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();

@@ -603,6 +603,15 @@ impl Daemon {
             .failed_instants
             .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
         state.update(|s| s.pending = assessments.clone());
+        if let Some(r) = timeline
+            .pending()
+            .find(|i| i.action == hudi_keeper_core::timeline::Action::Restore)
+        {
+            // The table is between states until the restore finishes (its writers refuse to
+            // write too); its pending instants belong to the restore. Not a failed poll.
+            warn!(table = %state.entry.name, restore = %r.requested_time, "a restore is pending: automatic rollbacks are paused until it is finished (run the restore again, or POST /api/v1/tables/{{name}}/restore)");
+            return Ok(());
+        }
         let pending_rollback = timeline
             .pending()
             .any(|i| i.action == hudi_keeper_core::timeline::Action::Rollback);
