@@ -1,22 +1,25 @@
 //! Restoring a table to an earlier commit as Hudi does (hudi-format.md §6, observed with Hudi
-//! 0.15 and 1.1 in `tests/interop/observations/savepoint-restore.md`).
+//! 0.15, 1.0 and 1.1 in `tests/interop/observations/savepoint-restore.md`).
 //!
 //! Under the table lock, held for the whole restore:
 //! 1. plan (`plan::restore`) from the timeline read under the lock; refuse before any change;
-//! 2. on a table with a metadata table (1.x), delete the metadata table as Hudi's
-//!    `restoreToSavepoint` does when it cannot restore it: its partitions are cleared in
-//!    `hoodie.properties`, then `.hoodie/metadata` is removed; the next writer rebuilds it;
+//! 2. decide the metadata table's fate as Hudi's `restoreToSavepoint` does: restore it, or
+//!    (restore point at or before its oldest compaction, before its timeline, or a version 6
+//!    table) delete it now: its partitions cleared in `hoodie.properties`, `.hoodie/metadata`
+//!    removed, rebuilt by the next writer;
 //! 3. `R.restore.requested` (the plan), empty `R.restore.inflight`;
 //! 4. one child rollback per instant, in plan order, each `r.rollback.requested` (a
 //!    listing-based plan) and `r.rollback.inflight`, the instant's completed file first, then its
 //!    files (v6 MOR: rollback command blocks for log files it appended to), then its inflight and
 //!    requested files; children are never completed;
-//! 5. the completed restore (`HoodieRestoreMetadata`);
-//! 6. every rollback instant after the restore point removed, newest first (completed file,
-//!    inflight, requested), as Hudi does.
+//! 5. the metadata table, when restored: the partitions Hudi drops on restore dropped, then the
+//!    same procedure (3, 4, 6, 7) one level down, then the empty deltacommit Hudi writes after it;
+//! 6. the completed restore (`HoodieRestoreMetadata`);
+//! 7. every rollback instant after the restore point removed, newest first (marker folder,
+//!    completed file, inflight, requested), as Hudi does.
 //!
-//! Every step is resumable: a pending restore is continued with its own plan and instant, a
-//! pending child rollback with its own plan, and instants already undone are skipped.
+//! Every step is resumable: a pending restore (ours or Hudi's) is continued with its own plan and
+//! instant, a pending child rollback with its own plan, and instants already undone are skipped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
