@@ -578,3 +578,31 @@ async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterr
     let n = crash_at_every_call(Kind::MorV9, true).await;
     eprintln!("mor v9 + metadata table: {n} injection points");
 }
+
+#[tokio::test]
+async fn an_interrupted_savepoint_is_completed_by_creating_it_again() {
+    let f = Fixture::build(Kind::CowV6, false).await;
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/{T1}.savepoint.inflight")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let table = open(&f).await;
+    assert!(list_savepoints(&table).await.unwrap()[0].metadata.is_none());
+    create_savepoint(
+        &table,
+        &SavepointRequest {
+            instant: Some(T1.into()),
+            user: "u".into(),
+            comment: "c".into(),
+        },
+        &LockOptions::none(),
+    )
+    .await
+    .unwrap();
+    let listed = list_savepoints(&table).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].metadata.as_ref().unwrap().file_count(), 2);
+}

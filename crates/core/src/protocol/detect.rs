@@ -138,9 +138,13 @@ pub fn non_candidate_reason(action: Action) -> Option<&'static str> {
         ),
         Action::Clean => Some("a pending clean is finished by the next clean"),
         Action::Rollback => Some("a pending rollback is resumed, never rolled back"),
-        Action::Restore => Some("a pending restore must be finished, never rolled back"),
+        Action::Restore => Some(
+            "a pending restore must be finished (run `hudi-keeper restore` to its restore point again), never rolled back",
+        ),
         Action::Indexing => Some("a pending indexing is managed by Hudi's async indexer"),
-        Action::Savepoint => Some("a pending savepoint is not a data write"),
+        Action::Savepoint => Some(
+            "a pending savepoint is not a data write (`hudi-keeper savepoint create --instant` of its time completes it)",
+        ),
     }
 }
 
