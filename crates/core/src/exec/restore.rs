@@ -781,13 +781,12 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
         .delete(&RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?)
         .await?;
     // The dropped partitions' folders (also those an interrupted attempt left behind).
-    let listed = keep_list(&keep_metadata_partitions(&text, keep));
     let listing = storage
         .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
         .await?;
     for dir in listing.dirs {
         let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
-        if name.starts_with('.') || listed.contains(&name) || keep.contains(&name.as_str()) {
+        if name.starts_with('.') || keep.contains(&name.as_str()) {
             continue;
         }
         delete_folder(
@@ -800,19 +799,6 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
         info!(partitions = ?dropped, "dropped metadata-table partitions, as Hudi does on restore");
     }
     Ok(())
-}
-
-fn keep_list(text: &str) -> Vec<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("hoodie.table.metadata.partitions="))
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The rollback plan of one instant a restore undoes. A completed instant's is listing-based,

@@ -20,6 +20,18 @@ pub enum AvroError {
     Shape(String),
 }
 
+/// Parse `json` once into `cell` (a `static` of the caller's) and hand out the cached schema.
+pub(crate) fn cached_schema(
+    cell: &'static std::sync::OnceLock<Schema>,
+    json: &str,
+) -> Result<&'static Schema, AvroError> {
+    if let Some(s) = cell.get() {
+        return Ok(s);
+    }
+    let parsed = Schema::parse_str(json).map_err(|e| AvroError::Shape(e.to_string()))?;
+    Ok(cell.get_or_init(|| parsed))
+}
+
 /// Decode the single record of an Avro timeline file.
 pub fn read_single_record(bytes: &[u8]) -> Result<Value, AvroError> {
     let reader =

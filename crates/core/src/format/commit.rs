@@ -9,17 +9,13 @@ use std::sync::OnceLock;
 use apache_avro::types::Value;
 use apache_avro::Schema;
 
-use super::avro::{field, read_single_record, write_single_record, AvroError};
+use super::avro::{cached_schema, field, read_single_record, write_single_record, AvroError};
 
 const SCHEMA_JSON: &str = include_str!("../../avro/HoodieCommitMetadata.avsc");
 
 fn schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
-    if let Some(s) = S.get() {
-        return Ok(s);
-    }
-    let parsed = Schema::parse_str(SCHEMA_JSON).map_err(|e| AvroError::Shape(e.to_string()))?;
-    Ok(S.get_or_init(|| parsed))
+    cached_schema(&S, SCHEMA_JSON)
 }
 
 /// The `extraMetadata.schema` of an Avro commit metadata file, if it has one.

@@ -11,7 +11,7 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use serde::Serialize;
 
-use super::avro::{read_single_record_as, write_single_record, AvroError};
+use super::avro::{cached_schema, read_single_record_as, write_single_record, AvroError};
 use super::rollback::{
     get, get_opt_int, get_str_array, get_string, instant_info, opt_s, read_instant_info, s, shape,
     str_array, version, InstantInfo, RollbackMetadata,
@@ -21,22 +21,14 @@ const PLAN_SCHEMA_JSON: &str = include_str!("../../avro/HoodieRestorePlan.avsc")
 const METADATA_SCHEMA_JSON: &str =
     include_str!("../../avro/HoodieRestoreMetadata.noExtraMetadata.avsc");
 
-fn schema(cell: &'static OnceLock<Schema>, json: &str) -> Result<&'static Schema, AvroError> {
-    if let Some(s) = cell.get() {
-        return Ok(s);
-    }
-    let parsed = Schema::parse_str(json).map_err(|e| AvroError::Shape(e.to_string()))?;
-    Ok(cell.get_or_init(|| parsed))
-}
-
 fn plan_schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
-    schema(&S, PLAN_SCHEMA_JSON)
+    cached_schema(&S, PLAN_SCHEMA_JSON)
 }
 
 fn metadata_schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
-    schema(&S, METADATA_SCHEMA_JSON)
+    cached_schema(&S, METADATA_SCHEMA_JSON)
 }
 
 /// `HoodieRestorePlan`: the instants a restore undoes, in the order it undoes them.

@@ -11,18 +11,14 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use serde::Serialize;
 
-use super::avro::{read_single_record_as, write_single_record, AvroError};
+use super::avro::{cached_schema, read_single_record_as, write_single_record, AvroError};
 use super::rollback::{get, get_opt_int, get_str_array, get_string, shape};
 
 const SCHEMA_JSON: &str = include_str!("../../avro/HoodieSavepointMetadata.avsc");
 
 fn schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
-    if let Some(s) = S.get() {
-        return Ok(s);
-    }
-    let parsed = Schema::parse_str(SCHEMA_JSON).map_err(|e| AvroError::Shape(e.to_string()))?;
-    Ok(S.get_or_init(|| parsed))
+    cached_schema(&S, SCHEMA_JSON)
 }
 
 /// `HoodieSavepointMetadata`.

@@ -255,6 +255,25 @@ impl From<PolicyArg> for FailedWritesPolicy {
     }
 }
 
+/// Ask on the terminal before changing a table: `preview`, then `question` with [y/N]. Without a
+/// terminal on stdin this is an error naming `--yes`; `Ok(false)` when the answer is not yes.
+pub(crate) fn confirm(action: &str, preview: &str, question: &str) -> anyhow::Result<bool> {
+    use std::io::{IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("refusing to {action} without confirmation: stdin is not a terminal; pass --yes (or --dry-run to look first)");
+    }
+    eprint!("{preview}");
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    let yes = matches!(answer.trim(), "y" | "Y" | "yes");
+    if !yes {
+        eprintln!("Nothing was changed.");
+    }
+    Ok(yes)
+}
+
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.trim().to_string(), v.to_string()))

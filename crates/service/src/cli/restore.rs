@@ -2,7 +2,7 @@
 //! completed commit on the active timeline) through a series of rollbacks, as Hudi does.
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -76,23 +76,18 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     options.rollback.lock = args.lock.lock_options(&table)?;
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            bail!("refusing to restore without confirmation: stdin is not a terminal; pass --yes (or --dry-run to look first)");
-        }
-        eprint!("{}", render_preview(&plan));
-        eprint!(
-            "Undo {} instant(s) of {} and restore it to {target}? [y/N] ",
-            plan.instants.len(),
-            table.uri()
-        );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("Nothing was changed.");
-            return Ok(ExitCode::SUCCESS);
-        }
+    if !args.yes
+        && !super::confirm(
+            "restore",
+            &render_preview(&plan),
+            &format!(
+                "Undo {} instant(s) of {} and restore it to {target}?",
+                plan.instants.len(),
+                table.uri()
+            ),
+        )?
+    {
+        return Ok(ExitCode::SUCCESS);
     }
     let bar = Bar::new();
     let progress: Option<&dyn Progress> =

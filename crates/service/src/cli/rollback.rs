@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use anyhow::bail;
 use clap::Args;
 use hudi_keeper_core::exec::rollback::{
     preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
@@ -138,23 +137,14 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         lock: args.lock.lock_options(&table)?,
         ..options
     };
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            bail!("refusing to roll back without confirmation: stdin is not a terminal; pass --yes (or --dry-run to look first)");
-        }
-        eprint!("{}", render_previews(&plans));
-        eprint!(
-            "Roll back {} instant(s) of {}? [y/N] ",
-            plans.len(),
-            table.uri()
-        );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("Nothing was changed.");
-            return Ok(ExitCode::SUCCESS);
-        }
+    if !args.yes
+        && !super::confirm(
+            "roll back",
+            &render_previews(&plans),
+            &format!("Roll back {} instant(s) of {}?", plans.len(), table.uri()),
+        )?
+    {
+        return Ok(ExitCode::SUCCESS);
     }
     let bar = Bar::new();
     let progress: Option<&dyn Progress> =
