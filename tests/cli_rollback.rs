@@ -265,6 +265,38 @@ fn an_expired_file_system_lock_is_taken_over() {
     assert!(!t.path().join(".hoodie/lock").exists());
 }
 
+#[test]
+fn a_bare_file_system_lock_expiry_is_in_minutes_as_in_hudi() {
+    // A writer's lock file written 30 s ago, with the writers' hoodie.write.lock.filesystem.expire=1
+    // (one minute): the lock is still the writer's.
+    let t = failed_table();
+    let lock = t.write(".hoodie/lock", b"");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--lock",
+        "filesystem",
+        "--lock-filesystem-expire",
+        "1",
+        "--lock-timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("could not take the lock"), "{err}");
+    assert!(err.contains("expires 60 s after"), "{err}");
+    assert!(lock.exists(), "the writer's lock file stays");
+    assert!(failed_file_still_there(&t));
+}
+
 fn failed_file_still_there(t: &TableDir) -> bool {
     t.path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")

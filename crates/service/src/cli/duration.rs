@@ -43,6 +43,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Parse a file-system lock expiry as Hudi reads `hoodie.write.lock.filesystem.expire`: a bare
+/// number is whole minutes (so a writer's `10` means the same here); `30s`, `10m`, `1h` keep
+/// their unit. `0` means the lock never expires.
+pub fn parse_lock_expire(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<u64>() {
+        Ok(minutes) => Ok(Duration::from_secs(minutes.saturating_mul(60))),
+        Err(_) => parse_duration(s),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +63,15 @@ mod tests {
         assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+    }
+
+    #[test]
+    fn a_bare_lock_expiry_is_minutes_as_in_hudi_and_a_unit_is_kept() {
+        assert_eq!(parse_lock_expire("10"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_lock_expire("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_lock_expire("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_lock_expire("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse_lock_expire("-1").is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use hudi_keeper_core::protocol::lock::{
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use hudi_keeper_core::Table;
 
-pub use duration::parse_duration;
+pub use duration::{parse_duration, parse_lock_expire};
 
 /// Keeps Apache Hudi tables free of partially failed writes.
 #[derive(Debug, Parser)]
@@ -136,8 +136,9 @@ pub struct LockArgs {
     /// `hoodie.write.lock.filesystem.path`; it must be inside the table).
     #[arg(long, default_value = ".hoodie")]
     pub lock_filesystem_dir: String,
-    /// `filesystem`: the writers' `hoodie.write.lock.filesystem.expire` (0: never expires).
-    #[arg(long, value_parser = parse_duration, default_value = "0")]
+    /// `filesystem`: the writers' `hoodie.write.lock.filesystem.expire`: a bare number is
+    /// minutes, as in Hudi (`10` = 10 minutes); `30s`, `10m` keep their unit; 0: never expires.
+    #[arg(long, value_parser = parse_lock_expire, default_value = "0")]
     pub lock_filesystem_expire: std::time::Duration,
     /// `storage`: the lock file, relative to the table.
     #[arg(long, default_value = storage_lock::DEFAULT_PATH)]

@@ -22,7 +22,7 @@ use hudi_keeper_core::protocol::lock::{
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::cli::parse_duration;
+use crate::cli::{parse_duration, parse_lock_expire};
 
 /// The default config file, relative to the working directory.
 pub const DEFAULT_PATH: &str = "config/hudi-keeper.toml";
@@ -37,6 +37,21 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     match Raw::deserialize(d)? {
         Raw::Text(s) => parse_duration(&s).map_err(serde::de::Error::custom),
         Raw::Secs(n) => Ok(Duration::from_secs(n)),
+    }
+}
+
+/// `lock.filesystem_expire`: a bare number (a TOML integer or a string of digits) is minutes, as
+/// Hudi reads `hoodie.write.lock.filesystem.expire`; a value with a unit keeps it.
+fn de_lock_expire<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Minutes(u64),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Text(s) => parse_lock_expire(&s).map_err(serde::de::Error::custom),
+        Raw::Minutes(n) => Ok(Duration::from_secs(n.saturating_mul(60))),
     }
 }
 
@@ -153,8 +168,9 @@ pub struct LockSettings {
     pub timeout: Duration,
     /// `filesystem`: the lock folder, relative to the table.
     pub filesystem_dir: String,
-    /// `filesystem`: `hoodie.write.lock.filesystem.expire` (0: never).
-    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    /// `filesystem`: `hoodie.write.lock.filesystem.expire` (0: never). A bare number is minutes,
+    /// as in Hudi; `90s`, `10m` keep their unit.
+    #[serde(deserialize_with = "de_lock_expire", serialize_with = "ser_duration")]
     pub filesystem_expire: Duration,
     /// `storage`: the lock file, relative to the table.
     pub storage_path: String,
@@ -599,6 +615,32 @@ heartbeat_interval = 5
         ] {
             Config::load(&root.join(f), true).unwrap_or_else(|e| panic!("{f}: {e:#}"));
         }
+    }
+
+    #[test]
+    fn a_bare_file_system_lock_expiry_is_minutes_as_in_hudi() {
+        let c = parse(
+            "[defaults.lock]\nprovider = \"filesystem\"\nfilesystem_expire = 10\n[[tables]]\nname = \"a\"\nuri = \"/a\"\n[[tables]]\nname = \"b\"\nuri = \"/b\"\n[tables.lock]\nprovider = \"filesystem\"\nfilesystem_expire = \"10\"\n[[tables]]\nname = \"c\"\nuri = \"/c\"\n[tables.lock]\nprovider = \"filesystem\"\nfilesystem_expire = \"90s\"\n",
+        )
+        .unwrap();
+        let expire = |i: usize| match c.defaults.resolve(&c.tables[i]).unwrap().lock {
+            Some(LockOptions {
+                provider: LockProvider::FileSystem { expire, .. },
+                ..
+            }) => expire,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(expire(0), Duration::from_secs(600));
+        assert_eq!(expire(1), Duration::from_secs(600));
+        assert_eq!(expire(2), Duration::from_secs(90));
+        // What the registry persists reads back the same.
+        let lock = LockSettings {
+            filesystem_expire: Duration::from_secs(600),
+            ..Default::default()
+        };
+        let back: LockSettings =
+            serde_json::from_str(&serde_json::to_string(&lock).unwrap()).unwrap();
+        assert_eq!(back.filesystem_expire, Duration::from_secs(600));
     }
 
     #[test]

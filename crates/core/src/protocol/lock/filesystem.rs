@@ -2,6 +2,12 @@
 //! default; empty in the Hudi versions the interop harness runs), created only if absent and
 //! deleted on release. A lock file older than `expire` is taken over; `expire` = 0 (Hudi's
 //! default) means never.
+//!
+//! Hudi measures the age from the lock file's modification time (`hoodie.write.lock.filesystem.expire`
+//! is a whole number of minutes), and its holder never refreshes it: a holder whose lock has an
+//! expiry may lose it to the next contender once that much time has passed since it created the
+//! file, whatever it is doing. hudi-keeper's holder therefore stops changing the table a
+//! [`safety_margin`] before then (the lock's fence trips).
 
 use std::time::Duration;
 
@@ -45,6 +51,13 @@ pub async fn try_take(
             }
         }
     }
+}
+
+/// How long before a file lock with an expiry may be taken over its holder stops changing the
+/// table: a tenth of the expiry, at least 1 s and at most 10 s (for the clock difference between
+/// this host, the store and the other writers, and a last request in flight).
+pub fn safety_margin(expire: Duration) -> Duration {
+    (expire / 10).clamp(Duration::from_secs(1), Duration::from_secs(10))
 }
 
 /// What a waiter can tell the operator about a file lock it could not take.

@@ -10,8 +10,9 @@
 //! - `none`: the explicit, logged opt-out.
 //!
 //! A held lock comes with a [`Fence`]: the holder checks it before every mutation, and a lock
-//! whose lease could not be renewed, or whose ZooKeeper session went quiet, fails the check
-//! before anyone else could take it.
+//! whose lease could not be renewed, whose ZooKeeper session went quiet, or (a file-system lock
+//! with an expiry) that is about to reach its expiry, fails the check before anyone else could
+//! take it.
 
 pub mod filesystem;
 pub mod storage_lock;
@@ -118,8 +119,14 @@ pub enum LeaseState {
 
 #[derive(Debug, Clone)]
 enum FenceKind {
-    /// Locks that cannot be lost while held (file-system, none).
+    /// Locks that cannot be lost while held (a file-system lock that never expires, none).
     Always,
+    /// A file-system lock with an expiry: another writer may take it over once it has expired,
+    /// so it counts as lost a safety margin before then.
+    Until {
+        stop_by: tokio::time::Instant,
+        expire: Duration,
+    },
     /// A lease kept by a renewal task.
     Lease(watch::Receiver<LeaseState>),
     /// A ZooKeeper session.
@@ -148,6 +155,15 @@ impl Fence {
     pub fn check(&self) -> Result<(), Error> {
         let reason = match &self.kind {
             FenceKind::Always => return Ok(()),
+            FenceKind::Until { stop_by, expire } => {
+                if tokio::time::Instant::now() < *stop_by {
+                    return Ok(());
+                }
+                format!(
+                    "the lock file may expire soon (it expires {} s after it was written, and is never refreshed): another writer could take it over",
+                    expire.as_secs()
+                )
+            }
             FenceKind::Lease(rx) => match &*rx.borrow() {
                 LeaseState::Held { stop_by } if tokio::time::Instant::now() < *stop_by => {
                     return Ok(())
@@ -179,6 +195,7 @@ impl Fence {
             }
             match &self.kind {
                 FenceKind::Always => std::future::pending::<()>().await,
+                FenceKind::Until { stop_by, .. } => tokio::time::sleep_until(*stop_by).await,
                 FenceKind::Lease(rx) => {
                     let mut rx = rx.clone();
                     let stop_by = match &*rx.borrow_and_update() {
@@ -214,7 +231,13 @@ impl crate::storage::WriteFence for Fence {
 #[derive(Debug)]
 enum Held {
     None,
-    File { storage: Storage, file: RelPath },
+    File {
+        storage: Storage,
+        file: RelPath,
+        /// With an expiry: the lock file's modification time right after we created it, to
+        /// tell it from another writer's once ours may have expired.
+        ours: Option<chrono::DateTime<chrono::Utc>>,
+    },
     Lease(storage_lock::Lease),
     Zk(zookeeper::ZkHeld),
 }
@@ -248,7 +271,11 @@ impl LockGuard {
         };
         match self.held {
             Held::None => {}
-            Held::File { storage, file } => storage.delete(&file).await?,
+            Held::File {
+                storage,
+                file,
+                ours,
+            } => release_file(&storage, &file, ours, &self.fence).await?,
             Held::Lease(lease) => lease.release().await?,
             Held::Zk(zk) => zk
                 .release()
@@ -258,6 +285,29 @@ impl LockGuard {
         info!(table = %self.table, lock = %self.lock, "released the table lock");
         Ok(())
     }
+}
+
+/// Delete our lock file. Once a lock with an expiry may have expired, another writer may have
+/// taken it over (deleted ours and created its own): then only a file with our modification
+/// time is deleted.
+async fn release_file(
+    storage: &Storage,
+    file: &RelPath,
+    ours: Option<chrono::DateTime<chrono::Utc>>,
+    fence: &Fence,
+) -> Result<(), Error> {
+    if let (Some(ours), Err(_)) = (ours, fence.check()) {
+        match storage.head(file).await? {
+            Some(meta) if meta.last_modified == ours => {}
+            Some(_) => {
+                warn!(table = %storage.uri(), lock = %file, "our lock file expired and another writer took the lock over; its lock file is left alone");
+                return Ok(());
+            }
+            None => return Ok(()),
+        }
+    }
+    storage.delete(file).await?;
+    Ok(())
 }
 
 /// Take the table lock, waiting up to `options.timeout`. A lock that cannot be had in time is
@@ -305,13 +355,41 @@ pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGua
         LockProvider::FileSystem { dir, expire } => {
             let file = filesystem::lock_file(dir)?;
             loop {
+                // Hudi counts the expiry from the file's modification time, which is no earlier
+                // than this.
+                let attempt = tokio::time::Instant::now();
                 if filesystem::try_take(storage, &file, *expire).await? {
+                    if expire.is_zero() {
+                        return Ok(guard(
+                            Held::File {
+                                storage: storage.clone(),
+                                file,
+                                ours: None,
+                            },
+                            FenceKind::Always,
+                        ));
+                    }
+                    let stop_by =
+                        attempt + expire.saturating_sub(filesystem::safety_margin(*expire));
+                    // (Not knowing it only means an expired lock is released blindly, as Hudi
+                    // releases it.)
+                    let ours = match storage.head(&file).await {
+                        Ok(meta) => meta.map(|m| m.last_modified),
+                        Err(e) => {
+                            warn!(table = %table, lock = %lock, error = %e, "could not read back the lock file just created");
+                            None
+                        }
+                    };
                     return Ok(guard(
                         Held::File {
                             storage: storage.clone(),
                             file,
+                            ours,
                         },
-                        FenceKind::Always,
+                        FenceKind::Until {
+                            stop_by,
+                            expire: *expire,
+                        },
                     ));
                 }
                 if started.elapsed() >= options.timeout {
@@ -445,6 +523,62 @@ mod tests {
         .await
         .unwrap_err();
         assert!(err.to_string().contains("expires 3600 s"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_system_lock_with_an_expiry_fences_writes_before_it_may_expire() {
+        let s = storage();
+        // Hudi lets the next contender take this lock 60 s after its file was written.
+        let g = acquire(&s, &fs(Duration::from_secs(60), Duration::from_secs(1)))
+            .await
+            .unwrap();
+        let fenced = s.clone().with_fence(Arc::new(g.fence()));
+        let probe = RelPath::parse("probe").unwrap();
+        fenced.put(&probe, Bytes::new()).await.unwrap();
+        // Still safe a little before the safety margin (6 s for a 60 s expiry)...
+        tokio::time::advance(Duration::from_secs(53)).await;
+        g.fence().check().unwrap();
+        // ...but not once the lock may be taken over: no write goes out any more.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let err = g.fence().check().unwrap_err();
+        assert!(matches!(err, Error::LockLost { .. }), "{err}");
+        let err = fenced.put(&probe, Bytes::new()).await.unwrap_err();
+        assert!(matches!(err, StorageError::Fenced { .. }), "{err}");
+        assert!(matches!(
+            tokio::time::timeout(Duration::from_millis(1), g.fence().lost()).await,
+            Ok(Error::LockLost { .. })
+        ));
+        // A lock that never expires cannot be lost that way.
+        g.release().await.unwrap();
+        let never = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(86_400)).await;
+        never.fence().check().unwrap();
+        never.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_expired_lock_taken_over_by_another_writer_is_not_deleted_on_release() {
+        let s = storage();
+        let lock = RelPath::parse(".hoodie/lock").unwrap();
+        // A 1 ms expiry: the fence trips at once, and the other writer may take it over.
+        let g = acquire(&s, &fs(Duration::from_millis(1), Duration::from_secs(1)))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let other = acquire(&s, &fs(Duration::from_millis(1), Duration::from_secs(1)))
+            .await
+            .unwrap();
+        let theirs = s.head(&lock).await.unwrap().unwrap();
+        g.release().await.unwrap();
+        assert_eq!(
+            s.head(&lock).await.unwrap(),
+            Some(theirs),
+            "the other writer's lock file stays"
+        );
+        other.release().await.unwrap();
+        assert!(s.head(&lock).await.unwrap().is_none());
     }
 
     fn lease(validity_ms: u64, renew_ms: u64, timeout: Duration) -> LockOptions {
