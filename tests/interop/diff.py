@@ -75,16 +75,20 @@ def timeline_files(root, meta=".hoodie"):
 
 
 def data_files(root):
+    """partition -> data file names. A partition is a folder holding .hoodie_partition_metadata, at any
+    depth (multi-level layouts), keyed by its path relative to the base path with '/' (the folder names
+    as on disk, URL-encoded values included); the base path itself is partition "" (non-partitioned)."""
     out = {}
-    for part in sorted(os.listdir(root)):
-        p = os.path.join(root, part)
-        if part.startswith(".") or not os.path.isdir(p):
+    for dp, dns, fns in os.walk(root):
+        # .hoodie (and any other dot folder) holds no partitions
+        dns[:] = sorted(d for d in dns if not d.startswith("."))
+        if ".hoodie_partition_metadata" not in fns:
             continue
-        if not os.path.exists(os.path.join(p, ".hoodie_partition_metadata")):
-            continue
-        out[part] = sorted(f for f in os.listdir(p)
+        rel = os.path.relpath(dp, root)
+        part = "" if rel == "." else rel.replace(os.sep, "/")
+        out[part] = sorted(f for f in fns
                            if not f.endswith(".crc") and (f.endswith(".parquet") or ".log." in f))
-    return out
+    return dict(sorted(out.items()))
 
 
 def normalize(names, known):
@@ -203,7 +207,7 @@ def command_blocks_by_file_group(root, files):
                 continue
             cb = command_block(os.path.join(root, part, name))
             if cb is not None:
-                out.setdefault(part + "/" + name[:name.index(".log.")], []).append(json.dumps(cb, sort_keys=True))
+                out.setdefault(os.path.join(part, name[:name.index(".log.")]), []).append(json.dumps(cb, sort_keys=True))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -341,7 +345,7 @@ def diff_restore(ours, hudis, restore_point, mdt_deleted=False):
         for name in sorted(set(a) & set(b)):
             fo_, fh_ = data_file_facts(ours, part, name), data_file_facts(hudis, part, name)
             if fo_ != fh_:
-                diffs.setdefault("data_file_contents", {})[part + "/" + name] = {"ours": fo_, "hudis": fh_}
+                diffs.setdefault("data_file_contents", {})[os.path.join(part, name)] = {"ours": fo_, "hudis": fh_}
         for side, root, names in (("ours", ours, a), ("hudis", hudis, b)):
             for name in names:
                 counts[side]["files"] += 1

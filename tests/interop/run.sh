@@ -23,10 +23,16 @@
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
-# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested]
+# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested][-urlenc|-hive|-slash|-nopart]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Java names files in sun.jnu.encoding, taken from the locale: without a UTF-8 locale the non-ASCII
+# partition values of the -urlenc scenarios would become '?' in folder names.
+case "${LC_ALL:-${LC_CTYPE:-${LANG:-}}}" in
+  *[Uu][Tt][Ff]-8* | *[Uu][Tt][Ff]8*) ;;
+  *) export LC_ALL=C.UTF-8 ;;
+esac
 MVN_SETTINGS="$HERE/.mvn/settings.xml"
 VERSION_KEYS=(0.15 1.0 1.1)
 # every scenario `generate ... all` makes (timeline-marker ones only where the version has the server)

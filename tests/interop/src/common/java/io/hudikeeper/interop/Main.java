@@ -154,7 +154,7 @@ public final class Main {
     if (extra != null) {
       p.putAll(extra);
     }
-    return HoodieWriteConfig.newBuilder().withPath(base).withSchema(Data.SCHEMA_JSON).forTable(Scenario.TABLE_NAME)
+    return HoodieWriteConfig.newBuilder().withPath(base).withSchema(Data.schemaJson()).forTable(Scenario.TABLE_NAME)
         .withProperties(p).build();
   }
 
@@ -176,6 +176,7 @@ public final class Main {
       throw new IOException(dir + " already holds a table");
     }
     dir.mkdirs();
+    Data.use(s);
     String base = base(dir);
     StorageConfiguration<Configuration> conf = storageConf(false);
     HoodieTableMetaClient mc = Compat.initTable(conf, base, s.tableProps());
@@ -236,7 +237,7 @@ public final class Main {
     for (int c = 1; c <= commits; c++) {
       List<Data.Row> rows = new ArrayList<>();
       for (int i = 0; i < 3; i++) {
-        rows.add(new Data.Row(String.format("w%dc%02dr%d", id, c, i), "p" + i, 100 + c, "w" + id + "c" + c, c));
+        rows.add(new Data.Row(String.format("w%dc%02dr%d", id, c, i), Data.partValue(i), 100 + c, "w" + id + "c" + c, c));
       }
       String t = null;
       try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
@@ -401,7 +402,7 @@ public final class Main {
         rows.add(new Data.Row(Data.key(i), Data.part(i), 5, "commit-" + t, 5000 + i));
       }
       for (int i = 0; i < 3; i++) {
-        rows.add(new Data.Row("n" + t + "r" + i, "p3", 5, "commit-" + t, 6000 + i));
+        rows.add(new Data.Row("n" + t + "r" + i, Data.partValue(3), 5, "commit-" + t, 6000 + i));
       }
       List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
       for (WriteStatus w : ws) {

@@ -10,8 +10,9 @@ import java.util.Locale;
 import java.util.Properties;
 
 /**
- * A scenario: table type, metadata table on/off, marker kind, and how the failed write dies.
- * Name grammar: {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested]}.
+ * A scenario: table type, metadata table on/off, marker kind, how the failed write dies, and how the
+ * table is partitioned.
+ * Name grammar: {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested][-urlenc|-hive|-slash|-nopart]}.
  */
 public final class Scenario {
   public static final String TABLE_NAME = "interop";
@@ -26,19 +27,114 @@ public final class Scenario {
   public final boolean mdtDone;
   /** The failed writer is killed right after startCommit(): only the requested instant exists. */
   public final boolean requestedOnly;
+  /** How records are mapped to partition folders (the name's last suffix; none: {@link Partitioning#PLAIN}). */
+  public final Partitioning partitioning;
+
+  /**
+   * The partition layouts. Each has four logical partitions 0-3 (the completed commits write 0-2, the
+   * failed write and {@code commit} also write 3, which is new to the table); {@link #value} is what the
+   * record's {@code part} field holds, and Hudi's own key generator turns it into the partition path.
+   */
+  public enum Partitioning {
+    /** {@code part} = p0..p3, SimpleKeyGenerator, no encoding: folders p0..p3 (the key is built directly). */
+    PLAIN("", "org.apache.hudi.keygen.SimpleKeyGenerator", false, false,
+        new String[] {"p0", "p1", "p2", "p3"}, null),
+    /**
+     * SimpleKeyGenerator with {@code hoodie.datasource.write.partitionpath.urlencode=true}: values with
+     * a colon and a space, a percent sign and a tilde, a slash, and a hash, a space and non-ASCII letters.
+     */
+    URLENC("urlenc", "org.apache.hudi.keygen.SimpleKeyGenerator", true, false,
+        new String[] {"2024-01-01 10:00", "50%~1", "a/b", "x#1 é日本"}, null),
+    /**
+     * ComplexKeyGenerator on two fields, {@code part} and {@code hr}, hive-style and URL-encoded:
+     * multi-level folders {@code part=<v>/hr=<h>}, with an '=' and a ':' in two of the hr values.
+     */
+    HIVE("hive", "org.apache.hudi.keygen.ComplexKeyGenerator", true, true,
+        new String[] {"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"},
+        new String[] {"00", "12", "a=b", "23:59"}),
+    /** SimpleKeyGenerator, no encoding, values with slashes: multi-level folders {@code 2024/0<i+1>/p<i>}. */
+    SLASH("slash", "org.apache.hudi.keygen.SimpleKeyGenerator", false, false,
+        new String[] {"2024/01/p0", "2024/02/p1", "2024/03/p2", "2024/04/p3"}, null),
+    /** NonpartitionedKeyGenerator: every file in the base path ({@code part} stays p0..p3 in the records). */
+    NOPART("nopart", "org.apache.hudi.keygen.NonpartitionedKeyGenerator", false, false,
+        new String[] {"p0", "p1", "p2", "p3"}, null);
+
+    /** The scenario-name suffix ("" for PLAIN). */
+    public final String suffix;
+    /** hoodie.table.keygenerator.class (the Spark-side name, as Spark writers record it). */
+    public final String keyGenerator;
+    public final boolean urlEncode;
+    public final boolean hiveStyle;
+    private final String[] values;
+    /** The second partition field's value per logical partition (HIVE only), else null. */
+    private final String[] second;
+
+    Partitioning(String suffix, String keyGenerator, boolean urlEncode, boolean hiveStyle, String[] values,
+                 String[] second) {
+      this.suffix = suffix;
+      this.keyGenerator = keyGenerator;
+      this.urlEncode = urlEncode;
+      this.hiveStyle = hiveStyle;
+      this.values = values;
+      this.second = second;
+    }
+
+    /** The {@code part} value of logical partition {@code i} (0-3). */
+    public String value(int i) {
+      return values[i];
+    }
+
+    /** The second partition field ({@code hr}), or null when the layout has one field or none. */
+    public String secondField() {
+      return second == null ? null : "hr";
+    }
+
+    /** The {@code hr} value of the record whose {@code part} is {@code partValue}. */
+    public String secondValue(String partValue) {
+      for (int i = 0; i < values.length; i++) {
+        if (values[i].equals(partValue)) {
+          return second[i];
+        }
+      }
+      throw new IllegalArgumentException("not a partition value of " + this + ": " + partValue);
+    }
+
+    /** hoodie.table.partition.fields / hoodie.datasource.write.partitionpath.field ("" when none). */
+    public String partitionFields() {
+      if (this == NOPART) {
+        return "";
+      }
+      return second == null ? "part" : "part," + secondField();
+    }
+
+    static Partitioning ofSuffix(String s) {
+      for (Partitioning p : values()) {
+        if (!p.suffix.isEmpty() && p.suffix.equals(s)) {
+          return p;
+        }
+      }
+      return null;
+    }
+  }
 
   private Scenario(String name, boolean mor, boolean mdt, boolean timelineMarkers, boolean mdtDone,
-                   boolean requestedOnly) {
+                   boolean requestedOnly, Partitioning partitioning) {
     this.name = name;
     this.mor = mor;
     this.mdt = mdt;
     this.timelineMarkers = timelineMarkers;
     this.mdtDone = mdtDone;
     this.requestedOnly = requestedOnly;
+    this.partitioning = partitioning;
   }
 
   public static Scenario parse(String name) {
     String[] p = name.toLowerCase(Locale.ROOT).split("-");
+    Partitioning partitioning = Partitioning.PLAIN;
+    if (p.length > 3 && Partitioning.ofSuffix(p[p.length - 1]) != null) {
+      partitioning = Partitioning.ofSuffix(p[p.length - 1]);
+      p = java.util.Arrays.copyOf(p, p.length - 1);
+    }
     if (p.length < 3 || p.length > 4) {
       throw new IllegalArgumentException("bad scenario name " + name);
     }
@@ -59,7 +155,7 @@ public final class Scenario {
         throw new IllegalArgumentException("bad scenario suffix " + p[3]);
       }
     }
-    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, requestedOnly);
+    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, requestedOnly, partitioning);
   }
 
   private static boolean req(String v, String yes, String no) {
@@ -72,14 +168,19 @@ public final class Scenario {
     throw new IllegalArgumentException("expected " + yes + " or " + no + ", got " + v);
   }
 
-  /** Reads {@code <dir>/scenario.json} (written by generate). */
+  /**
+   * Reads {@code <dir>/scenario.json} (written by generate) and makes its partitioning the one
+   * {@link Data} uses in this JVM.
+   */
   public static Scenario load(File tableDir) throws IOException {
     File f = new File(tableDir, "scenario.json");
     if (!f.exists()) {
       throw new IOException("no scenario.json in " + tableDir);
     }
     JsonNode n = new ObjectMapper().readTree(f);
-    return parse(n.get("scenario").asText());
+    Scenario s = parse(n.get("scenario").asText());
+    Data.use(s);
+    return s;
   }
 
   public String tableType() {
@@ -96,11 +197,18 @@ public final class Scenario {
     p.setProperty("hoodie.table.name", TABLE_NAME);
     p.setProperty("hoodie.table.type", tableType());
     p.setProperty("hoodie.table.recordkey.fields", "id");
-    p.setProperty("hoodie.table.partition.fields", "part");
+    if (!partitioning.partitionFields().isEmpty()) {
+      p.setProperty("hoodie.table.partition.fields", partitioning.partitionFields());
+    }
     p.setProperty("hoodie.table.precombine.field", "ts");
     p.setProperty("hoodie.table.ordering.fields", "ts");
-    p.setProperty("hoodie.table.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator");
+    p.setProperty("hoodie.table.keygenerator.class", partitioning.keyGenerator);
     p.setProperty("hoodie.table.base.file.format", "PARQUET");
+    if (partitioning != Partitioning.PLAIN) {
+      // table configs too (HoodieTableConfig.URL_ENCODE_PARTITIONING / HIVE_STYLE_PARTITIONING_ENABLE)
+      p.setProperty("hoodie.datasource.write.partitionpath.urlencode", String.valueOf(partitioning.urlEncode));
+      p.setProperty("hoodie.datasource.write.hive_style_partitioning", String.valueOf(partitioning.hiveStyle));
+    }
     return p;
   }
 
@@ -112,10 +220,14 @@ public final class Scenario {
     Properties p = new Properties();
     p.setProperty("hoodie.table.name", TABLE_NAME);
     p.setProperty("hoodie.datasource.write.recordkey.field", "id");
-    p.setProperty("hoodie.datasource.write.partitionpath.field", "part");
+    p.setProperty("hoodie.datasource.write.partitionpath.field", partitioning.partitionFields());
     p.setProperty("hoodie.datasource.write.precombine.field", "ts");
     p.setProperty("hoodie.table.ordering.fields", "ts");
-    p.setProperty("hoodie.datasource.write.keygenerator.class", "org.apache.hudi.keygen.SimpleKeyGenerator");
+    p.setProperty("hoodie.datasource.write.keygenerator.class", partitioning.keyGenerator);
+    if (partitioning != Partitioning.PLAIN) {
+      p.setProperty("hoodie.datasource.write.partitionpath.urlencode", String.valueOf(partitioning.urlEncode));
+      p.setProperty("hoodie.datasource.write.hive_style_partitioning", String.valueOf(partitioning.hiveStyle));
+    }
     p.setProperty("hoodie.index.type", "SIMPLE");
     p.setProperty("hoodie.write.concurrency.mode", "optimistic_concurrency_control");
     p.setProperty("hoodie.cleaner.policy.failed.writes", "LAZY");
@@ -180,6 +292,11 @@ public final class Scenario {
     n.put("lock_provider", "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider (traced subclass)");
     n.put("failed_writes_policy", "LAZY");
     n.put("concurrency_mode", "optimistic_concurrency_control");
+    n.put("partitioning", partitioning.name().toLowerCase(Locale.ROOT));
+    n.put("key_generator", partitioning.keyGenerator);
+    n.put("partition_fields", partitioning.partitionFields());
+    n.put("partitionpath_urlencode", partitioning.urlEncode);
+    n.put("hive_style_partitioning", partitioning.hiveStyle);
     return n;
   }
 }

@@ -198,7 +198,7 @@ final class Verify {
           continue;
         }
         if (!completed.contains(t)) {
-          uncommitted.add(e.getKey() + "/" + f + " (instant " + t + ")");
+          uncommitted.add(relFile(e.getKey(), f) + " (instant " + t + ")");
         }
       }
     }
@@ -253,7 +253,7 @@ final class Verify {
       Set<String> notAllowed = new TreeSet<>();
       for (Map.Entry<String, List<String>> e : files.entrySet()) {
         for (String f : e.getValue()) {
-          String rel = e.getKey().isEmpty() ? f : e.getKey() + "/" + f;
+          String rel = relFile(e.getKey(), f);
           String fileInstant = instantOfFile(f);
           if (new File(dir, rel).exists()) {
             present.add(rel);
@@ -334,29 +334,45 @@ final class Verify {
     check(checkName, diffs.isEmpty(), diffs.isEmpty() ? (got.size() + " records") : diffs);
   }
 
-  /** partition -> data file names (parquet base files and log files), from a direct listing. */
+  /**
+   * partition -> data file names (parquet base files and log files), from a direct listing. A partition
+   * is a folder holding {@code .hoodie_partition_metadata}, at any depth (multi-level layouts), keyed by
+   * its path relative to the base path, which is Hudi's partition path (the folder names as they are on
+   * disk: URL-encoded values stay encoded); the base path itself is partition "" (non-partitioned tables).
+   */
   private Map<String, List<String>> listDataFiles() throws Exception {
     Map<String, List<String>> out = new TreeMap<>();
-    File[] parts = dir.listFiles(f -> f.isDirectory() && !f.getName().startsWith("."));
-    if (parts == null) {
-      return out;
+    listPartitions(dir, "", out);
+    return out;
+  }
+
+  private static void listPartitions(File d, String rel, Map<String, List<String>> out) {
+    File[] entries = d.listFiles();
+    if (entries == null) {
+      return;
     }
-    for (File p : parts) {
-      if (!new File(p, ".hoodie_partition_metadata").exists()) {
-        continue;
-      }
+    if (new File(d, ".hoodie_partition_metadata").exists()) {
       List<String> files = new ArrayList<>();
-      File[] fs = p.listFiles();
-      for (File f : fs == null ? new File[0] : fs) {
+      for (File f : entries) {
         String n = f.getName();
-        if (n.endsWith(".parquet") || (n.contains(".log.") && !n.endsWith(".crc"))) {
+        if (f.isFile() && (n.endsWith(".parquet") || (n.contains(".log.") && !n.endsWith(".crc")))) {
           files.add(n);
         }
       }
       files.sort(null);
-      out.put(p.getName(), files);
+      out.put(rel, files);
     }
-    return out;
+    for (File f : entries) {
+      // .hoodie (and any other dot folder) holds no partitions
+      if (f.isDirectory() && !f.getName().startsWith(".")) {
+        listPartitions(f, rel.isEmpty() ? f.getName() : rel + "/" + f.getName(), out);
+      }
+    }
+  }
+
+  /** {@code <partition>/<file>}, or the bare file name in the base path. */
+  static String relFile(String partition, String file) {
+    return partition.isEmpty() ? file : partition + "/" + file;
   }
 
   /** Commit time of a base file, or the instant in a log file name (base instant in v6, delta commit in v8+). */
@@ -402,19 +418,22 @@ final class Verify {
       Set<String> y = b.getOrDefault(p, Set.of());
       for (String f : x) {
         if (!y.contains(f)) {
-          d.add("only in view: " + p + "/" + f);
+          d.add("only in view: " + relFile(p, f));
         }
       }
       for (String f : y) {
-        if (!x.contains(f) && ignore.stream().noneMatch(i -> i.startsWith(p + "/" + f))) {
-          d.add("only in listing: " + p + "/" + f);
+        if (!x.contains(f) && ignore.stream().noneMatch(i -> i.startsWith(relFile(p, f)))) {
+          d.add("only in listing: " + relFile(p, f));
         }
       }
     }
     return d;
   }
 
-  /** Latest merged records of every file slice: parquet-avro for base files, Hudi's log scanner for logs. */
+  /**
+   * Latest merged records of every file slice, by their {@code id}: parquet-avro for base files, Hudi's
+   * log scanner for logs (merged per file slice by record key).
+   */
   private Map<String, GenericRecord> readAll(HoodieTableMetaClient mc) throws Exception {
     Map<String, GenericRecord> out = new TreeMap<>();
     duplicateKeys.clear();
@@ -447,12 +466,14 @@ final class Verify {
           if (!logs.isEmpty()) {
             mergeLogs(mc, schema, latest, logs, slice);
           }
-          for (String k : slice.keySet()) {
-            if (out.containsKey(k)) {
-              duplicateKeys.add("duplicate record " + k + " (in more than one file group; partition " + p + ")");
+          // by the id field: a key generator may encode the record key (ComplexKeyGenerator: "id:k00")
+          for (GenericRecord g : slice.values()) {
+            String id = String.valueOf(g.get("id"));
+            if (out.containsKey(id)) {
+              duplicateKeys.add("duplicate record " + id + " (in more than one file group; partition " + p + ")");
             }
+            out.put(id, g);
           }
-          out.putAll(slice);
         }
       }
     } finally {
@@ -527,7 +548,7 @@ final class Verify {
       for (int c = 0; c < 4; c++) {
         String t = client.startCommit();
         List<Data.Row> rows = new ArrayList<>();
-        rows.add(new Data.Row(String.format("v%02d", c), "p" + (c % 3), 10 + c, "verify", 1000 + c));
+        rows.add(new Data.Row(String.format("v%02d", c), Data.partValue(c % 3), 10 + c, "verify", 1000 + c));
         rows.add(new Data.Row(Data.key(c), Data.part(c), 10 + c, "verify", 2000 + c)); // update
         List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
         boolean committed = client.commit(t, ws);
