@@ -17,7 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
-use object_store::path::Path;
+use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 pub use error::StorageError;
@@ -151,6 +151,23 @@ type ChunkOutcome = (
     Option<String>,
 );
 
+/// One segment of a store key, exactly as given. object_store's `Path::from` and `Path::join`
+/// percent-encode `%`, `~`, `#`, brackets, non-ASCII and more, which would address another key
+/// than the one Hudi wrote (and a listing returned); `PathPart::parse` keeps the text. Every
+/// [`RelPath`] segment parses (it has no control character, `/`, `.` or `..`); only a
+/// [`Storage::from_store`] root that the store could not hold anyway is encoded.
+fn key_part(segment: &str) -> PathPart<'_> {
+    PathPart::parse(segment).unwrap_or_else(|_| PathPart::from(segment))
+}
+
+/// The longest of `keys` that `matches`: the key a store error names (a longer key is the more
+/// specific match when one key ends with another).
+fn key_named<'a>(keys: &'a [String], matches: impl Fn(&str) -> bool) -> Option<&'a String> {
+    keys.iter()
+        .filter(|k| matches(k.as_str()))
+        .max_by_key(|k| k.len())
+}
+
 /// Table-rooted access to an object store.
 #[derive(Clone)]
 pub struct Storage {
@@ -194,11 +211,13 @@ impl Storage {
         })
     }
 
-    /// Wrap an existing store, rooted at `root` inside it. `uri` is only used in messages.
+    /// Wrap an existing store, rooted at `root` inside it: `root` is the key prefix exactly as
+    /// the store lists it (`wh/dt=1%3A0` is that text, not `wh/dt=1:0`). `uri` is only used in
+    /// messages.
     pub fn from_store(store: Arc<dyn ObjectStore>, root: &str, uri: &str) -> Self {
         Self {
             store,
-            root: Path::from(root),
+            root: root.split('/').map(key_part).collect(),
             uri: uri.into(),
             interceptor: None,
             fence: None,
@@ -227,9 +246,7 @@ impl Storage {
     /// and the interceptor.
     pub fn child(&self, sub: &RelPath) -> Self {
         let mut root = self.root.clone();
-        for part in sub.segments() {
-            root = root.join(part);
-        }
+        root.extend(sub.segments().map(key_part));
         let uri = format!("{}/{}", self.uri.trim_end_matches('/'), sub);
         Self {
             store: Arc::clone(&self.store),
@@ -264,11 +281,10 @@ impl Storage {
         }
     }
 
+    /// The store key of a table-relative path: the root and the path's segments, verbatim.
     fn full(&self, path: &RelPath) -> Path {
         let mut full = self.root.clone();
-        for part in path.segments() {
-            full = full.join(part);
-        }
+        full.extend(path.segments().map(key_part));
         full
     }
 
@@ -499,17 +515,11 @@ impl Storage {
 
     /// One `delete_stream` call: which keys it confirmed (a missing object counts), which
     /// failed, and an error that names no key.
-    async fn delete_chunk(
-        &self,
-        keys: Vec<String>,
-    ) -> (
-        HashMap<String, Result<(), object_store::Error>>,
-        Option<String>,
-    ) {
+    async fn delete_chunk(&self, keys: Vec<Path>) -> ChunkOutcome {
         let mut out = HashMap::with_capacity(keys.len());
         let mut general = None;
-        let locations: Vec<object_store::Result<Path>> =
-            keys.iter().map(|k| Ok(Path::from(k.as_str()))).collect();
+        let names: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let locations: Vec<object_store::Result<Path>> = keys.into_iter().map(Ok).collect();
         let mut stream = self
             .store
             .delete_stream(futures::stream::iter(locations).boxed());
@@ -519,13 +529,16 @@ impl Storage {
                     out.insert(path.to_string(), Ok(()));
                 }
                 Err(object_store::Error::NotFound { path, .. }) => {
-                    if let Some(k) = keys.iter().find(|k| path.ends_with(k.as_str())) {
+                    // Object stores name the key, the local store its file system path.
+                    if let Some(k) =
+                        key_named(&names, |k| path == *k || path.ends_with(&format!("/{k}")))
+                    {
                         out.insert(k.clone(), Ok(()));
                     }
                 }
                 Err(e) => {
                     let text = e.to_string();
-                    match keys.iter().find(|k| text.contains(k.as_str())) {
+                    match key_named(&names, |k| text.contains(k)) {
                         Some(k) => {
                             out.insert(k.clone(), Err(e));
                         }
@@ -548,10 +561,14 @@ impl Storage {
     ) -> Vec<(RelPath, Result<(), StorageError>)> {
         let mut results = Vec::with_capacity(paths.len());
         let mut by_full: HashMap<String, RelPath> = HashMap::with_capacity(paths.len());
+        let mut keys: Vec<Path> = Vec::with_capacity(paths.len());
         for p in paths {
             match self.check(OpKind::Delete, &p) {
                 Ok(()) => {
-                    by_full.insert(self.full(&p).to_string(), p);
+                    let key = self.full(&p);
+                    if by_full.insert(key.to_string(), p).is_none() {
+                        keys.push(key);
+                    }
                 }
                 Err(e) => {
                     on_done();
@@ -562,8 +579,7 @@ impl Storage {
         if by_full.is_empty() {
             return results;
         }
-        let keys: Vec<String> = by_full.keys().cloned().collect();
-        let chunks: Vec<Vec<String>> = keys.chunks(1000).map(<[String]>::to_vec).collect();
+        let chunks: Vec<Vec<Path>> = keys.chunks(1000).map(<[Path]>::to_vec).collect();
         let outcomes: Vec<ChunkOutcome> = futures::stream::iter(chunks)
             .map(|chunk| self.delete_chunk(chunk))
             .buffer_unordered((concurrency / 10).max(1))
@@ -688,5 +704,239 @@ mod tests {
             .unwrap()
             .is_some());
         assert_eq!(md.uri(), "memory://test/t1/.hoodie/metadata");
+    }
+}
+
+/// Keys as Hudi writes them (url-encoded partition values, `~`, `#`, brackets, spaces, non-ASCII):
+/// every request addresses exactly the key a listing returned, never a re-encoded one.
+#[cfg(test)]
+mod special_keys {
+    use super::*;
+    use object_store::local::LocalFileSystem;
+    use object_store::memory::InMemory;
+
+    /// Partition folders as Hudi names them, one per character class object_store would
+    /// percent-encode (or that URLs treat specially).
+    const PARTITIONS: [&str; 14] = [
+        "3%3A0",
+        "dt=2024-01-01 10%3A00",
+        "a%25b",
+        "1~0",
+        "x#1",
+        "[p]",
+        "with space",
+        "é",
+        "日本",
+        "k=v+w",
+        "dt=10:00",
+        "{b}^|`\"<>*?",
+        "q?x=1&y",
+        "%2e",
+    ];
+
+    fn rel(s: &str) -> RelPath {
+        RelPath::parse(s).unwrap()
+    }
+
+    fn keys() -> Vec<String> {
+        PARTITIONS
+            .iter()
+            .map(|p| format!("{p}/fg-0_0-1-1_20240101000000000.parquet"))
+            .collect()
+    }
+
+    /// The raw keys below `root` in `store`, relative to `root`, as the store lists them.
+    async fn raw_keys(store: &dyn ObjectStore, root: &str) -> Vec<String> {
+        let prefix = Path::parse(root).unwrap();
+        let mut out: Vec<String> = store
+            .list(Some(&prefix))
+            .map_ok(|m| {
+                m.location.as_ref()[root.len()..]
+                    .trim_start_matches('/')
+                    .to_string()
+            })
+            .try_collect()
+            .await
+            .unwrap();
+        out.sort();
+        out
+    }
+
+    async fn round_trip(
+        s: &Storage,
+        raw: impl Fn() -> futures::future::BoxFuture<'static, Vec<String>>,
+    ) {
+        // Written through the seam: the store holds exactly the key asked for.
+        for k in keys() {
+            s.put(&rel(&k), Bytes::from(k.clone())).await.unwrap();
+        }
+        let mut want = keys();
+        want.sort();
+        assert_eq!(raw().await, want, "the store holds the exact keys");
+        // Listed keys are the raw keys, and each is read, headed and deleted by it.
+        let mut listed: Vec<String> = s
+            .list(&RelPath::root())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.path.to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, want);
+        let mut dirs = s.list_dir(&RelPath::root()).await.unwrap().dirs;
+        dirs.sort();
+        let mut parts: Vec<String> = PARTITIONS.iter().map(|p| p.to_string()).collect();
+        parts.sort();
+        assert_eq!(dirs, parts);
+        for d in &dirs {
+            let inside = s.list_dir(&rel(d)).await.unwrap();
+            assert_eq!(inside.files.len(), 1, "{d}");
+            let key = inside.files[0].path.clone();
+            assert_eq!(s.get(&key).await.unwrap(), Bytes::from(key.to_string()));
+            assert!(s.head(&key).await.unwrap().is_some(), "{key}");
+            assert!(s.get_opt(&key).await.unwrap().is_some(), "{key}");
+        }
+        // One listed key deleted on its own, by the exact key it was listed as.
+        let first = s.list_dir(&rel(PARTITIONS[0])).await.unwrap().files[0]
+            .path
+            .clone();
+        s.delete(&first).await.unwrap();
+        assert!(s.head(&first).await.unwrap().is_none());
+        assert!(!raw().await.contains(&first.to_string()));
+        // The rest in bulk: every delete confirmed, and the store really is empty.
+        let rest: Vec<RelPath> = s
+            .list(&RelPath::root())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.path)
+            .collect();
+        assert_eq!(rest.len(), PARTITIONS.len() - 1);
+        for (p, r) in s.delete_many_with(rest, 4, || {}).await {
+            r.unwrap_or_else(|e| panic!("{p}: {e}"));
+        }
+        assert_eq!(raw().await, Vec::<String>::new());
+        // Create-if-absent and conditional writes address the same keys.
+        let k = rel(&keys()[1]);
+        s.put_if_absent(&k, Bytes::from_static(b"1")).await.unwrap();
+        assert!(matches!(
+            s.put_if_absent(&k, Bytes::from_static(b"2"))
+                .await
+                .unwrap_err(),
+            StorageError::AlreadyExists { .. }
+        ));
+        assert_eq!(raw().await, vec![keys()[1].clone()]);
+        s.delete(&k).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn in_memory_keys_round_trip_exactly_as_listed() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let s = Storage::from_store(Arc::clone(&store), "wh/t", "memory://x/wh/t");
+        let raw = move || {
+            let store = Arc::clone(&store);
+            Box::pin(async move { raw_keys(store.as_ref(), "wh/t").await })
+                as futures::future::BoxFuture<'static, Vec<String>>
+        };
+        round_trip(&s, raw).await;
+    }
+
+    fn local_files(dir: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            // The shared local store removes folders a delete left empty, this one too.
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    let rel = e
+                        .path()
+                        .strip_prefix(dir)
+                        .unwrap()
+                        .to_str()
+                        .unwrap()
+                        .to_string();
+                    out.push(rel);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn local_keys_round_trip_exactly_as_listed_in_a_folder_named_with_a_space_and_percent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("my table %3A~#1");
+        std::fs::create_dir_all(&dir).unwrap();
+        for opened in [
+            Storage::open(dir.to_str().unwrap(), &StorageOptions::default()).unwrap(),
+            Storage::open_with(
+                dir.to_str().unwrap(),
+                &StorageOptions::default(),
+                Some(&StoreCache::new()),
+            )
+            .unwrap(),
+        ] {
+            let d = dir.clone();
+            let raw = move || {
+                let d = d.clone();
+                Box::pin(async move { local_files(&d) })
+                    as futures::future::BoxFuture<'static, Vec<String>>
+            };
+            round_trip(&opened, raw).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn files_written_by_another_writer_are_found_read_and_deleted_by_their_listed_key() {
+        // Hudi wrote these (not through the seam): the listing returns them raw, and the
+        // seam must address that same file.
+        let tmp = tempfile::tempdir().unwrap();
+        for k in keys() {
+            let path = tmp.path().join(&k);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, k.as_bytes()).unwrap();
+        }
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(LocalFileSystem::new_with_prefix(tmp.path()).unwrap());
+        let s = Storage::from_store(store, "", "file:///t");
+        let listed = s.list(&RelPath::root()).await.unwrap();
+        assert_eq!(listed.len(), PARTITIONS.len());
+        for m in &listed {
+            assert_eq!(
+                s.get(&m.path).await.unwrap(),
+                Bytes::from(m.path.to_string())
+            );
+        }
+        let paths: Vec<RelPath> = listed.into_iter().map(|m| m.path).collect();
+        for (p, r) in s.delete_many_with(paths, 8, || {}).await {
+            r.unwrap_or_else(|e| panic!("{p}: {e}"));
+        }
+        assert_eq!(local_files(tmp.path()), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn a_child_storage_below_a_special_folder_addresses_its_keys_exactly() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let s = Storage::from_store(Arc::clone(&store), "wh/a%3Ab", "memory://x/wh/a%3Ab");
+        let child = s.child(&rel("x#1/[p]"));
+        child
+            .put(&rel("1~0/f"), Bytes::from_static(b"c"))
+            .await
+            .unwrap();
+        assert_eq!(
+            raw_keys(store.as_ref(), "wh").await,
+            vec!["a%3Ab/x#1/[p]/1~0/f"]
+        );
+        assert_eq!(
+            s.list(&RelPath::root()).await.unwrap()[0].path.as_str(),
+            "x#1/[p]/1~0/f"
+        );
     }
 }

@@ -11,7 +11,11 @@ pub struct RelPathError {
 }
 
 /// A path relative to a table's base path that cannot leave it: no `..` or `.` segments, no
-/// empty segments, not absolute, no URI scheme and no backslashes.
+/// empty segments, not absolute, no URI scheme, no backslashes and no control characters.
+///
+/// The text is the key exactly as Hudi wrote it: `dt=2024-01-01 10%3A00` is those characters
+/// (Hudi's url-encoded partition value), never decoded or encoded again. Every segment is one
+/// object_store accepts verbatim (`PathPart::parse`).
 ///
 /// The empty path is the table root itself.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -38,8 +42,10 @@ impl RelPath {
         if s.contains('\\') {
             return Err(bad("it contains a backslash"));
         }
-        if s.contains('\0') {
-            return Err(bad("it contains a NUL byte"));
+        if s.chars().any(|c| c.is_ascii_control()) {
+            // object_store cannot address a key with one, so such a path could never be the
+            // exact key of a file.
+            return Err(bad("it contains a control character"));
         }
         if has_scheme(s) {
             return Err(bad("it carries a URI scheme or drive letter"));
@@ -166,6 +172,11 @@ mod tests {
             "C:/x",
             "a\\..\\b",
             "hdfs:x/y",
+            "p/a\0b",
+            "p\n/f",
+            "p/f\r",
+            "p\t/f",
+            "p/\x7f",
         ] {
             assert!(RelPath::parse(bad).is_err(), "{bad} accepted");
         }
@@ -178,6 +189,8 @@ mod tests {
             "2024/01/01/f.parquet",
             ".hoodie/.temp/1/x.marker.CREATE",
             "ts=2024-01-01 10:00:00/f.parquet",
+            "dt=2024-01-01 10%3A00/f.parquet",
+            "1~0/x#1/[p]/{b}^|`\"<>*?/é/日本/k=v+w/%2e/f",
         ] {
             assert_eq!(RelPath::parse(good).unwrap().as_str(), good);
         }
@@ -196,6 +209,19 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn every_segment_of_an_accepted_path_is_a_key_segment_object_store_keeps_verbatim(
+            s in "[a-z%~#\\[\\]{}^|`\"<>*?:=+ é日./\\\\\u{0}-\u{1f}\u{7f}]{0,16}"
+        ) {
+            if let Ok(p) = RelPath::parse(&s) {
+                for seg in p.segments() {
+                    let part = object_store::path::PathPart::parse(seg);
+                    prop_assert!(part.is_ok(), "{seg:?}");
+                    prop_assert_eq!(part.map(|p| p.as_ref().to_string()).unwrap_or_default(), seg);
+                }
+            }
+        }
+
         #[test]
         fn accepted_paths_never_contain_dot_dot_segments(s in "[a-z./]{0,12}") {
             if let Ok(p) = RelPath::parse(&s) {
