@@ -127,18 +127,23 @@ pub(super) fn open_store(
     if !trimmed.contains("://") && !trimmed.starts_with("file:") {
         return open_local(uri, std::path::Path::new(trimmed), cache);
     }
+    if let Some(rest) = trimmed.strip_prefix("file:") {
+        // As Hadoop reads `file:` paths: the text is the path, `%` and all.
+        let path = match rest.strip_prefix("//") {
+            Some(r) => r.strip_prefix("localhost").unwrap_or(r),
+            None => rest,
+        };
+        if !path.starts_with('/') {
+            return Err(fail("a file URI must hold an absolute local path".into()));
+        }
+        return open_local(uri, std::path::Path::new(path), cache);
+    }
     let url = Url::parse(trimmed).map_err(|e| fail(format!("not a valid URI: {e}")))?;
     match url.scheme() {
-        "file" => {
-            let path = url
-                .to_file_path()
-                .map_err(|()| fail("a file URI must hold an absolute local path".into()))?;
-            open_local(uri, &path, cache)
-        }
         "memory" => {
             let name = url.host_str().unwrap_or_default().to_string();
             let store = memory_store(&name);
-            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
+            Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
         "s3" | "s3a" => {
             let bucket = url
@@ -156,7 +161,7 @@ pub(super) fn open_store(
                     .map_err(|e| fail(format!("cannot configure S3: {e}")))?;
                 Ok(Arc::new(store))
             })?;
-            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
+            Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
         "gs" => {
             let bucket = url
@@ -175,7 +180,7 @@ pub(super) fn open_store(
                     .map_err(|e| fail(format!("cannot configure GCS: {e}")))?;
                 Ok(Arc::new(store))
             })?;
-            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
+            Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
         "az" | "azure" | "abfs" | "abfss" | "adl" => {
             let container_url = {
@@ -195,7 +200,7 @@ pub(super) fn open_store(
                     .map_err(|e| fail(format!("cannot configure Azure: {e}")))?;
                 Ok(Arc::new(store))
             })?;
-            Ok((store, prefix_of(&url, uri)?, uri.to_string()))
+            Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
         other => Err(fail(format!(
             "unsupported scheme `{other}`; use a local path, file://, s3://, gs://, az://, abfss:// or memory://"
@@ -203,19 +208,24 @@ pub(super) fn open_store(
     }
 }
 
-fn prefix_of(url: &Url, uri: &str) -> Result<Path, StorageError> {
-    let raw = url.path().trim_matches('/');
-    let decoded = percent_decode(raw);
-    Path::parse(&decoded).map_err(|e| StorageError::Open {
+/// The key prefix of a table URI: the text after `scheme://authority`, verbatim. This is how
+/// Hudi (Hadoop's `Path`) reads a base path, so the URI a user gave Hudi names the same keys
+/// here: `s3://b/my%20table` is the prefix `my%20table` (not `my table`), and `#` or `?` are part
+/// of the path, not a fragment or query.
+fn prefix_of(trimmed: &str, uri: &str) -> Result<Path, StorageError> {
+    let after = trimmed
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let raw = after
+        .find('/')
+        .map(|i| &after[i..])
+        .unwrap_or_default()
+        .trim_matches('/');
+    Path::parse(raw).map_err(|e| StorageError::Open {
         uri: uri.to_string(),
         reason: format!("invalid table path `{raw}`: {e}"),
     })
-}
-
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 fn open_local(
@@ -302,6 +312,68 @@ mod tests {
         let bad = opts.merged(&StorageOptions::from_pairs([("aws_no_such_key", "x")]));
         let err = open_store("s3://bucket/t", &bad, None).unwrap_err();
         assert!(err.to_string().contains("aws_no_such_key"), "{err}");
+    }
+
+    #[test]
+    fn a_table_uri_names_its_key_prefix_verbatim_as_hudi_reads_a_base_path() {
+        let opts = StorageOptions::from_pairs([
+            ("aws_region", "us-east-1"),
+            ("aws_access_key_id", "k"),
+            ("aws_secret_access_key", "s"),
+            ("azure_storage_account_name", "acct"),
+            ("azure_storage_account_key", "a2V5"),
+        ]);
+        for (uri, prefix) in [
+            ("s3://b/wh/my%20table", "wh/my%20table"),
+            ("s3a://b/wh/my table/", "wh/my table"),
+            ("s3://b/dt=1%3A0/x#1/t?v=1", "dt=1%3A0/x#1/t?v=1"),
+            ("s3://b/[p]/1~0/é", "[p]/1~0/é"),
+            ("memory://m/a%25b/t", "a%25b/t"),
+            ("az://container/wh/a%3Ab", "wh/a%3Ab"),
+        ] {
+            let (_, p, shown) = open_store(uri, &opts, None).unwrap();
+            assert_eq!(p.as_ref(), prefix, "{uri}");
+            assert_eq!(shown, uri);
+        }
+        for bad in [
+            "s3://b/wh/../t",
+            "s3://b/wh//t",
+            "s3://b/a\tb",
+            "s3://b/a\u{7f}",
+        ] {
+            assert!(open_store(bad, &opts, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_local_folder_named_with_spaces_and_escapes_opens_by_path_and_by_file_uri() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("my table %20 #1");
+        std::fs::create_dir_all(&table).unwrap();
+        // A folder literally named `my table` must not be taken for `my%20table`.
+        std::fs::create_dir_all(dir.path().join("my table   #1")).unwrap();
+        let bare = table.to_str().unwrap();
+        let canonical = std::fs::canonicalize(&table).unwrap();
+        for uri in [
+            bare.to_string(),
+            format!("file://{bare}"),
+            format!("file:{bare}"),
+            format!("file://localhost{bare}"),
+        ] {
+            let (_, _, shown) = open_store(&uri, &StorageOptions::default(), None).unwrap();
+            assert_eq!(shown, format!("file://{}", canonical.display()), "{uri}");
+        }
+        let err = open_store(
+            &format!(
+                "file://{}",
+                dir.path().join("my%20table%20%2520%20%231").display()
+            ),
+            &StorageOptions::default(),
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        assert!(open_store("file:relative/t", &StorageOptions::default(), None).is_err());
     }
 
     #[test]
