@@ -97,4 +97,16 @@ pub enum Error {
         #[source]
         source: AvroError,
     },
+    /// The store confirmed a delete, yet a listing still shows the file (a store that reports a
+    /// missing key as deleted, asked for another key than the one listed). Nothing was
+    /// completed: the rollback stays pending and resumes on the next run.
+    #[error("table `{table}`, instant {instant}: `{path}` is still listed after the store confirmed its delete; the rollback was not completed and stays pending")]
+    StillListed {
+        /// The table URI.
+        table: String,
+        /// The instant being rolled back.
+        instant: String,
+        /// The file, as the listing names it.
+        path: String,
+    },
 }

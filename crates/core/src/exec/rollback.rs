@@ -836,6 +836,7 @@ pub(super) async fn apply_plan(
             }
         })
         .await;
+    let mut deleted = Vec::with_capacity(results.len());
     for (path, result) in results {
         if let Err(source) = result {
             return Err(Error::Delete {
@@ -845,7 +846,9 @@ pub(super) async fn apply_plan(
                 source: Box::new(source),
             });
         }
+        deleted.push(path);
     }
+    confirm_gone(table, t, &deleted).await?;
 
     let mut rollback_log_files: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for (partition, file_id, base_instant, _) in &resolved.log_blocks {
@@ -857,6 +860,39 @@ pub(super) async fn apply_plan(
             .insert(base.render_qualified(&rel), len);
     }
     Ok(rollback_log_files)
+}
+
+/// Prove the deleted files gone: one listing of each folder they were in, a few at a time.
+/// A delete counts only once the store confirmed it *and* no listing shows the key: the local
+/// store and S3 confirm a delete of a key they do not have, so a wrongly addressed key would
+/// look deleted while the file stays. A file still listed fails the rollback before it
+/// completes.
+pub(super) async fn confirm_gone(table: &Table, t: &str, deleted: &[RelPath]) -> Result<(), Error> {
+    let mut by_folder: BTreeMap<RelPath, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for p in deleted {
+        by_folder
+            .entry(p.parent())
+            .or_default()
+            .insert(p.file_name().to_string());
+    }
+    let storage = table.storage().clone();
+    let mut listings = futures::stream::iter(by_folder)
+        .map(move |(dir, names)| {
+            let storage = storage.clone();
+            async move { storage.list_dir(&dir).await.map(|l| (names, l)) }
+        })
+        .buffer_unordered(8);
+    while let Some(listing) = listings.next().await {
+        let (names, listing) = listing?;
+        if let Some(f) = listing.files.iter().find(|f| names.contains(f.file_name())) {
+            return Err(Error::StillListed {
+                table: table.uri().to_string(),
+                instant: t.to_string(),
+                path: f.path.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The end of a rollback, under the lock: the metadata table's rollback, the target's
@@ -1200,6 +1236,7 @@ async fn execute_mdt(
         .values()
         .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
         .collect();
+    let mut deleted = Vec::with_capacity(all.len());
     for (path, result) in storage
         .delete_many_with(all, options.delete_concurrency, || {})
         .await
@@ -1210,7 +1247,9 @@ async fn execute_mdt(
             path: path.to_string(),
             source: Box::new(source),
         })?;
+        deleted.push(path);
     }
+    confirm_gone(mdt, t, &deleted).await?;
     let timeline = mdt.timeline().await?;
     let mut own: Vec<_> = timeline
         .find(t)

@@ -1,8 +1,20 @@
-//! Interceptors for tests: count requests by kind, or fail the N-th request of a kind.
+//! Interceptors for tests: count requests by kind, or fail the N-th request of a kind; and a
+//! store that confirms deletes it does not do.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
 
 use super::{Interceptor, OpKind, RelPath, StorageError};
 
@@ -138,6 +150,128 @@ impl Interceptor for Chain {
 
     fn after(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
         self.0.iter().try_for_each(|i| i.after(op, path))
+    }
+}
+
+/// A store that confirms every delete but carries out only those of keys without `swallow` in
+/// them: what a store that reports a key it does not have as deleted (the local store, S3) looks
+/// like when it is asked for another key than the one a listing returned.
+#[derive(Debug)]
+pub struct DeleteSwallowingStore {
+    inner: Arc<dyn ObjectStore>,
+    swallow: String,
+}
+
+impl DeleteSwallowingStore {
+    /// Wrap `inner`; deletes of keys containing `swallow` are confirmed and not done.
+    pub fn new(inner: Arc<dyn ObjectStore>, swallow: &str) -> Self {
+        Self {
+            inner,
+            swallow: swallow.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for DeleteSwallowingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeleteSwallowingStore({})", self.inner)
+    }
+}
+
+/// What `ObjectStore`'s `async fn`s are underneath (the trait is written with `async_trait`).
+type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = object_store::Result<T>> + Send + 'a>>;
+
+impl ObjectStore for DeleteSwallowingStore {
+    fn put_opts<'s, 'l, 'f>(
+        &'s self,
+        location: &'l Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> StoreFuture<'f, PutResult>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.put_opts(location, payload, opts)
+    }
+
+    fn put_multipart_opts<'s, 'l, 'f>(
+        &'s self,
+        location: &'l Path,
+        opts: PutMultipartOptions,
+    ) -> StoreFuture<'f, Box<dyn MultipartUpload>>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.put_multipart_opts(location, opts)
+    }
+
+    fn get_opts<'s, 'l, 'f>(
+        &'s self,
+        location: &'l Path,
+        options: GetOptions,
+    ) -> StoreFuture<'f, GetResult>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.get_opts(location, options)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let inner = Arc::clone(&self.inner);
+        let swallow = self.swallow.clone();
+        locations
+            .then(move |location| {
+                let inner = Arc::clone(&inner);
+                let swallow = swallow.clone();
+                async move {
+                    let location = location?;
+                    if !location.as_ref().contains(&swallow) {
+                        inner.delete(&location).await?;
+                    }
+                    Ok(location)
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_delimiter<'s, 'l, 'f>(
+        &'s self,
+        prefix: Option<&'l Path>,
+    ) -> StoreFuture<'f, ListResult>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.list_with_delimiter(prefix)
+    }
+
+    fn copy_opts<'s, 'a, 'b, 'f>(
+        &'s self,
+        from: &'a Path,
+        to: &'b Path,
+        options: CopyOptions,
+    ) -> StoreFuture<'f, ()>
+    where
+        's: 'f,
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        self.inner.copy_opts(from, to, options)
     }
 }
 
