@@ -19,7 +19,10 @@ fn failed_table() -> TableDir {
         "p1/failed-0_0-1-2_20200102000000000.parquet",
         "p1/.failed-0_20200102000000000.log.1_0-1-2",
         ".hoodie/.temp/20200102000000000/p1/failed-0_0-1-2_20200102000000000.parquet.marker.CREATE",
+        // The LAZY writer of TF was killed: its heartbeat stopped an hour ago.
+        ".hoodie/.heartbeat/20200102000000000",
     ]);
+    t.age_all(std::time::Duration::from_secs(3600));
     t
 }
 

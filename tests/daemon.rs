@@ -60,14 +60,15 @@ fn a_dead_writer_is_rolled_back_within_a_poll_of_expiry_and_live_writers_never_a
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"1s\"\nheartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nclock_skew_margin = \"500ms\"\nmin_instant_age = \"30s\"\n[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"20s\"\nstorage_renew_interval = \"2s\"\n{}[[tables]]\nname = \"writers\"\nuri = \"{uri}\"\n",
+            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"1s\"\nheartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nclock_skew_margin = \"500ms\"\nmin_instant_age = \"10s\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"20s\"\nstorage_renew_interval = \"2s\"\n{}[[tables]]\nname = \"writers\"\nuri = \"{uri}\"\n",
             s3_options_toml()
         ),
     );
-    // The old failed write goes at the first poll.
+    // The failed write (no heartbeat file, on a table whose writers are LAZY) goes once it is
+    // min_instant_age old by the store's clock.
     d.wait_for(
         "the old failed write to be rolled back",
-        Duration::from_secs(20),
+        Duration::from_secs(30),
         || rolled_back(&f, &rt, TF).then_some(()),
     );
 
@@ -148,7 +149,7 @@ fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() 
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             table_dir.display()
         ),
     );
@@ -158,6 +159,7 @@ fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() 
     // A new failed write, which the next scheduled poll (an hour away) would find.
     let t2 = "20240101030000000";
     rt.block_on(f.start_write(t2));
+    common::age_all(&table_dir, Duration::from_secs(3600));
     let path = "/api/v1/tables/t/rollback";
     let none = request(&d.addr, "POST", path, None, Some("{}"));
     assert_eq!(none.status, 401, "{}", none.body);
@@ -244,7 +246,7 @@ fn the_savepoint_and_restore_api_need_the_token_preview_and_take_the_table_back(
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             table_dir.display()
         ),
     );
@@ -329,7 +331,7 @@ fn a_pending_restore_pauses_automatic_rollbacks_without_failing_the_table() {
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\nhalt_after_failures = 2\n[defaults]\npoll_interval = \"200ms\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\nhalt_after_failures = 2\n[defaults]\npoll_interval = \"200ms\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             table_dir.display()
         ),
     );
@@ -356,7 +358,7 @@ fn observe_tables_are_never_changed() {
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"200ms\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"watched\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"200ms\"\nfailed_writes_policy = \"observe\"\nassume_lazy_writers = true\n[[tables]]\nname = \"watched\"\nuri = \"{}\"\n",
             table_dir.display()
         ),
     );
@@ -410,7 +412,7 @@ fn a_failing_table_is_reported_and_halted_while_the_others_go_on() {
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\nhalt_after_failures = 2\nmax_backoff = \"300ms\"\n[defaults]\npoll_interval = \"200ms\"\n[defaults.lock]\nprovider = \"filesystem\"\n{}[[tables]]\nname = \"good\"\nuri = \"{}\"\n[[tables]]\nname = \"broken\"\nuri = \"{}\"\n[[tables]]\nname = \"no-bucket\"\nuri = \"s3://no-such-bucket-{}/t\"\n",
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\nhalt_after_failures = 2\nmax_backoff = \"300ms\"\n[defaults]\npoll_interval = \"200ms\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n{}[[tables]]\nname = \"good\"\nuri = \"{}\"\n[[tables]]\nname = \"broken\"\nuri = \"{}\"\n[[tables]]\nname = \"no-bucket\"\nuri = \"s3://no-such-bucket-{}/t\"\n",
             s3_options_toml(),
             good_dir.display(),
             broken_dir.display(),

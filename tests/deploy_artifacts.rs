@@ -51,7 +51,7 @@ fn the_dashboard_and_the_alerts_cover_exactly_the_exported_metrics() {
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             dir.display()
         ),
     );

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::interop::{enabled, tables_root, workspace};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
+use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider, ZkLockConfig};
 use hudi_keeper_core::{Error, Table};
@@ -151,6 +152,8 @@ fn run_case(key: &str, scenario: &str, lock: Lock) {
             min_instant_age: Duration::from_secs(5),
             clock_skew_margin: Duration::from_millis(500),
         },
+        // The harness's writers are LAZY (heartbeats): a write without one is a dead one.
+        lazy_writers: Some(LazyWritersEvidence::Assumed),
         lock: LockOptions {
             provider,
             timeout: Duration::from_secs(120),
@@ -386,6 +389,8 @@ fn java_holder_makes_us_wait(key: &str, lock: Lock) {
         ))
         .expect("open");
     let options = RollbackOptions {
+        // The fixture's failed write has no heartbeat file; its writers are LAZY.
+        lazy_writers: Some(LazyWritersEvidence::Assumed),
         lock: LockOptions {
             provider,
             timeout: Duration::from_secs(60),

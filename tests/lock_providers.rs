@@ -12,6 +12,7 @@ use std::time::Duration;
 use common::fixtures::{rel, Fixture, Kind};
 use common::s3::{options, s3_store, unique, BUCKET};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
+use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::lock::storage_lock::{LockData, DEFAULT_PATH};
 use hudi_keeper_core::protocol::lock::zk_client::{CreateMode, ZkClient};
 use hudi_keeper_core::protocol::lock::{
@@ -34,6 +35,18 @@ fn zk_lock(connect: &str, key: &str) -> ZkLockConfig {
         session_timeout: Duration::from_secs(10),
         connection_timeout: Duration::from_secs(3),
     }
+}
+
+/// How the fixture's failed write (no heartbeat file, written just now) is judged failed: its
+/// writers are LAZY (the operator says so) and no minimum age applies.
+fn failed_write_detection() -> RollbackOptions {
+    let mut o = RollbackOptions {
+        lazy_writers: Some(LazyWritersEvidence::Assumed),
+        ..Default::default()
+    };
+    o.heartbeat.min_instant_age = Duration::ZERO;
+    o.heartbeat.clock_skew_margin = Duration::ZERO;
+    o
 }
 
 fn options_for(provider: LockProvider, timeout: Duration) -> LockOptions {
@@ -244,7 +257,7 @@ async fn with_zookeeper_down_a_rollback_stops_with_a_clear_error_and_changes_not
             LockProvider::ZooKeeper(zk_lock(&format!("127.0.0.1:{dead_port}"), "t")),
             Duration::from_secs(2),
         ),
-        ..Default::default()
+        ..failed_write_detection()
     };
     let err = rollback(&table, &Selection::AllFailed, &opts, None)
         .await
@@ -271,7 +284,7 @@ async fn a_rollback_under_the_zookeeper_lock_completes_and_releases_it() {
             LockProvider::ZooKeeper(zk_lock(&zk(), &key)),
             Duration::from_secs(10),
         ),
-        ..Default::default()
+        ..failed_write_detection()
     };
     let done = rollback(&table, &Selection::AllFailed, &opts, None)
         .await
@@ -360,7 +373,7 @@ async fn a_rollback_on_s3_under_the_storage_lock_completes_and_releases_the_leas
             LockProvider::Storage(lease_config(10_000, 1_000)),
             Duration::from_secs(10),
         ),
-        ..Default::default()
+        ..failed_write_detection()
     };
     let done = rollback(&table, &Selection::AllFailed, &opts, None)
         .await
@@ -396,7 +409,7 @@ async fn a_savepoint_and_a_restore_on_s3_run_under_the_storage_lock_and_release_
     .unwrap();
     let mut rollback = RollbackOptions {
         lock,
-        ..Default::default()
+        ..failed_write_detection()
     };
     rollback.heartbeat.min_instant_age = Duration::ZERO;
     let done = restore(

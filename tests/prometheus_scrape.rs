@@ -37,7 +37,7 @@ fn daemon_with_a_rollback(work: &std::path::Path) -> Daemon {
     let d = Daemon::start(
         work,
         &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             dir.display()
         ),
     );

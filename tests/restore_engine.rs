@@ -21,7 +21,12 @@ use hudi_keeper_core::storage::testing::{CountingInterceptor, FailMode, FailNth}
 use hudi_keeper_core::Table;
 
 fn opts(require_savepoint: bool) -> RestoreOptions {
-    let mut rollback = RollbackOptions::default();
+    // The fixture's failed write (no heartbeat file, written just now) is a dead LAZY
+    // writer's: its writers are LAZY and no minimum age applies.
+    let mut rollback = RollbackOptions {
+        lazy_writers: Some(hudi_keeper_core::protocol::detect::LazyWritersEvidence::Assumed),
+        ..RollbackOptions::default()
+    };
     rollback.heartbeat.min_instant_age = std::time::Duration::ZERO;
     rollback.heartbeat.clock_skew_margin = std::time::Duration::ZERO;
     RestoreOptions {

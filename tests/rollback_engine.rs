@@ -17,9 +17,13 @@ use hudi_keeper_core::storage::OpKind;
 use hudi_keeper_core::{Error, Table};
 
 /// Default options, except that a pending rollback is taken over at once (the tests' own
-/// interrupted rollbacks are seconds old).
+/// interrupted rollbacks are seconds old), and the fixture's failed write (no heartbeat file,
+/// written just now) is judged failed: its writers are LAZY and no minimum age applies.
 fn opts() -> RollbackOptions {
-    let mut o = RollbackOptions::default();
+    let mut o = RollbackOptions {
+        lazy_writers: Some(hudi_keeper_core::protocol::detect::LazyWritersEvidence::Assumed),
+        ..RollbackOptions::default()
+    };
     o.heartbeat.min_instant_age = std::time::Duration::ZERO;
     o.heartbeat.clock_skew_margin = std::time::Duration::ZERO;
     o

@@ -35,14 +35,17 @@ async fn a_rollback_on_s3_deletes_the_failed_files_and_completes() {
     let uri = format!("s3://{BUCKET}/{root}");
     let f = Fixture::build_in(s3_store(), &root, &uri, Kind::MorV9, true).await;
     let table = Table::open(&uri, &options()).await.unwrap();
-    let done = rollback(
-        &table,
-        &Selection::AllFailed,
-        &RollbackOptions::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    // The failed write has no heartbeat file and was written just now: judged failed on a
+    // table whose writers are LAZY, with no minimum age.
+    let mut opts = RollbackOptions {
+        lazy_writers: Some(hudi_keeper_core::protocol::detect::LazyWritersEvidence::Assumed),
+        ..RollbackOptions::default()
+    };
+    opts.heartbeat.min_instant_age = std::time::Duration::ZERO;
+    opts.heartbeat.clock_skew_margin = std::time::Duration::ZERO;
+    let done = rollback(&table, &Selection::AllFailed, &opts, None)
+        .await
+        .unwrap();
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].instant, TF);
     let after = f.snapshot().await;

@@ -250,18 +250,22 @@ impl Fixture {
     }
 }
 
-/// Build the fixture table (with the old failed write `TF`) in the local folder `dir`.
+/// Build the fixture table (with the old failed write `TF`) in the local folder `dir`. Every
+/// file is dated an hour back, so that by the store's clock `TF` is an hour old (no heartbeat
+/// file: a failed write only on a table known to have LAZY writers, `assume_lazy_writers`).
 pub fn build_local(rt: &tokio::runtime::Runtime, dir: &std::path::Path, kind: Kind) -> Fixture {
     std::fs::create_dir_all(dir).expect("table dir");
     let store =
         Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).expect("local store"));
-    rt.block_on(Fixture::build_in(
+    let f = rt.block_on(Fixture::build_in(
         store,
         "",
         dir.to_str().expect("utf-8"),
         kind,
         false,
-    ))
+    ));
+    super::age_all(dir, std::time::Duration::from_secs(3600));
+    f
 }
 
 /// An instant time for now (UTC, the fixtures' timeline zone), `offset_ms` later.

@@ -74,6 +74,43 @@ impl TableDir {
             self.write(r, b"");
         }
     }
+
+    /// Set the modification time of files of the table.
+    pub fn set_mtime(&self, rels: &[&str], at: std::time::SystemTime) {
+        for r in rels {
+            set_mtime(&self.path().join(r), at);
+        }
+    }
+
+    /// Make every file of the table `by` older (as if written that long ago).
+    pub fn age_all(&self, by: std::time::Duration) {
+        age_all(self.path(), by);
+    }
+}
+
+/// Set a file's modification time (what the store reports as its `last_modified`).
+pub fn set_mtime(path: &Path, at: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(at))
+        .unwrap_or_else(|e| panic!("cannot set the mtime of {}: {e}", path.display()));
+}
+
+/// Set the modification time of every file below `dir` to `by` before now.
+pub fn age_all(dir: &Path, by: std::time::Duration) {
+    let at = std::time::SystemTime::now() - by;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                set_mtime(&p, at);
+            }
+        }
+    }
 }
 
 pub mod daemon;

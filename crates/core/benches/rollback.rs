@@ -14,6 +14,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::StreamExt;
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
+use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::storage::testing::CountingInterceptor;
 use hudi_keeper_core::storage::{OpKind, RelPath, Storage, StorageOptions};
 use hudi_keeper_core::Table;
@@ -155,10 +156,15 @@ async fn main() {
                     .await
                     .expect("open table");
                 let started = Instant::now();
-                let options = RollbackOptions {
+                // The failed write has no heartbeat file and was written just now: judged
+                // failed on a table whose writers are LAZY, with no minimum age.
+                let mut options = RollbackOptions {
                     listing_cross_check: cross_check,
+                    lazy_writers: Some(LazyWritersEvidence::Assumed),
                     ..RollbackOptions::default()
                 };
+                options.heartbeat.min_instant_age = std::time::Duration::ZERO;
+                options.heartbeat.clock_skew_margin = std::time::Duration::ZERO;
                 let done = rollback(&table, &Selection::AllFailed, &options, None)
                     .await
                     .expect("rollback");

@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use crate::format::avro::requested_replace_is_clustering;
 use crate::protocol::detect::{
-    assess, non_candidate_reason, DetectionInput, FailedWritesPolicy, ReplaceKind, Verdict,
+    assess, non_candidate_reason, DetectionInput, FailedWritesPolicy, LazyWritersEvidence,
+    ReplaceKind, Verdict, WritersReport,
 };
-use crate::protocol::heartbeat::{read_heartbeat, HeartbeatPolicy};
+use crate::protocol::heartbeat::{HeartbeatPolicy, HEARTBEAT_DIR};
 use crate::protocol::markers::{read_markers, MarkerKind};
 use crate::table::Table;
 use crate::timeline::{Action, Instant, MalformedFile, State, Timeline};
@@ -24,6 +25,11 @@ pub struct InspectOptions {
     pub heartbeat: HeartbeatPolicy,
     /// Now, in epoch ms.
     pub now_ms: i64,
+    /// What is known about the table's writers beyond its storage (the operator's statement,
+    /// or what a daemon saw); heartbeat files present now count by themselves.
+    pub lazy_writers: Option<LazyWritersEvidence>,
+    /// The operator's opt-in: no write runs longer than this.
+    pub max_write_duration: Option<std::time::Duration>,
 }
 
 /// The table part of a report.
@@ -155,6 +161,8 @@ pub struct InspectReport {
     pub table: TableSummary,
     /// The policy pending instants were judged under.
     pub policy: FailedWritesPolicy,
+    /// What is known about the table's writers, and the writes left alone.
+    pub writers: WritersReport,
     /// Every instant, sorted as Hudi sorts them.
     pub instants: Vec<InstantRow>,
     /// Pending instants, newest first.
@@ -206,21 +214,61 @@ pub async fn lock_report(table: &Table, now_ms: i64) -> Result<LockReport, Error
     })
 }
 
-/// Read the heartbeat mtimes of candidate instants (one HEAD each) and what each pending
-/// replacecommit is (one GET each).
-pub async fn observe(
-    table: &Table,
-    timeline: &Timeline,
-) -> Result<(BTreeMap<String, i64>, BTreeMap<String, ReplaceKind>), Error> {
-    let mut heartbeats = BTreeMap::new();
-    let mut replace_kinds = BTreeMap::new();
-    for instant in timeline.pending() {
-        if non_candidate_reason(instant.action).is_some() {
+/// What a look at the table's storage found for judging its pending instants.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    /// Heartbeat file mtimes (epoch ms) of pending candidate instants.
+    pub heartbeats: BTreeMap<String, i64>,
+    /// What each pending replacecommit is.
+    pub replace_kinds: BTreeMap<String, ReplaceKind>,
+    /// Heartbeat files in `.hoodie/.heartbeat/` (of any instant); `None` when the folder was not
+    /// listed because no pending write was there to judge.
+    pub heartbeat_files: Option<usize>,
+}
+
+impl Observation {
+    /// What is known about LAZY writers: heartbeat files now, or else `known`.
+    pub fn lazy_writers(&self, known: Option<LazyWritersEvidence>) -> Option<LazyWritersEvidence> {
+        match self.heartbeat_files {
+            Some(n) if n > 0 => Some(LazyWritersEvidence::HeartbeatFilesNow),
+            _ => known,
+        }
+    }
+}
+
+/// Read the heartbeats (one listing of `.hoodie/.heartbeat/`, only when a pending write is
+/// there to judge) and what each pending replacecommit is (one GET each).
+pub async fn observe(table: &Table, timeline: &Timeline) -> Result<Observation, Error> {
+    let mut out = Observation::default();
+    let candidates: Vec<&Instant> = timeline
+        .pending()
+        .filter(|i| non_candidate_reason(i.action).is_none())
+        .collect();
+    if candidates.is_empty() {
+        return Ok(out);
+    }
+    let dir = crate::storage::RelPath::parse(HEARTBEAT_DIR)
+        .map_err(crate::storage::StorageError::from)?;
+    let listing = table.storage().list_dir(&dir).await?;
+    let wanted: std::collections::BTreeSet<&str> = candidates
+        .iter()
+        .map(|i| i.requested_time.as_str())
+        .collect();
+    let mut files = 0;
+    for f in &listing.files {
+        let name = f.file_name();
+        // A heartbeat file is named by its instant time (checksum files and the like are not).
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        if let Some(mtime) = read_heartbeat(table.storage(), &instant.requested_time).await? {
-            heartbeats.insert(instant.requested_time.clone(), mtime.timestamp_millis());
+        files += 1;
+        if wanted.contains(name) {
+            out.heartbeats
+                .insert(name.to_string(), f.last_modified.timestamp_millis());
         }
+    }
+    out.heartbeat_files = Some(files);
+    for instant in candidates {
         if instant.action == Action::ReplaceCommit {
             let kind = match instant.file(State::Requested) {
                 None => ReplaceKind::Write,
@@ -233,27 +281,38 @@ pub async fn observe(
                     },
                 },
             };
-            replace_kinds.insert(instant.requested_time.clone(), kind);
+            out.replace_kinds
+                .insert(instant.requested_time.clone(), kind);
         }
     }
-    Ok((heartbeats, replace_kinds))
+    Ok(out)
 }
 
 /// Inspect `table`.
 pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectReport, Error> {
     let config = table.config();
     let timeline = table.timeline().await?;
-    let (heartbeats, replace_kinds) = observe(table, &timeline).await?;
+    let observed = observe(table, &timeline).await?;
+    let lazy_writers = observed.lazy_writers(options.lazy_writers);
     let input = DetectionInput {
         now_ms: options.now_ms,
         policy: options.policy,
         heartbeat: options.heartbeat,
-        zone: table.zone(),
-        heartbeats: &heartbeats,
-        replace_kinds: &replace_kinds,
+        heartbeats: &observed.heartbeats,
+        replace_kinds: &observed.replace_kinds,
+        lazy_writers,
+        max_write_duration: options.max_write_duration,
     };
+    let assessments = assess(&timeline, &input);
+    let writers = WritersReport::new(
+        options.policy,
+        lazy_writers,
+        options.max_write_duration,
+        observed.heartbeat_files,
+        &assessments,
+    );
     let mut pending = Vec::new();
-    for a in assess(&timeline, &input) {
+    for a in assessments {
         let markers = if a.verdict == Verdict::NotACandidate {
             None
         } else {
@@ -317,6 +376,7 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
             metadata_partitions: config.metadata_partitions.clone(),
         },
         policy: options.policy,
+        writers,
         instants: timeline.instants().iter().map(InstantRow::from).collect(),
         pending,
         malformed: timeline.malformed().to_vec(),

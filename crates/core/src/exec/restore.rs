@@ -191,7 +191,9 @@ async fn make_restore_plan(
     target: &str,
     options: &RestoreOptions,
 ) -> Result<PlannedRestore, Error> {
-    let assessments = assess_table(table, timeline, &options.rollback).await?;
+    let assessments = assess_table(table, timeline, &options.rollback)
+        .await?
+        .assessments;
     let pending = pending_restores(table, timeline).await?;
     plan_restore(&RestoreInput {
         timeline,

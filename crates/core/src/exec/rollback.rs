@@ -27,7 +27,8 @@ use crate::plan::rollback::{
     plan_rollback, resolve_plan, PlanInput, PlanTarget, PlannedDelete, PlannedRollback,
 };
 use crate::protocol::detect::{
-    assess, non_candidate_reason, Assessment, DetectionInput, FailedWritesPolicy, Verdict,
+    assess, non_candidate_reason, Assessment, DetectionInput, FailedWritesPolicy,
+    LazyWritersEvidence, NamedRollback, WritersReport,
 };
 use crate::protocol::heartbeat::{heartbeat_path, HeartbeatPolicy};
 use crate::protocol::lock::{acquire, LockOptions};
@@ -48,7 +49,16 @@ pub struct RollbackOptions {
     pub policy: FailedWritesPolicy,
     /// Heartbeat thresholds.
     pub heartbeat: HeartbeatPolicy,
-    /// Roll back a named instant even if its heartbeat is live or it is too young.
+    /// What is known about the table's writers besides its heartbeat files now: the daemon saw
+    /// heartbeat files on it before, or the operator states every writer is LAZY. Under LAZY a
+    /// pending write without heartbeat file is only failed on a table known to have LAZY
+    /// writers.
+    pub lazy_writers: Option<LazyWritersEvidence>,
+    /// The operator's opt-in: no write of the table runs longer than this, so an older pending
+    /// write without heartbeat file is failed (under either policy).
+    pub max_write_duration: Option<Duration>,
+    /// Roll back a named instant even if its writer may be alive (a live heartbeat, too young,
+    /// a suspected EAGER writer's, or of unknown age).
     pub force: bool,
     /// Deletes in flight at once.
     pub delete_concurrency: usize,
@@ -91,6 +101,8 @@ impl Default for RollbackOptions {
         Self {
             policy: FailedWritesPolicy::Lazy,
             heartbeat: HeartbeatPolicy::default(),
+            lazy_writers: None,
+            max_write_duration: None,
             force: false,
             delete_concurrency: 64,
             listing_cross_check: true,
@@ -286,22 +298,46 @@ pub async fn pending_rollbacks(
     Ok((by_target, unreadable))
 }
 
-/// Assess the pending instants of a table (heartbeats read now).
+/// The pending instants of a table judged, and what is known about its writers.
+#[derive(Debug, Clone)]
+pub struct TableAssessment {
+    /// Every pending instant, newest first.
+    pub assessments: Vec<Assessment>,
+    /// What is known about the writers (heartbeat files seen now included), and the writes
+    /// left alone.
+    pub writers: WritersReport,
+}
+
+/// Assess the pending instants of a table (heartbeats read now: one listing of the heartbeat
+/// folder when a pending write is there to judge).
 pub async fn assess_table(
     table: &Table,
     timeline: &Timeline,
     options: &RollbackOptions,
-) -> Result<Vec<Assessment>, Error> {
-    let (heartbeats, replace_kinds) = observe(table, timeline).await?;
+) -> Result<TableAssessment, Error> {
+    let observed = observe(table, timeline).await?;
+    let lazy_writers = observed.lazy_writers(options.lazy_writers);
     let input = DetectionInput {
         now_ms: chrono::Utc::now().timestamp_millis(),
         policy: options.policy,
         heartbeat: options.heartbeat,
-        zone: table.zone(),
-        heartbeats: &heartbeats,
-        replace_kinds: &replace_kinds,
+        heartbeats: &observed.heartbeats,
+        replace_kinds: &observed.replace_kinds,
+        lazy_writers,
+        max_write_duration: options.max_write_duration,
     };
-    Ok(assess(timeline, &input))
+    let assessments = assess(timeline, &input);
+    let writers = WritersReport::new(
+        options.policy,
+        lazy_writers,
+        options.max_write_duration,
+        observed.heartbeat_files,
+        &assessments,
+    );
+    Ok(TableAssessment {
+        assessments,
+        writers,
+    })
 }
 
 /// One unit of work: a target and, if it has one, its pending rollback.
@@ -333,7 +369,7 @@ async fn select(
     for (r, why) in &unreadable {
         warn!(table = %table.uri(), rollback = %r, error = %why, "pending rollback with an unreadable plan is left alone");
     }
-    let assessments = assess_table(table, &timeline, options).await?;
+    let assessments = assess_table(table, &timeline, options).await?.assessments;
     let now_ms = chrono::Utc::now().timestamp_millis();
     match selection {
         Selection::Instant(t) => {
@@ -375,16 +411,17 @@ async fn select(
                 .iter()
                 .find(|a| a.requested_time == *t)
                 .ok_or_else(|| refused(table, t, "the instant was not assessed"))?;
-            let allowed = match a.verdict {
-                Verdict::Expired | Verdict::NoHeartbeat => true,
-                Verdict::Live | Verdict::TooYoung => options.force,
-                Verdict::NotACandidate | Verdict::Unknown => false,
+            // Naming an instant is the operator's decision for a write nothing proves dead
+            // (left alone without heartbeat); one whose writer may be alive needs --force.
+            let named = a.verdict.named_rollback();
+            let allowed = match named {
+                NamedRollback::Allowed => true,
+                NamedRollback::NeedsForce => options.force,
+                NamedRollback::Never => false,
             };
             if !allowed {
-                let hint = match a.verdict {
-                    Verdict::Live | Verdict::TooYoung => {
-                        " (pass --force if you know its writer is gone)"
-                    }
+                let hint = match named {
+                    NamedRollback::NeedsForce => " (pass --force if you know its writer is gone)",
                     _ => "",
                 };
                 return Err(refused(

@@ -1,23 +1,40 @@
 //! Failed-write detection (hudi-format.md §3.2): which pending instants are candidates for a
 //! rollback, and a verdict for each under the LAZY or EAGER policy. Pure: the caller supplies
-//! the heartbeat observations and what each pending `replacecommit` is.
+//! the heartbeat observations, what each pending `replacecommit` is, and what is known about
+//! the table's writers.
+//!
+//! A heartbeat file proves a LAZY writer (LAZY writers start their heartbeat before they write
+//! the requested instant): fresh, it is alive; expired, it is dead. A pending write with **no**
+//! heartbeat file proves nothing by itself: a LAZY writer that died, or an EAGER writer (Hudi's
+//! default, which writes no heartbeat) still running. So it is failed only
+//!
+//! * under LAZY, on a table known to have LAZY writers, once at least the minimum age old;
+//! * under EAGER, once a newer write started after it (the single writer moved on);
+//! * under either, once older than the table's maximum write duration (an operator's opt-in).
+//!
+//! Otherwise it is reported and left alone. Ages come from the store's clock (the instant's
+//! first timeline file's modification time, the same clock as heartbeats), never from the
+//! instant time read in some zone; an instant of unknown age is never failed.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use super::heartbeat::{HeartbeatPolicy, HeartbeatStatus};
-use crate::timeline::{instant_to_epoch_ms, Action, Instant, InstantZone, State, Timeline};
+use crate::timeline::{Action, Instant, State, Timeline};
 
 /// How failed writes of a table are found (`hoodie.cleaner.policy.failed.writes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FailedWritesPolicy {
-    /// Several writers with heartbeats: a pending instant is failed once its heartbeat expired.
+    /// Writers with heartbeats (several writers): a pending instant is failed once its
+    /// heartbeat expired, or, without heartbeat file, once old enough on a table known to have
+    /// LAZY writers.
     Lazy,
-    /// One writer without heartbeats: every pending write that is not in progress is failed,
-    /// as the next write of a single writer would find it.
+    /// One writer without heartbeats (Hudi's default): a pending write is failed once a newer
+    /// write started after it (or its heartbeat, if it has one, expired).
     Eager,
 }
 
@@ -49,10 +66,30 @@ pub enum Verdict {
     Live,
     /// Its heartbeat expired: a failed write.
     Expired,
-    /// It has no heartbeat and is older than the minimum age: a failed write.
+    /// No heartbeat file, at least the minimum age old, on a table known to have LAZY writers
+    /// (they write their heartbeat before the instant): a failed write.
     NoHeartbeat,
-    /// It has no heartbeat but is too young to tell: wait.
+    /// No heartbeat file and at least the minimum age old, but nothing shows the table has LAZY
+    /// writers: it may be an EAGER writer still running. Reported and left alone.
+    NoHeartbeatUnconfirmed,
+    /// Under EAGER: no heartbeat file, at least the minimum age old, and a newer write started
+    /// after it (the single writer moved on): a failed write.
+    Superseded,
+    /// Under EAGER: no heartbeat file, at least the minimum age old, and the newest write: its
+    /// writer may still be running. Reported and left alone.
+    AwaitingNewerWrite,
+    /// No heartbeat file and older than the table's maximum write duration (an operator's
+    /// opt-in): a failed write.
+    Overdue,
+    /// No heartbeat file but too young to tell: wait.
     TooYoung,
+    /// Under LAZY: no heartbeat file although younger than the minimum age. A LAZY writer
+    /// writes its heartbeat first, so this looks like an EAGER writer on a table judged LAZY.
+    /// Not failed.
+    EagerWriterSuspected,
+    /// No heartbeat file and its age cannot be established from the store: never rolled back
+    /// automatically (fail closed).
+    AgeUnknown,
     /// Not a write Hudi rolls back as failed (compaction, clustering, clean, rollback, …).
     NotACandidate,
     /// What it is could not be determined: never rolled back.
@@ -62,7 +99,37 @@ pub enum Verdict {
 impl Verdict {
     /// Whether the instant is a failed write to roll back.
     pub fn is_failed(self) -> bool {
-        matches!(self, Verdict::Expired | Verdict::NoHeartbeat)
+        matches!(
+            self,
+            Verdict::Expired | Verdict::NoHeartbeat | Verdict::Superseded | Verdict::Overdue
+        )
+    }
+
+    /// Whether the instant is a write that nothing proves dead and that is left alone, though it
+    /// is old enough that it may be a failed one (the operator decides).
+    pub fn is_left_alone(self) -> bool {
+        matches!(
+            self,
+            Verdict::NoHeartbeatUnconfirmed | Verdict::AwaitingNewerWrite | Verdict::AgeUnknown
+        )
+    }
+
+    /// Whether `rollback --instant` of it needs `--force` (its writer may be alive and nothing
+    /// older than the minimum age says otherwise), is allowed without it, or is never allowed.
+    pub fn named_rollback(self) -> NamedRollback {
+        match self {
+            Verdict::Expired
+            | Verdict::NoHeartbeat
+            | Verdict::Superseded
+            | Verdict::Overdue
+            | Verdict::NoHeartbeatUnconfirmed
+            | Verdict::AwaitingNewerWrite => NamedRollback::Allowed,
+            Verdict::Live
+            | Verdict::TooYoung
+            | Verdict::EagerWriterSuspected
+            | Verdict::AgeUnknown => NamedRollback::NeedsForce,
+            Verdict::NotACandidate | Verdict::Unknown => NamedRollback::Never,
+        }
     }
 
     /// The snake-case name.
@@ -71,7 +138,13 @@ impl Verdict {
             Verdict::Live => "live",
             Verdict::Expired => "expired",
             Verdict::NoHeartbeat => "no_heartbeat",
+            Verdict::NoHeartbeatUnconfirmed => "no_heartbeat_unconfirmed",
+            Verdict::Superseded => "superseded",
+            Verdict::AwaitingNewerWrite => "awaiting_newer_write",
+            Verdict::Overdue => "overdue",
             Verdict::TooYoung => "too_young",
+            Verdict::EagerWriterSuspected => "eager_writer_suspected",
+            Verdict::AgeUnknown => "age_unknown",
             Verdict::NotACandidate => "not_a_candidate",
             Verdict::Unknown => "unknown",
         }
@@ -81,6 +154,41 @@ impl Verdict {
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What naming an instant to `rollback --instant` does, by its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedRollback {
+    /// Rolled back: failed, or left alone only for want of proof (naming it is the operator's
+    /// decision).
+    Allowed,
+    /// Only with `--force`: its writer may be alive.
+    NeedsForce,
+    /// Never: not a failed write at all.
+    Never,
+}
+
+/// Why a table is known to have LAZY writers (writers that keep heartbeats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LazyWritersEvidence {
+    /// Heartbeat files are in `.hoodie/.heartbeat/` now.
+    HeartbeatFilesNow,
+    /// Heartbeat files were seen on this table before (the daemon remembers it).
+    SeenBefore,
+    /// The operator stated that every writer of the table is LAZY.
+    Assumed,
+}
+
+impl LazyWritersEvidence {
+    /// In words, for reasons.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LazyWritersEvidence::HeartbeatFilesNow => "heartbeat files are on the table now",
+            LazyWritersEvidence::SeenBefore => "heartbeat files were seen on the table before",
+            LazyWritersEvidence::Assumed => "the operator stated every writer is LAZY",
+        }
     }
 }
 
@@ -95,7 +203,8 @@ pub struct Assessment {
     pub state: State,
     /// The heartbeat's age (now − mtime) in ms, when a heartbeat file exists.
     pub heartbeat_age_ms: Option<i64>,
-    /// The instant's age (now − instant time) in ms, when its time is a moment.
+    /// The instant's age in ms: now − the modification time of its first timeline file (the
+    /// store's clock, as heartbeats); `None` when the store gives none.
     pub instant_age_ms: Option<i64>,
     /// The verdict.
     pub verdict: Verdict,
@@ -112,14 +221,18 @@ pub struct DetectionInput<'a> {
     pub policy: FailedWritesPolicy,
     /// Heartbeat thresholds.
     pub heartbeat: HeartbeatPolicy,
-    /// The zone of the table's instant times.
-    pub zone: InstantZone,
     /// Heartbeat file mtimes (epoch ms) of pending instants; an instant missing from the map
     /// has no heartbeat file.
     pub heartbeats: &'a BTreeMap<String, i64>,
     /// What each pending `replacecommit` is; a pending replacecommit missing from the map is
     /// [`ReplaceKind::Unknown`].
     pub replace_kinds: &'a BTreeMap<String, ReplaceKind>,
+    /// Whether (and why) the table is known to have LAZY writers. Under LAZY, a pending write
+    /// without heartbeat file is only failed when it is.
+    pub lazy_writers: Option<LazyWritersEvidence>,
+    /// The operator's opt-in: no write of this table runs longer than this, so a pending write
+    /// without heartbeat file that is older is dead (under either policy).
+    pub max_write_duration: Option<Duration>,
 }
 
 /// Why a pending instant of this action is never a failed write, or `None` for candidates
@@ -148,19 +261,67 @@ pub fn non_candidate_reason(action: Action) -> Option<&'static str> {
     }
 }
 
+/// When an instant started, on the store's clock: the earliest modification time of its
+/// requested or inflight files, in epoch ms. `None` when it has none, or the store reported no
+/// time (the epoch or earlier): its age is then unknown.
+pub fn instant_started_ms(instant: &Instant) -> Option<i64> {
+    instant
+        .files
+        .iter()
+        .filter(|f| f.name.state != State::Completed)
+        .map(|f| f.last_modified.timestamp_millis())
+        .min()
+        .filter(|ms| *ms > 0)
+}
+
+/// Whether `instant` is a data write started by a writer (for the EAGER rule: a newer write
+/// shows the single writer moved on). Conservative: a commit or deltacommit counts only with a
+/// requested file of that action (a completed compaction's is `compaction.requested`), a
+/// replacecommit only while pending and known to be a write (a completed one may be a
+/// clustering); table services never count.
+fn is_started_write(instant: &Instant, replace_kinds: &BTreeMap<String, ReplaceKind>) -> bool {
+    match instant.action {
+        Action::Commit | Action::DeltaCommit => instant
+            .files
+            .iter()
+            .any(|f| f.name.state == State::Requested && f.name.action == instant.action),
+        Action::ReplaceCommit => {
+            instant.is_pending()
+                && matches!(
+                    replace_kinds.get(&instant.requested_time),
+                    Some(ReplaceKind::Write)
+                )
+        }
+        _ => false,
+    }
+}
+
 /// Assess every pending instant of `timeline`, newest first (the order rollbacks run in).
 pub fn assess(timeline: &Timeline, input: &DetectionInput<'_>) -> Vec<Assessment> {
-    let mut out: Vec<Assessment> = timeline.pending().map(|i| assess_one(i, input)).collect();
+    let newest_write = timeline
+        .instants()
+        .iter()
+        .filter(|i| is_started_write(i, input.replace_kinds))
+        .map(|i| i.requested_time.as_str())
+        .max();
+    let mut out: Vec<Assessment> = timeline
+        .pending()
+        .map(|i| assess_one(i, newest_write, input))
+        .collect();
     out.reverse();
     out
 }
 
-fn assess_one(instant: &Instant, input: &DetectionInput<'_>) -> Assessment {
+fn assess_one(
+    instant: &Instant,
+    newest_write: Option<&str>,
+    input: &DetectionInput<'_>,
+) -> Assessment {
     let t = &instant.requested_time;
-    let instant_ms = instant_to_epoch_ms(t, input.zone);
-    let instant_age_ms = instant_ms.map(|ms| input.now_ms - ms);
+    let started_ms = instant_started_ms(instant);
+    let instant_age_ms = started_ms.map(|ms| input.now_ms - ms);
     let mtime = input.heartbeats.get(t).copied();
-    let status = input.heartbeat.check(input.now_ms, mtime, instant_ms);
+    let status = input.heartbeat.check(input.now_ms, mtime, started_ms);
     let heartbeat_age_ms = status.age_ms();
     let done = |verdict: Verdict, reason: String| Assessment {
         requested_time: t.clone(),
@@ -206,9 +367,8 @@ fn assess_one(instant: &Instant, input: &DetectionInput<'_>) -> Assessment {
     }
 
     let allowance = input.heartbeat.max_allowed_ms();
-    let skew = input.heartbeat.clock_skew_margin.as_millis();
-    let min_age = input.heartbeat.min_instant_age.as_millis();
-    let policy = input.policy;
+    let skew = input.heartbeat.clock_skew_margin.as_millis() as i64;
+    let min_age = input.heartbeat.min_instant_age.as_millis() as i64;
     match status {
         HeartbeatStatus::Alive { age_ms } => done(
             Verdict::Live,
@@ -218,23 +378,148 @@ fn assess_one(instant: &Instant, input: &DetectionInput<'_>) -> Assessment {
             Verdict::Expired,
             format!("heartbeat {age_ms} ms old, beyond {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: the writer is gone"),
         ),
-        HeartbeatStatus::Missing => {
-            let age = instant_age_ms
-                .map(|a| format!("{a} ms old"))
-                .unwrap_or_else(|| "of unknown age".to_string());
-            let why = match policy {
-                FailedWritesPolicy::Lazy => "a LAZY writer that died before its first heartbeat, or after deleting it",
-                FailedWritesPolicy::Eager => "under EAGER a single writer's next write rolls it back",
-            };
-            done(
-                Verdict::NoHeartbeat,
-                format!("no heartbeat file and the instant is {age} (minimum {min_age} ms + {skew} ms skew margin): {why}"),
-            )
-        }
-        HeartbeatStatus::MissingTooYoung { instant_age_ms } => done(
-            Verdict::TooYoung,
-            format!("no heartbeat file yet, but the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): it may still be running"),
+        HeartbeatStatus::MissingAgeUnknown => done(
+            Verdict::AgeUnknown,
+            "no heartbeat file, and the store gives no modification time for the instant's timeline files, so its age cannot be established: never rolled back automatically (`rollback --instant` with `--force` if you know its writer is gone)".to_string(),
         ),
+        HeartbeatStatus::MissingTooYoung { instant_age_ms } => match input.policy {
+            FailedWritesPolicy::Lazy => done(
+                Verdict::EagerWriterSuspected,
+                format!("no heartbeat file although the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): LAZY writers write their heartbeat before the instant, so an EAGER writer (Hudi's default, no heartbeats) seems to write this table; it may still be running. Judge the table as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer"),
+            ),
+            FailedWritesPolicy::Eager => done(
+                Verdict::TooYoung,
+                format!("no heartbeat file yet, but the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): it may still be running"),
+            ),
+        },
+        HeartbeatStatus::Missing => {
+            let age = instant_age_ms.unwrap_or_default();
+            let overdue = input.max_write_duration.and_then(|d| {
+                let limit = (d.as_millis() as i64).saturating_add(skew);
+                (age >= limit).then_some(d.as_millis())
+            });
+            let overdue_verdict = |max: u128| {
+                done(
+                    Verdict::Overdue,
+                    format!("no heartbeat file and the instant is {age} ms old, beyond the table's maximum write duration {max} ms + {skew} ms skew margin: no write of this table runs that long, so its writer is gone"),
+                )
+            };
+            match input.policy {
+                FailedWritesPolicy::Lazy => match (input.lazy_writers, overdue) {
+                    (Some(evidence), _) => done(
+                        Verdict::NoHeartbeat,
+                        format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or deleted it", evidence.describe()),
+                    ),
+                    (None, Some(max)) => overdue_verdict(max),
+                    (None, None) => done(
+                        Verdict::NoHeartbeatUnconfirmed,
+                        format!("no heartbeat file and the instant is {age} ms old, but no heartbeat file was ever seen on this table: it may be a LAZY writer that died, or an EAGER writer (Hudi's default, no heartbeats) still running. Left alone: say every writer is LAZY (--assume-lazy-writers / assume_lazy_writers), set a maximum write duration, or roll it back by name (rollback --instant {t}) once you know its writer is gone"),
+                    ),
+                },
+                FailedWritesPolicy::Eager => match (newest_write.filter(|n| *n > t.as_str()), overdue) {
+                    (Some(newer), _) => done(
+                        Verdict::Superseded,
+                        format!("no heartbeat file, the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), and write {newer} started after it: under EAGER the single writer has moved on, so this write is dead"),
+                    ),
+                    (None, Some(max)) => overdue_verdict(max),
+                    (None, None) => done(
+                        Verdict::AwaitingNewerWrite,
+                        format!("no heartbeat file and the instant is {age} ms old, but it is the newest write: under EAGER its writer may still be running. Left alone until a newer write starts (or past a maximum write duration, when one is set); roll it back by name (rollback --instant {t}) once you know its writer is gone"),
+                    ),
+                },
+            }
+        }
+    }
+}
+
+/// How many pending writes are left alone, by reason (verdict).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LeftAlone {
+    /// [`Verdict::NoHeartbeatUnconfirmed`].
+    pub no_heartbeat_unconfirmed: usize,
+    /// [`Verdict::AwaitingNewerWrite`].
+    pub awaiting_newer_write: usize,
+    /// [`Verdict::AgeUnknown`].
+    pub age_unknown: usize,
+}
+
+impl LeftAlone {
+    /// Count the left-alone verdicts of `assessments`.
+    pub fn count(assessments: &[Assessment]) -> Self {
+        let mut out = Self::default();
+        for a in assessments {
+            match a.verdict {
+                Verdict::NoHeartbeatUnconfirmed => out.no_heartbeat_unconfirmed += 1,
+                Verdict::AwaitingNewerWrite => out.awaiting_newer_write += 1,
+                Verdict::AgeUnknown => out.age_unknown += 1,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// (reason, count) pairs, in a fixed order (metric label values).
+    pub fn by_reason(&self) -> [(&'static str, usize); 3] {
+        [
+            ("no_heartbeat_unconfirmed", self.no_heartbeat_unconfirmed),
+            ("awaiting_newer_write", self.awaiting_newer_write),
+            ("age_unknown", self.age_unknown),
+        ]
+    }
+}
+
+/// What is known about a table's writers, and what follows for writes without heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WritersReport {
+    /// The policy the table is judged under.
+    pub policy: FailedWritesPolicy,
+    /// Heartbeat files in `.hoodie/.heartbeat/` when it was last listed (it is listed only
+    /// when there is a pending write to judge).
+    pub heartbeat_files: Option<usize>,
+    /// Whether the table is known to have LAZY writers.
+    pub lazy_writers_known: bool,
+    /// Why, when it is.
+    pub evidence: Option<LazyWritersEvidence>,
+    /// A young pending write without heartbeat file was found under LAZY: EAGER writers seem
+    /// to write this table.
+    pub eager_writer_suspected: bool,
+    /// Pending writes left alone, by reason.
+    pub left_alone: LeftAlone,
+    /// What this means, in words.
+    pub hint: String,
+}
+
+impl WritersReport {
+    /// The report for `assessments` judged with `input`'s policy and evidence;
+    /// `heartbeat_files` is what the listing of the heartbeat folder found, if it was listed.
+    pub fn new(
+        policy: FailedWritesPolicy,
+        evidence: Option<LazyWritersEvidence>,
+        max_write_duration: Option<Duration>,
+        heartbeat_files: Option<usize>,
+        assessments: &[Assessment],
+    ) -> Self {
+        let eager_writer_suspected = assessments
+            .iter()
+            .any(|a| a.verdict == Verdict::EagerWriterSuspected);
+        let max = max_write_duration.map(|d| d.as_secs());
+        let hint = match (policy, evidence, max) {
+            _ if eager_writer_suspected => "a pending write has no heartbeat file although it is younger than the minimum age: LAZY writers write their heartbeat first, so EAGER writers (Hudi's default) seem to write this table, which is judged under the LAZY policy. Judge it as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer".to_string(),
+            (FailedWritesPolicy::Lazy, Some(e), _) => format!("LAZY writers ({}): a pending write without heartbeat file is failed once older than the minimum age", e.describe()),
+            (FailedWritesPolicy::Lazy, None, None) => "no heartbeat file seen on this table: a pending write without heartbeat file may be an EAGER writer's and is left alone; if every writer is LAZY, say so (--assume-lazy-writers, assume_lazy_writers)".to_string(),
+            (FailedWritesPolicy::Lazy, None, Some(m)) => format!("no heartbeat file seen on this table: a pending write without heartbeat file may be an EAGER writer's and is left alone until older than the maximum write duration ({m} s)"),
+            (FailedWritesPolicy::Eager, _, None) => "EAGER writers: a pending write without heartbeat file is failed once a newer write started after it; the newest one is left alone".to_string(),
+            (FailedWritesPolicy::Eager, _, Some(m)) => format!("EAGER writers: a pending write without heartbeat file is failed once a newer write started after it, or once older than the maximum write duration ({m} s)"),
+        };
+        Self {
+            policy,
+            heartbeat_files,
+            lazy_writers_known: evidence.is_some(),
+            evidence,
+            eager_writer_suspected,
+            left_alone: LeftAlone::count(assessments),
+            hint,
+        }
     }
 }
 
@@ -243,33 +528,53 @@ mod tests {
     use super::*;
     use crate::storage::{FileMeta, RelPath};
     use crate::table::TimelineLayout;
-    use std::time::Duration;
+    use crate::timeline::{instant_to_epoch_ms, InstantZone};
 
     const NOW: i64 = 1_737_864_503_628 + 3_600_000; // 2025-01-26 05:08:23.628 UTC
+    const HOUR: i64 = 3_600_000;
 
-    fn timeline(names: &[&str]) -> Timeline {
-        let files = names
+    /// A timeline of files with these modification times (epoch ms).
+    fn timeline_with(files: &[(&str, i64)]) -> Timeline {
+        let files = files
             .iter()
-            .map(|n| FileMeta {
+            .map(|(n, mtime)| FileMeta {
                 path: RelPath::parse(&format!(".hoodie/timeline/{n}")).unwrap(),
                 size: 0,
-                last_modified: chrono::DateTime::from_timestamp_millis(0).unwrap(),
+                last_modified: chrono::DateTime::from_timestamp_millis(*mtime).unwrap(),
             })
             .collect();
         Timeline::from_files(files, TimelineLayout::V2, InstantZone::Utc)
     }
 
-    fn run(
-        t: &Timeline,
-        policy: FailedWritesPolicy,
-        heartbeats: &[(&str, i64)],
-        replace: &[(&str, ReplaceKind)],
-    ) -> Vec<(String, Verdict)> {
-        let hb = heartbeats
+    /// A timeline whose files were written at their instant times (an hour ago for names that
+    /// are no real time, like minute 60).
+    fn timeline(names: &[&str]) -> Timeline {
+        let files: Vec<(&str, i64)> = names
+            .iter()
+            .map(|n| {
+                let at = instant_to_epoch_ms(&n[..17], InstantZone::Utc).unwrap_or(NOW - HOUR);
+                (*n, at)
+            })
+            .collect();
+        timeline_with(&files)
+    }
+
+    #[derive(Default)]
+    struct Given<'a> {
+        heartbeats: &'a [(&'a str, i64)],
+        replace: &'a [(&'a str, ReplaceKind)],
+        lazy_writers: Option<LazyWritersEvidence>,
+        max_write_duration: Option<Duration>,
+    }
+
+    fn assess_with(t: &Timeline, policy: FailedWritesPolicy, given: &Given<'_>) -> Vec<Assessment> {
+        let hb = given
+            .heartbeats
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
-        let rk = replace
+        let rk = given
+            .replace
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
@@ -282,15 +587,34 @@ mod tests {
                 min_instant_age: Duration::from_secs(600),
                 clock_skew_margin: Duration::ZERO,
             },
-            zone: InstantZone::Utc,
             heartbeats: &hb,
             replace_kinds: &rk,
+            lazy_writers: given.lazy_writers,
+            max_write_duration: given.max_write_duration,
         };
         assess(t, &input)
+    }
+
+    fn judge(
+        t: &Timeline,
+        policy: FailedWritesPolicy,
+        given: &Given<'_>,
+    ) -> Vec<(String, Verdict)> {
+        assess_with(t, policy, given)
             .into_iter()
             .map(|a| (a.requested_time, a.verdict))
             .collect()
     }
+
+    fn verdict_of(v: &[(String, Verdict)], t: &str) -> Verdict {
+        v.iter()
+            .find(|(i, _)| i == t)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("{t} not assessed: {v:?}"))
+    }
+
+    const LAZY: FailedWritesPolicy = FailedWritesPolicy::Lazy;
+    const EAGER: FailedWritesPolicy = FailedWritesPolicy::Eager;
 
     #[test]
     fn lazy_verdicts_follow_the_heartbeat() {
@@ -302,24 +626,341 @@ mod tests {
             "20250126043000000.commit.requested",
             "20250126050500000.commit.requested",
         ]);
-        let v = run(
+        let v = judge(
             &t,
-            FailedWritesPolicy::Lazy,
-            &[
-                ("20250126041000000", NOW - 120_001),
-                ("20250126042000000", NOW - 1_000),
-            ],
-            &[],
+            LAZY,
+            &Given {
+                heartbeats: &[
+                    ("20250126041000000", NOW - 120_001),
+                    ("20250126042000000", NOW - 1_000),
+                ],
+                lazy_writers: Some(LazyWritersEvidence::HeartbeatFilesNow),
+                ..Default::default()
+            },
         );
         assert_eq!(
             v,
             vec![
-                ("20250126050500000".into(), Verdict::TooYoung),
+                ("20250126050500000".into(), Verdict::EagerWriterSuspected),
                 ("20250126043000000".into(), Verdict::NoHeartbeat),
                 ("20250126042000000".into(), Verdict::Live),
                 ("20250126041000000".into(), Verdict::Expired),
             ]
         );
+    }
+
+    #[test]
+    fn a_lazy_write_without_heartbeat_is_failed_only_on_a_table_known_to_have_lazy_writers() {
+        let t = timeline(&["20250126040000000.deltacommit.requested"]);
+        let unknown = judge(&t, LAZY, &Given::default());
+        assert_eq!(
+            verdict_of(&unknown, "20250126040000000"),
+            Verdict::NoHeartbeatUnconfirmed
+        );
+        assert!(!Verdict::NoHeartbeatUnconfirmed.is_failed());
+        assert!(Verdict::NoHeartbeatUnconfirmed.is_left_alone());
+        for evidence in [
+            LazyWritersEvidence::HeartbeatFilesNow,
+            LazyWritersEvidence::SeenBefore,
+            LazyWritersEvidence::Assumed,
+        ] {
+            let a = assess_with(
+                &t,
+                LAZY,
+                &Given {
+                    lazy_writers: Some(evidence),
+                    ..Default::default()
+                },
+            );
+            assert_eq!(a[0].verdict, Verdict::NoHeartbeat, "{evidence:?}");
+            assert!(a[0].verdict.is_failed());
+            assert!(a[0].reason.contains(evidence.describe()), "{}", a[0].reason);
+        }
+    }
+
+    #[test]
+    fn an_expired_heartbeat_proves_a_dead_writer_whatever_else_is_known() {
+        let t = timeline(&["20250126040000000.deltacommit.requested"]);
+        let hb = [("20250126040000000", NOW - HOUR)];
+        for policy in [LAZY, EAGER] {
+            let v = judge(
+                &t,
+                policy,
+                &Given {
+                    heartbeats: &hb,
+                    ..Default::default()
+                },
+            );
+            assert_eq!(verdict_of(&v, "20250126040000000"), Verdict::Expired);
+        }
+    }
+
+    #[test]
+    fn a_young_write_without_heartbeat_on_a_lazy_table_is_a_sign_of_eager_writers() {
+        let t = timeline(&["20250126050000000.deltacommit.requested"]); // 8 minutes old
+        for lazy_writers in [None, Some(LazyWritersEvidence::SeenBefore)] {
+            let given = Given {
+                lazy_writers,
+                ..Default::default()
+            };
+            let a = assess_with(&t, LAZY, &given);
+            assert_eq!(a[0].verdict, Verdict::EagerWriterSuspected);
+            assert!(!a[0].verdict.is_failed());
+            let report = WritersReport::new(LAZY, lazy_writers, None, Some(0), &a);
+            assert!(report.eager_writer_suspected);
+            assert!(report.hint.contains("EAGER writers"), "{}", report.hint);
+        }
+        // Judged EAGER, the same write is only young.
+        let a = assess_with(&t, EAGER, &Given::default());
+        assert_eq!(a[0].verdict, Verdict::TooYoung);
+        assert!(!WritersReport::new(EAGER, None, None, Some(0), &a).eager_writer_suspected);
+        // An old write without heartbeat is no sign: it may be a LAZY writer that died.
+        let old = timeline(&["20250126040000000.deltacommit.requested"]);
+        let a = assess_with(&old, LAZY, &Given::default());
+        assert!(!WritersReport::new(LAZY, None, None, Some(0), &a).eager_writer_suspected);
+    }
+
+    #[test]
+    fn under_eager_a_write_is_failed_only_once_a_newer_write_started_after_it() {
+        let t = timeline(&[
+            "20250126040000000.commit.requested",
+            "20250126041000000.commit.requested",
+            "20250126041000000.inflight",
+        ]);
+        let v = judge(&t, EAGER, &Given::default());
+        assert_eq!(
+            v,
+            vec![
+                ("20250126041000000".into(), Verdict::AwaitingNewerWrite),
+                ("20250126040000000".into(), Verdict::Superseded),
+            ]
+        );
+        assert!(Verdict::Superseded.is_failed());
+        assert!(!Verdict::AwaitingNewerWrite.is_failed());
+
+        // A newer completed write counts; a young newer pending write too.
+        let t = timeline(&[
+            "20250126040000000.deltacommit.requested",
+            "20250126041000000.deltacommit.requested",
+            "20250126041000000.deltacommit.inflight",
+            "20250126041000000_20250126041500000.deltacommit",
+        ]);
+        let v = judge(&t, EAGER, &Given::default());
+        assert_eq!(verdict_of(&v, "20250126040000000"), Verdict::Superseded);
+        let t = timeline(&[
+            "20250126040000000.deltacommit.requested",
+            "20250126050500000.deltacommit.requested",
+        ]);
+        let v = judge(&t, EAGER, &Given::default());
+        assert_eq!(verdict_of(&v, "20250126040000000"), Verdict::Superseded);
+        assert_eq!(verdict_of(&v, "20250126050500000"), Verdict::TooYoung);
+        // A pending replacecommit counts once known to be a write.
+        let t = timeline(&[
+            "20250126040000000.commit.requested",
+            "20250126041000000.replacecommit.requested",
+        ]);
+        let write = [("20250126041000000", ReplaceKind::Write)];
+        let v = judge(
+            &t,
+            EAGER,
+            &Given {
+                replace: &write,
+                ..Default::default()
+            },
+        );
+        assert_eq!(verdict_of(&v, "20250126040000000"), Verdict::Superseded);
+    }
+
+    #[test]
+    fn table_services_after_an_eager_write_do_not_show_its_writer_moved_on() {
+        let t = timeline(&[
+            "20250126040000000.deltacommit.requested",
+            // A completed compaction (a `commit` whose requested file is a compaction's).
+            "20250126041000000.compaction.requested",
+            "20250126041000000.compaction.inflight",
+            "20250126041000000_20250126041100000.commit",
+            "20250126042000000.clean.requested",
+            "20250126043000000.rollback.requested",
+            "20250126044000000.clustering.requested",
+            "20250126045000000.replacecommit.requested",
+            "20250126046000000.logcompaction.requested",
+            // A completed replacecommit may be a clustering: it does not count either.
+            "20250126047000000.replacecommit.requested",
+            "20250126047000000.replacecommit.inflight",
+            "20250126047000000_20250126047100000.replacecommit",
+        ]);
+        let clustering = [("20250126045000000", ReplaceKind::Clustering)];
+        let v = judge(
+            &t,
+            EAGER,
+            &Given {
+                replace: &clustering,
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            verdict_of(&v, "20250126040000000"),
+            Verdict::AwaitingNewerWrite
+        );
+    }
+
+    #[test]
+    fn a_maximum_write_duration_makes_an_overdue_write_without_heartbeat_failed() {
+        let t = timeline(&["20250126040000000.deltacommit.requested"]); // 68 minutes old
+        let with_max = |policy, minutes: u64| {
+            judge(
+                &t,
+                policy,
+                &Given {
+                    max_write_duration: Some(Duration::from_secs(minutes * 60)),
+                    ..Default::default()
+                },
+            )[0]
+            .1
+        };
+        assert_eq!(with_max(EAGER, 120), Verdict::AwaitingNewerWrite);
+        assert_eq!(with_max(EAGER, 30), Verdict::Overdue);
+        assert_eq!(with_max(LAZY, 120), Verdict::NoHeartbeatUnconfirmed);
+        assert_eq!(with_max(LAZY, 30), Verdict::Overdue);
+        assert!(Verdict::Overdue.is_failed());
+        // Never over a live heartbeat, never under the minimum age.
+        let live = [("20250126040000000", NOW - 1_000)];
+        let v = judge(
+            &t,
+            EAGER,
+            &Given {
+                heartbeats: &live,
+                max_write_duration: Some(Duration::from_secs(60)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(v[0].1, Verdict::Live);
+        let young = timeline(&["20250126050000000.deltacommit.requested"]); // 8 minutes old
+        let v = judge(
+            &young,
+            EAGER,
+            &Given {
+                max_write_duration: Some(Duration::from_secs(60)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(v[0].1, Verdict::TooYoung);
+    }
+
+    #[test]
+    fn instant_ages_come_from_the_store_clock_not_from_the_instant_time() {
+        // Named long ago, written a second ago: it just started.
+        let t = timeline_with(&[("20200101000000000.commit.requested", NOW - 1_000)]);
+        let a = assess_with(
+            &t,
+            LAZY,
+            &Given {
+                lazy_writers: Some(LazyWritersEvidence::Assumed),
+                ..Default::default()
+            },
+        );
+        assert_eq!(a[0].instant_age_ms, Some(1_000));
+        assert_eq!(a[0].verdict, Verdict::EagerWriterSuspected);
+        // Named in the future (a writer in another zone), written an hour ago.
+        let t = timeline_with(&[
+            ("20990101000000000.commit.requested", NOW - HOUR),
+            ("20990101000000000.inflight", NOW - 1_000),
+        ]);
+        let a = assess_with(
+            &t,
+            LAZY,
+            &Given {
+                lazy_writers: Some(LazyWritersEvidence::Assumed),
+                ..Default::default()
+            },
+        );
+        // The earliest timeline file dates it.
+        assert_eq!(a[0].instant_age_ms, Some(HOUR));
+        assert_eq!(a[0].verdict, Verdict::NoHeartbeat);
+    }
+
+    #[test]
+    fn an_instant_whose_age_cannot_be_established_is_never_failed() {
+        // The store reports no modification time (the epoch).
+        let t = timeline_with(&[
+            ("20250126030000000.commit.requested", 0),
+            ("20250126040000000.commit.requested", 0),
+            ("20250126041000000.commit.requested", NOW - HOUR),
+        ]);
+        for (policy, lazy_writers) in [
+            (LAZY, Some(LazyWritersEvidence::HeartbeatFilesNow)),
+            (LAZY, None),
+            (EAGER, None),
+        ] {
+            let a = assess_with(
+                &t,
+                policy,
+                &Given {
+                    lazy_writers,
+                    max_write_duration: Some(Duration::from_secs(1)),
+                    ..Default::default()
+                },
+            );
+            for t in ["20250126030000000", "20250126040000000"] {
+                let x = a.iter().find(|a| a.requested_time == t).unwrap();
+                assert_eq!(x.verdict, Verdict::AgeUnknown, "{policy:?} {t}");
+                assert_eq!(x.instant_age_ms, None);
+            }
+        }
+        assert!(!Verdict::AgeUnknown.is_failed());
+        assert_eq!(
+            Verdict::AgeUnknown.named_rollback(),
+            NamedRollback::NeedsForce
+        );
+    }
+
+    #[test]
+    fn naming_a_write_rolls_back_what_is_left_alone_and_needs_force_when_its_writer_may_be_alive() {
+        for v in [
+            Verdict::Expired,
+            Verdict::NoHeartbeat,
+            Verdict::Superseded,
+            Verdict::Overdue,
+            Verdict::NoHeartbeatUnconfirmed,
+            Verdict::AwaitingNewerWrite,
+        ] {
+            assert_eq!(v.named_rollback(), NamedRollback::Allowed, "{v}");
+        }
+        for v in [
+            Verdict::Live,
+            Verdict::TooYoung,
+            Verdict::EagerWriterSuspected,
+            Verdict::AgeUnknown,
+        ] {
+            assert_eq!(v.named_rollback(), NamedRollback::NeedsForce, "{v}");
+            assert!(!v.is_failed(), "{v}");
+        }
+        for v in [Verdict::NotACandidate, Verdict::Unknown] {
+            assert_eq!(v.named_rollback(), NamedRollback::Never, "{v}");
+        }
+    }
+
+    #[test]
+    fn writes_left_alone_are_counted_by_reason() {
+        let t = timeline_with(&[
+            ("20250126030000000.commit.requested", 0),
+            ("20250126040000000.commit.requested", NOW - HOUR),
+            ("20250126041000000.commit.requested", NOW - HOUR),
+        ]);
+        let a = assess_with(&t, EAGER, &Given::default());
+        let r = WritersReport::new(EAGER, None, None, Some(0), &a);
+        assert_eq!(
+            r.left_alone,
+            LeftAlone {
+                no_heartbeat_unconfirmed: 0,
+                awaiting_newer_write: 1,
+                age_unknown: 1,
+            }
+        );
+        let a = assess_with(&t, LAZY, &Given::default());
+        let r = WritersReport::new(LAZY, None, None, Some(0), &a);
+        assert_eq!(r.left_alone.no_heartbeat_unconfirmed, 2);
+        assert!(!r.lazy_writers_known);
     }
 
     #[test]
@@ -336,15 +977,18 @@ mod tests {
             "20250126049000000.indexing.inflight",
             "20250126049100000.restore.inflight",
         ]);
-        let v = run(
+        let v = judge(
             &t,
-            FailedWritesPolicy::Eager,
-            &[],
-            &[
-                ("20250126046000000", ReplaceKind::Clustering),
-                ("20250126047000000", ReplaceKind::Write),
-                ("20250126048000000", ReplaceKind::Unknown("corrupt".into())),
-            ],
+            LAZY,
+            &Given {
+                replace: &[
+                    ("20250126046000000", ReplaceKind::Clustering),
+                    ("20250126047000000", ReplaceKind::Write),
+                    ("20250126048000000", ReplaceKind::Unknown("corrupt".into())),
+                ],
+                lazy_writers: Some(LazyWritersEvidence::Assumed),
+                ..Default::default()
+            },
         );
         let failed: Vec<_> = v.iter().filter(|(_, v)| v.is_failed()).collect();
         assert_eq!(
@@ -366,11 +1010,13 @@ mod tests {
             "20250126041000000.commit.requested",
             "20250126050000000.commit.requested",
         ]);
-        let v = run(
+        let v = judge(
             &t,
-            FailedWritesPolicy::Eager,
-            &[("20250126041000000", NOW - 5_000)],
-            &[],
+            EAGER,
+            &Given {
+                heartbeats: &[("20250126041000000", NOW - 5_000)],
+                ..Default::default()
+            },
         );
         assert_eq!(
             v,
@@ -384,6 +1030,6 @@ mod tests {
     #[test]
     fn completed_instants_are_not_assessed() {
         let t = timeline(&["20250126040000000_20250126040001000.deltacommit"]);
-        assert!(run(&t, FailedWritesPolicy::Lazy, &[], &[]).is_empty());
+        assert!(judge(&t, LAZY, &Given::default()).is_empty());
     }
 }

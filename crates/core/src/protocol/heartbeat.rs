@@ -30,8 +30,8 @@ pub struct HeartbeatPolicy {
     pub interval: Duration,
     /// The writers' `hoodie.client.heartbeat.tolerable.misses` (Hudi default 2).
     pub tolerable_misses: u32,
-    /// A pending instant without any heartbeat file counts as dead only once it is older than
-    /// this (its writer may not have written its first heartbeat yet, or writes none).
+    /// A pending instant without any heartbeat file is never called dead before it is this old
+    /// (by the store's clock: its first timeline file's modification time).
     pub min_instant_age: Duration,
     /// Added to every threshold, for the difference between this clock and the store's.
     pub clock_skew_margin: Duration,
@@ -62,14 +62,15 @@ pub enum HeartbeatStatus {
         /// now − mtime, in ms.
         age_ms: i64,
     },
-    /// No heartbeat file, and the instant is older than the minimum age (or its time is
-    /// unknown).
+    /// No heartbeat file, and the instant is at least the minimum age old.
     Missing,
     /// No heartbeat file, but the instant is too young to call it dead.
     MissingTooYoung {
-        /// now − instant time, in ms.
+        /// now − the instant's start, in ms.
         instant_age_ms: i64,
     },
+    /// No heartbeat file, and the instant's age is unknown: never dead (fail closed).
+    MissingAgeUnknown,
 }
 
 impl HeartbeatStatus {
@@ -91,13 +92,17 @@ impl HeartbeatPolicy {
     }
 
     /// Judge a heartbeat: `expired ⇔ now − mtime > interval × misses + skew margin` (strictly
-    /// greater, as Hudi). Without a heartbeat file, the instant's own age decides: older than
-    /// `min_instant_age + skew margin` (or of unknown age) is [`HeartbeatStatus::Missing`].
+    /// greater, as Hudi). Without a heartbeat file, the instant's own age decides: at least
+    /// `min_instant_age + skew margin` old is [`HeartbeatStatus::Missing`]; an instant whose
+    /// start is unknown is [`HeartbeatStatus::MissingAgeUnknown`], never dead.
+    ///
+    /// `instant_started_ms` is when the instant started on the store's clock (the heartbeat's
+    /// clock): its first timeline file's modification time.
     pub fn check(
         &self,
         now_ms: i64,
         heartbeat_mtime_ms: Option<i64>,
-        instant_epoch_ms: Option<i64>,
+        instant_started_ms: Option<i64>,
     ) -> HeartbeatStatus {
         let skew = self.clock_skew_margin.as_millis() as i64;
         match heartbeat_mtime_ms {
@@ -109,17 +114,17 @@ impl HeartbeatPolicy {
                     HeartbeatStatus::Alive { age_ms }
                 }
             }
-            None => match instant_epoch_ms {
+            None => match instant_started_ms {
                 Some(t) => {
                     let instant_age_ms = now_ms - t;
                     let min = (self.min_instant_age.as_millis() as i64).saturating_add(skew);
-                    if instant_age_ms > min {
+                    if instant_age_ms >= min {
                         HeartbeatStatus::Missing
                     } else {
                         HeartbeatStatus::MissingTooYoung { instant_age_ms }
                     }
                 }
-                None => HeartbeatStatus::Missing,
+                None => HeartbeatStatus::MissingAgeUnknown,
             },
         }
     }
@@ -289,30 +294,43 @@ mod tests {
         ));
         // And the minimum age of instants without heartbeat.
         assert!(matches!(
-            p.check(now, None, Some(now - 10_300)),
+            p.check(now, None, Some(now - 10_299)),
             HeartbeatStatus::MissingTooYoung { .. }
         ));
         assert_eq!(
-            p.check(now, None, Some(now - 10_301)),
+            p.check(now, None, Some(now - 10_300)),
             HeartbeatStatus::Missing
         );
     }
 
     #[test]
-    fn a_missing_file_counts_as_dead_only_for_old_instants() {
+    fn a_missing_file_counts_as_missing_only_for_instants_of_the_minimum_age() {
         let p = policy();
         let now = 1_000_000;
         assert_eq!(
-            p.check(now, None, Some(now - 10_000)),
+            p.check(now, None, Some(now - 9_999)),
             HeartbeatStatus::MissingTooYoung {
-                instant_age_ms: 10_000
+                instant_age_ms: 9_999
             }
         );
         assert_eq!(
-            p.check(now, None, Some(now - 10_001)),
+            p.check(now, None, Some(now - 10_000)),
             HeartbeatStatus::Missing
         );
-        assert_eq!(p.check(now, None, None), HeartbeatStatus::Missing);
+        // A store clock ahead of ours makes the instant younger, never older.
+        assert!(matches!(
+            p.check(now, None, Some(now + 5_000)),
+            HeartbeatStatus::MissingTooYoung { .. }
+        ));
+    }
+
+    #[test]
+    fn an_instant_of_unknown_age_without_heartbeat_is_never_missing() {
+        let p = policy();
+        assert_eq!(
+            p.check(1_000_000, None, None),
+            HeartbeatStatus::MissingAgeUnknown
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -157,6 +157,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         policy: FailedWritesPolicy::Lazy,
         heartbeat,
         now_ms: Utc::now().timestamp_millis(),
+        lazy_writers: None,
+        max_write_duration: None,
     };
     println!("$ hudi-keeper inspect {uri}");
     print!(

@@ -26,6 +26,8 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         policy: args.detection.policy.into(),
         heartbeat: args.detection.heartbeat_policy(),
         now_ms: chrono::Utc::now().timestamp_millis(),
+        lazy_writers: args.detection.lazy_writers(),
+        max_write_duration: args.detection.max_write_duration,
     };
     let report = inspect(&table, &options)
         .await
@@ -103,6 +105,7 @@ pub fn render(r: &InspectReport) -> String {
     );
 
     let _ = writeln!(out, "Lock      {}", r.lock.hint);
+    let _ = writeln!(out, "Writers   {}", r.writers.hint);
     let _ = writeln!(out, "\nInstants ({})", r.instants.len());
     if r.instants.is_empty() {
         let _ = writeln!(out, "  (the timeline is empty)");
@@ -121,7 +124,7 @@ pub fn render(r: &InspectReport) -> String {
     } else {
         let _ = writeln!(
             out,
-            "  {:<22} {:<14} {:<10} {:<14} {:<16} MARKERS",
+            "  {:<22} {:<14} {:<10} {:<14} {:<24} MARKERS",
             "REQUESTED TIME", "ACTION", "STATE", "HEARTBEAT AGE", "VERDICT"
         );
         for p in &r.pending {
@@ -139,7 +142,7 @@ pub fn render(r: &InspectReport) -> String {
             };
             let _ = writeln!(
                 out,
-                "  {:<22} {:<14} {:<10} {:<14} {:<16} {}",
+                "  {:<22} {:<14} {:<10} {:<14} {:<24} {}",
                 p.requested_time,
                 p.action.as_str(),
                 p.state.as_str(),

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
+use hudi_keeper_core::protocol::detect::{FailedWritesPolicy, LazyWritersEvidence};
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{
     storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
@@ -93,7 +93,8 @@ impl TableArgs {
 /// How the table's writers beat, and how to judge their pending instants.
 #[derive(Debug, Args)]
 pub struct DetectionArgs {
-    /// LAZY (writers keep heartbeats; several writers) or EAGER (one writer, no heartbeats).
+    /// LAZY (writers keep heartbeats; several writers) or EAGER (one writer, no heartbeats;
+    /// Hudi's default).
     #[arg(long, value_enum, default_value_t = PolicyArg::Lazy)]
     pub policy: PolicyArg,
     /// The writers' `hoodie.client.heartbeat.interval_in_ms`.
@@ -102,15 +103,32 @@ pub struct DetectionArgs {
     /// The writers' `hoodie.client.heartbeat.tolerable.misses`.
     #[arg(long, default_value_t = 2)]
     pub heartbeat_tolerable_misses: u32,
-    /// A pending instant without any heartbeat file counts as failed only once older than this.
+    /// A pending instant without any heartbeat file is never failed before it is this old (by
+    /// the store's clock: its first timeline file's modification time).
     #[arg(long, value_parser = parse_duration, default_value = "10m")]
     pub min_instant_age: std::time::Duration,
     /// Allowance for the difference between this clock and the store's.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub clock_skew_margin: std::time::Duration,
+    /// State that every writer of this table is LAZY (writes heartbeats), so a pending write
+    /// without heartbeat file is a dead one once older than --min-instant-age. Without it, that
+    /// takes heartbeat files on the table now; otherwise such a write is left alone.
+    #[arg(long)]
+    pub assume_lazy_writers: bool,
+    /// No write of this table runs longer than this: a pending write without heartbeat file
+    /// that is older is failed, under either policy (e.g. the newest write under EAGER, which is
+    /// otherwise left alone until a newer write starts).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub max_write_duration: Option<std::time::Duration>,
 }
 
 impl DetectionArgs {
+    /// What the operator states about the writers: `--assume-lazy-writers`.
+    pub fn lazy_writers(&self) -> Option<LazyWritersEvidence> {
+        self.assume_lazy_writers
+            .then_some(LazyWritersEvidence::Assumed)
+    }
+
     pub fn heartbeat_policy(&self) -> HeartbeatPolicy {
         HeartbeatPolicy {
             interval: self.heartbeat_interval,

@@ -57,6 +57,8 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         rollback: RollbackOptions {
             policy: args.detection.policy.into(),
             heartbeat: args.detection.heartbeat_policy(),
+            lazy_writers: args.detection.lazy_writers(),
+            max_write_duration: args.detection.max_write_duration,
             force: false,
             delete_concurrency: usize::from(args.delete_concurrency),
             listing_cross_check: true,

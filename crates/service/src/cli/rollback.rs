@@ -26,7 +26,10 @@ pub struct RollbackArgs {
     /// every pending rollback).
     #[arg(long, value_name = "INSTANT_TIME")]
     pub instant: Option<String>,
-    /// With --instant: roll it back even if its heartbeat is live or it is too young.
+    /// With --instant: roll it back even if its writer may be alive (a live heartbeat, younger
+    /// than --min-instant-age, a suspected EAGER writer's, or of unknown age). A write that is
+    /// only left alone for want of proof (`no_heartbeat_unconfirmed`, `awaiting_newer_write`)
+    /// is rolled back by naming it, without --force.
     #[arg(long, requires = "instant")]
     pub force: bool,
     /// Print the plan (instants, files per partition, bytes) and change nothing.
@@ -110,6 +113,8 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     let options = RollbackOptions {
         policy: args.detection.policy.into(),
         heartbeat: args.detection.heartbeat_policy(),
+        lazy_writers: args.detection.lazy_writers(),
+        max_write_duration: args.detection.max_write_duration,
         force: args.force,
         delete_concurrency: usize::from(args.delete_concurrency),
         listing_cross_check: !args.no_listing_cross_check,

@@ -129,9 +129,10 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicySetting {
-    /// Several writers with heartbeats: roll back instants whose heartbeat expired.
+    /// Writers with heartbeats: roll back instants whose heartbeat expired (and, on a table
+    /// known to have LAZY writers, old pending writes without heartbeat file).
     Lazy,
-    /// One writer: roll back every pending write not in progress.
+    /// One writer without heartbeats: roll back a pending write once a newer write started.
     Eager,
     /// Watch and report only; never change the table.
     Observe,
@@ -290,6 +291,16 @@ pub struct Defaults {
     /// Allowance between this clock and the store's.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub clock_skew_margin: Duration,
+    /// The operator states every writer is LAZY: a pending write without heartbeat file is
+    /// failed once older than `min_instant_age`, even before the daemon saw a heartbeat file.
+    pub assume_lazy_writers: bool,
+    /// No write runs longer than this: an older pending write without heartbeat file is failed
+    /// (under either policy). Unset: never by age alone.
+    #[serde(
+        deserialize_with = "de_opt_duration",
+        serialize_with = "ser_opt_duration"
+    )]
+    pub max_write_duration: Option<Duration>,
     /// The table lock.
     pub lock: LockSettings,
     /// `object_store` options (credentials, endpoint, region).
@@ -309,6 +320,8 @@ impl Default for Defaults {
             heartbeat_tolerable_misses: 2,
             min_instant_age: Duration::from_secs(600),
             clock_skew_margin: Duration::from_secs(5),
+            assume_lazy_writers: false,
+            max_write_duration: None,
             lock: LockSettings::default(),
             storage_options: BTreeMap::new(),
             delete_concurrency: 64,
@@ -362,6 +375,15 @@ pub struct TableEntry {
     )]
     pub clock_skew_margin: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assume_lazy_writers: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "de_opt_duration",
+        serialize_with = "ser_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_write_duration: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<Box<LockSettings>>,
     /// Merged over the default storage options.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -375,6 +397,10 @@ pub struct TableSettings {
     pub failed_writes_policy: PolicySetting,
     #[serde(skip)]
     pub heartbeat: HeartbeatPolicy,
+    /// The operator states every writer is LAZY.
+    pub assume_lazy_writers: bool,
+    /// No write runs longer than this (ms).
+    pub max_write_duration_ms: Option<u64>,
     #[serde(skip)]
     pub lock: Option<LockOptions>,
     pub lock_provider: String,
@@ -432,6 +458,12 @@ impl Defaults {
         if heartbeat.interval.is_zero() {
             return Err(format!("table `{t}`: heartbeat_interval must be positive"));
         }
+        let max_write_duration = entry.max_write_duration.or(self.max_write_duration);
+        if max_write_duration.is_some_and(|d| d.is_zero()) {
+            return Err(format!(
+                "table `{t}`: max_write_duration must be positive (leave it unset for none)"
+            ));
+        }
         let mut opts = self.storage_options.clone();
         opts.extend(entry.storage_options.clone());
         if self.delete_concurrency == 0 {
@@ -441,6 +473,10 @@ impl Defaults {
             poll_interval_ms: poll_interval.as_millis() as u64,
             failed_writes_policy: policy,
             heartbeat,
+            assume_lazy_writers: entry
+                .assume_lazy_writers
+                .unwrap_or(self.assume_lazy_writers),
+            max_write_duration_ms: max_write_duration.map(|d| d.as_millis() as u64),
             lock_provider: lock
                 .as_ref()
                 .map(|l| l.provider.name().to_string())
@@ -556,6 +592,42 @@ heartbeat_interval = 5
         assert_eq!(b.failed_writes_policy, PolicySetting::Observe);
         assert_eq!(b.heartbeat.interval, Duration::from_secs(5));
         assert_eq!(c.server.listen.to_string(), "127.0.0.1:9464");
+    }
+
+    #[test]
+    fn the_writer_policy_keys_default_off_and_tables_override_them() {
+        let c = parse(
+            r#"
+[defaults]
+max_write_duration = "6h"
+[defaults.lock]
+provider = "filesystem"
+[[tables]]
+name = "a"
+uri = "/tmp/a"
+[[tables]]
+name = "b"
+uri = "/tmp/b"
+assume_lazy_writers = true
+max_write_duration = "90m"
+"#,
+        )
+        .unwrap();
+        let a = c.defaults.resolve(&c.tables[0]).unwrap();
+        let b = c.defaults.resolve(&c.tables[1]).unwrap();
+        assert!(!a.assume_lazy_writers);
+        assert_eq!(a.max_write_duration_ms, Some(6 * 3_600_000));
+        assert!(b.assume_lazy_writers);
+        assert_eq!(b.max_write_duration_ms, Some(90 * 60_000));
+        let none =
+            parse("[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\n")
+                .unwrap();
+        let t = none.defaults.resolve(&none.tables[0]).unwrap();
+        assert!(!t.assume_lazy_writers);
+        assert_eq!(t.max_write_duration_ms, None);
+        let err = parse("[defaults]\nmax_write_duration = \"0s\"\n[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\n")
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("max_write_duration"), "{err:#}");
     }
 
     #[test]

@@ -28,6 +28,14 @@ pub const ACTIONS: [&str; 10] = [
     "other",
 ];
 
+/// Why a pending write without heartbeat file is left alone (label values of
+/// `pending_writes_left_alone`), as `LeftAlone::by_reason` orders them.
+pub const LEFT_ALONE_REASONS: [&str; 3] = [
+    "no_heartbeat_unconfirmed",
+    "awaiting_newer_write",
+    "age_unknown",
+];
+
 /// Poll outcomes.
 pub const POLL_OUTCOMES: [&str; 3] = ["ok", "error", "skipped_halted"];
 
@@ -56,6 +64,10 @@ pub struct TableMetrics {
     pub oldest_pending_age: AtomicF64,
     pub stalest_heartbeat_age: AtomicF64,
     pub failed_instants: AtomicI64,
+    /// Pending writes left alone at the last poll, by [`LEFT_ALONE_REASONS`].
+    pub left_alone: [AtomicI64; 3],
+    /// A young pending write without heartbeat file on a table judged LAZY, at the last poll.
+    pub eager_writer_suspected: AtomicBool,
     /// success/auto, failure/auto, success/manual, failure/manual.
     pub rollbacks: [AtomicU64; 4],
     pub files_deleted: AtomicU64,
@@ -81,6 +93,21 @@ impl TableMetrics {
             (false, _) => 3,
         };
         self.rollbacks[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What the last poll found about the writers: writes left alone by reason, and whether
+    /// EAGER writers are suspected.
+    pub fn set_writers(&self, left_alone: [(&str, usize); 3], eager_writer_suspected: bool) {
+        for (i, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
+            let n = left_alone
+                .iter()
+                .find(|(r, _)| r == reason)
+                .map(|(_, n)| *n as i64)
+                .unwrap_or(0);
+            self.left_alone[i].store(n, Ordering::Relaxed);
+        }
+        self.eager_writer_suspected
+            .store(eager_writer_suspected, Ordering::Relaxed);
     }
 
     pub fn set_pending(&self, counts: Vec<(&'static str, i64)>) {
@@ -314,6 +341,32 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     family(
         out,
         map,
+        "hudi_keeper_pending_writes_left_alone",
+        "gauge",
+        "Pending writes without heartbeat file that nothing proves dead, left alone at the last poll, by reason (no_heartbeat_unconfirmed: no heartbeat ever seen on the table; awaiting_newer_write: the newest write under EAGER; age_unknown).",
+        |o, t, m| {
+            for (i, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
+                let v = m.left_alone[i].load(Ordering::Relaxed);
+                if i < 2 || v > 0 {
+                    let _ = writeln!(
+                        o,
+                        "hudi_keeper_pending_writes_left_alone{{reason=\"{reason}\",table=\"{t}\"}} {v}"
+                    );
+                }
+            }
+        },
+    );
+    scalar(
+        out,
+        map,
+        "hudi_keeper_eager_writer_suspected",
+        "gauge",
+        "1 when the last poll found a young pending write without heartbeat file on a table judged LAZY: EAGER writers (no heartbeats) seem to write it.",
+        |m| u8::from(m.eager_writer_suspected.load(Ordering::Relaxed)).to_string(),
+    );
+    family(
+        out,
+        map,
         "hudi_keeper_rollbacks_total",
         "counter",
         "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
@@ -413,6 +466,14 @@ mod tests {
         t.poll("ok");
         t.rollback(true, "manual");
         t.set_pending(vec![("deltacommit", 2)]);
+        t.set_writers(
+            [
+                ("no_heartbeat_unconfirmed", 0),
+                ("awaiting_newer_write", 1),
+                ("age_unknown", 0),
+            ],
+            true,
+        );
         t.requests[1].fetch_add(3, Ordering::Relaxed);
         m.poll_duration.observe(0.2);
         let text = m.render();
@@ -421,12 +482,19 @@ mod tests {
             r#"hudi_keeper_rollbacks_total{outcome="success",table="t",trigger="manual"} 1"#,
             r#"hudi_keeper_rollbacks_total{outcome="failure",table="t",trigger="auto"} 0"#,
             r#"hudi_keeper_pending_instants{action="deltacommit",table="t"} 2"#,
+            r#"hudi_keeper_pending_writes_left_alone{reason="no_heartbeat_unconfirmed",table="t"} 0"#,
+            r#"hudi_keeper_pending_writes_left_alone{reason="awaiting_newer_write",table="t"} 1"#,
+            r#"hudi_keeper_eager_writer_suspected{table="t"} 1"#,
             r#"hudi_keeper_object_store_requests_total{kind="list_dir",table="t"} 3"#,
             r#"hudi_keeper_build_info{version="#,
             "hudi_keeper_poll_duration_seconds_bucket",
         ] {
             assert!(text.contains(line), "{line} missing:\n{text}");
         }
+        assert!(
+            !text.contains(r#"reason="age_unknown""#),
+            "a rare reason is written only when it occurs:\n{text}"
+        );
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
         assert_eq!(helps, types);

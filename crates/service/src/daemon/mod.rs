@@ -7,6 +7,7 @@
 //! `hoodie.properties`) is cached, so an idle table costs one listing of its timeline per poll.
 
 pub mod config;
+pub mod evidence;
 pub mod http;
 pub mod metrics;
 
@@ -23,7 +24,9 @@ use hudi_keeper_core::exec::rollback::{
     assess_table, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::exec::savepoint::{create_savepoint, preview_savepoint, SavepointRequest};
-use hudi_keeper_core::protocol::detect::Assessment;
+use hudi_keeper_core::protocol::detect::{
+    Assessment, LazyWritersEvidence, LeftAlone, WritersReport,
+};
 use hudi_keeper_core::storage::Storage;
 use hudi_keeper_core::timeline::Timeline;
 use hudi_keeper_core::Table;
@@ -87,6 +90,40 @@ pub struct TableStatus {
     pub pending: Vec<Assessment>,
     pub last_rollback: Option<Box<RollbackView>>,
     pub rollbacks: u64,
+    /// What is known about the table's writers, and the pending writes left alone.
+    pub writers: WritersStatus,
+}
+
+/// What the daemon knows about a table's writers (the writer policy, `docs/operations.md`).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct WritersStatus {
+    /// Whether the table is known to have LAZY writers: then a pending write without heartbeat
+    /// file is failed once older than `min_instant_age`.
+    pub lazy_writers_known: bool,
+    /// Why: `heartbeat_files_now`, `seen_before` (remembered in `state_dir`), `assumed`
+    /// (`assume_lazy_writers`).
+    pub evidence: Option<LazyWritersEvidence>,
+    /// When the daemon first saw a heartbeat file on the table (epoch ms).
+    pub heartbeats_first_seen_ms: Option<i64>,
+    /// Heartbeat files at the last poll that listed them (only polls with pending writes do).
+    pub heartbeat_files: Option<usize>,
+    /// The last poll found a young pending write without heartbeat file on a table judged LAZY.
+    pub eager_writer_suspected: bool,
+    /// Pending writes left alone at the last poll, by reason.
+    pub left_alone: LeftAlone,
+}
+
+impl WritersStatus {
+    fn new(report: &WritersReport, heartbeats_first_seen_ms: Option<i64>) -> Self {
+        Self {
+            lazy_writers_known: report.lazy_writers_known,
+            evidence: report.evidence,
+            heartbeats_first_seen_ms,
+            heartbeat_files: report.heartbeat_files,
+            eager_writer_suspected: report.eager_writer_suspected,
+            left_alone: report.left_alone,
+        }
+    }
 }
 
 /// One registered table.
@@ -103,6 +140,8 @@ pub struct TableState {
     table: tokio::sync::Mutex<Option<Table>>,
     /// Bumped whenever the table is (re)scheduled; a due entry of an older generation is stale.
     generation: std::sync::atomic::AtomicU64,
+    /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
+    heartbeats_seen_ms: StdMutex<Option<i64>>,
 }
 
 impl TableState {
@@ -119,14 +158,62 @@ impl TableState {
         f(&mut guard);
     }
 
-    fn rollback_options(&self) -> Option<RollbackOptions> {
-        Some(RollbackOptions {
+    /// What is known about the writers besides the heartbeat files a poll sees: heartbeat
+    /// files seen before (kept across restarts), else the operator's `assume_lazy_writers`.
+    fn known_lazy_writers(&self) -> Option<LazyWritersEvidence> {
+        let seen = self
+            .heartbeats_seen_ms
+            .lock()
+            .map(|s| s.is_some())
+            .unwrap_or_else(|e| e.into_inner().is_some());
+        if seen {
+            Some(LazyWritersEvidence::SeenBefore)
+        } else if self.settings.assume_lazy_writers {
+            Some(LazyWritersEvidence::Assumed)
+        } else {
+            None
+        }
+    }
+
+    /// The writers status of a poll that found no pending instant (nothing was listed).
+    fn idle_writers(&self) -> WritersStatus {
+        let evidence = self.known_lazy_writers();
+        WritersStatus {
+            lazy_writers_known: evidence.is_some(),
+            evidence,
+            heartbeats_first_seen_ms: self.heartbeats_first_seen_ms(),
+            ..Default::default()
+        }
+    }
+
+    fn heartbeats_first_seen_ms(&self) -> Option<i64> {
+        *self
+            .heartbeats_seen_ms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How this table's pending instants are judged (no lock: for looking only).
+    fn detection_options(&self) -> RollbackOptions {
+        RollbackOptions {
             policy: self.settings.failed_writes_policy.detection(),
             heartbeat: self.settings.heartbeat,
+            lazy_writers: self.known_lazy_writers(),
+            max_write_duration: self
+                .settings
+                .max_write_duration_ms
+                .map(Duration::from_millis),
+            ..Default::default()
+        }
+    }
+
+    fn rollback_options(&self) -> Option<RollbackOptions> {
+        Some(RollbackOptions {
             force: false,
             delete_concurrency: self.settings.delete_concurrency,
             listing_cross_check: self.settings.listing_cross_check,
             lock: self.settings.lock.clone()?,
+            ..self.detection_options()
         })
     }
 }
@@ -191,6 +278,8 @@ pub struct Daemon {
     interned: StdMutex<Vec<Arc<TableSettings>>>,
     /// Serializes writes of the registry file.
     registry_write: tokio::sync::Mutex<()>,
+    /// Which tables were seen with heartbeat files (`state_dir/writer-evidence/`).
+    evidence: evidence::EvidenceStore,
 }
 
 fn now_ms() -> i64 {
@@ -204,6 +293,8 @@ impl Daemon {
         // The configured tables move into the registry at start; the config keeps the rest.
         let initial = std::mem::take(&mut config.tables);
         let registry_file = config.server.state_dir.join("tables.json");
+        let evidence =
+            evidence::EvidenceStore::load(&config.server.state_dir.join("writer-evidence"))?;
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
             timer,
@@ -215,6 +306,7 @@ impl Daemon {
             initial: StdMutex::new(initial),
             registry_file,
             registry_write: tokio::sync::Mutex::new(()),
+            evidence,
             stores: hudi_keeper_core::storage::StoreCache::new(),
             interned: StdMutex::new(Vec::new()),
             config,
@@ -289,6 +381,11 @@ impl Daemon {
             metrics: self.metrics.table(&entry.name),
             table: tokio::sync::Mutex::new(None),
             generation: std::sync::atomic::AtomicU64::new(0),
+            heartbeats_seen_ms: StdMutex::new(
+                self.evidence
+                    .get(&entry.name, &entry.uri)
+                    .map(|e| e.heartbeats_first_seen_ms),
+            ),
         });
         tables.insert(entry.name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
@@ -567,17 +664,22 @@ impl Daemon {
                 .metrics
                 .failed_instants
                 .store(0, std::sync::atomic::Ordering::Relaxed);
-            state.update(|s| s.pending.clear());
+            let writers = state.idle_writers();
+            state
+                .metrics
+                .set_writers(writers.left_alone.by_reason(), false);
+            state.update(|s| {
+                s.pending.clear();
+                s.writers = writers;
+            });
             return Ok(());
         }
-        let assess_options = RollbackOptions {
-            policy: state.settings.failed_writes_policy.detection(),
-            heartbeat: state.settings.heartbeat,
-            ..Default::default()
-        };
-        let assessments = assess_table(table, &timeline, &assess_options)
+        // One listing of the heartbeat folder (in `assess_table`).
+        let judged = assess_table(table, &timeline, &state.detection_options())
             .await
             .map_err(|e| e.to_string())?;
+        self.note_heartbeats(state, &judged.writers).await;
+        let assessments = judged.assessments;
         let oldest = assessments
             .iter()
             .filter(|a| a.verdict != hudi_keeper_core::protocol::detect::Verdict::NotACandidate)
@@ -602,7 +704,15 @@ impl Daemon {
             .metrics
             .failed_instants
             .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
-        state.update(|s| s.pending = assessments.clone());
+        state.metrics.set_writers(
+            judged.writers.left_alone.by_reason(),
+            judged.writers.eager_writer_suspected,
+        );
+        let writers = WritersStatus::new(&judged.writers, state.heartbeats_first_seen_ms());
+        state.update(|s| {
+            s.pending = assessments.clone();
+            s.writers = writers;
+        });
         if let Some(r) = timeline
             .pending()
             .find(|i| i.action == hudi_keeper_core::timeline::Action::Restore)
@@ -634,6 +744,29 @@ impl Daemon {
             Err(e) => {
                 self.record_failure(state, "auto", "(failed writes)", &e.to_string(), started);
                 Err(e.to_string())
+            }
+        }
+    }
+
+    /// Heartbeat files on the table prove it has LAZY writers: remember that in `state_dir`
+    /// (once), so a pending write without heartbeat file is judged failed even when no
+    /// heartbeat file is left, after restarts too. A failed write of the state is retried at
+    /// the next poll that sees heartbeat files.
+    async fn note_heartbeats(&self, state: &TableState, writers: &WritersReport) {
+        if writers.heartbeat_files.unwrap_or(0) == 0 || state.heartbeats_first_seen_ms().is_some() {
+            return;
+        }
+        let name = state.entry.name.as_str();
+        match self.evidence.record(name, &state.entry.uri, now_ms()).await {
+            Ok(e) => {
+                *state
+                    .heartbeats_seen_ms
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(e.heartbeats_first_seen_ms);
+                info!(table = %name, "heartbeat files seen: the table has LAZY writers; from now on a pending write without heartbeat file is failed once older than min_instant_age");
+            }
+            Err(e) => {
+                warn!(table = %name, error = %format!("{e:#}"), "could not keep the heartbeat evidence in state_dir; retried at the next poll")
             }
         }
     }
@@ -711,11 +844,7 @@ impl Daemon {
         }
         let options = match state.rollback_options() {
             Some(o) => o,
-            None if dry_run => RollbackOptions {
-                policy: state.settings.failed_writes_policy.detection(),
-                heartbeat: state.settings.heartbeat,
-                ..Default::default()
-            },
+            None if dry_run => state.detection_options(),
             None => {
                 return Err(TableError::Conflict(format!(
                     "`{name}` has no lock.provider: it cannot be changed"
@@ -791,11 +920,7 @@ impl Daemon {
         }
         match state.rollback_options() {
             Some(o) => Ok(o),
-            None if dry_run => Ok(RollbackOptions {
-                policy: state.settings.failed_writes_policy.detection(),
-                heartbeat: state.settings.heartbeat,
-                ..Default::default()
-            }),
+            None if dry_run => Ok(state.detection_options()),
             None => Err(TableError::Conflict(format!(
                 "`{name}` has no lock.provider: it cannot be changed"
             ))),
