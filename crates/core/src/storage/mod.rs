@@ -162,7 +162,7 @@ fn key_part(segment: &str) -> PathPart<'_> {
 
 /// The longest of `keys` that `matches`: the key a store error names (a longer key is the more
 /// specific match when one key ends with another).
-fn key_named<'a>(keys: &'a [String], matches: impl Fn(&str) -> bool) -> Option<&'a String> {
+fn key_named(keys: &[String], matches: impl Fn(&str) -> bool) -> Option<&String> {
     keys.iter()
         .filter(|k| matches(k.as_str()))
         .max_by_key(|k| k.len())
