@@ -547,3 +547,217 @@ async fn rollback_requests_are_counted() {
     assert_eq!(counter.count(OpKind::PutIfAbsent), 3);
     assert_eq!(counter.count(OpKind::Put), 0);
 }
+
+/// Assert that a table is byte-identical to `before`, naming the files that differ.
+fn assert_unchanged(
+    before: &BTreeMap<String, Vec<u8>>,
+    after: &BTreeMap<String, Vec<u8>>,
+    ctx: &str,
+) {
+    let changed: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(changed.is_empty(), "{ctx}: the table changed: {changed:?}");
+}
+
+/// The metadata table's compaction after the failed write's deltacommit (layout 2).
+async fn compact_metadata_table_after_the_failed_write(f: &Fixture) {
+    let tc = "20240101020000001";
+    let dir = ".hoodie/metadata/.hoodie/timeline";
+    for (name, bytes) in [
+        (format!("{dir}/{tc}.compaction.requested"), &b""[..]),
+        (format!("{dir}/{tc}.compaction.inflight"), &b""[..]),
+        (format!("{dir}/{tc}_{}.commit", bump(tc)), &b"{}"[..]),
+    ] {
+        f.storage()
+            .put(&rel(&name), bytes::Bytes::copy_from_slice(bytes))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_metadata_table_compacted_after_the_instant_is_refused_before_anything_changes() {
+    // A fresh rollback.
+    let f = Fixture::build(Kind::MorV9, true).await;
+    compact_metadata_table_after_the_failed_write(&f).await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    assert!(err.to_string().contains("compacted"), "{err}");
+    assert_unchanged(&before, &f.snapshot().await, "refused");
+    // The dry run says so too.
+    let err = preview(&table, &Selection::AllFailed, &opts())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("compacted"), "{err}");
+
+    // A pending rollback of the instant (scheduled before the compaction) is not resumed either.
+    let f = Fixture::build(Kind::MorV9, true).await;
+    let plan = rollback_plan_bytes(&f).await;
+    f.storage()
+        .put(
+            &rel(".hoodie/timeline/20240101030000000.rollback.requested"),
+            bytes::Bytes::from(plan),
+        )
+        .await
+        .unwrap();
+    compact_metadata_table_after_the_failed_write(&f).await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("compacted"), "{err}");
+    assert_unchanged(&before, &f.snapshot().await, "refused");
+}
+
+#[tokio::test]
+async fn a_pending_rollback_whose_instant_has_since_completed_is_refused_before_anything_changes() {
+    for kind in [Kind::CowV8, Kind::MorV9] {
+        let f = Fixture::build(kind, kind == Kind::MorV9).await;
+        // A rollback of the failed write was scheduled and started...
+        let plan = rollback_plan_bytes(&f).await;
+        let r = "20240101030000000";
+        let s = f.storage();
+        s.put(
+            &rel(&format!(".hoodie/timeline/{r}.rollback.requested")),
+            bytes::Bytes::from(plan),
+        )
+        .await
+        .unwrap();
+        s.put(
+            &rel(&format!(".hoodie/timeline/{r}.rollback.inflight")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+        // ...but its writer was alive and completed the instant.
+        let action = if kind.mor() { "deltacommit" } else { "commit" };
+        s.put(
+            &rel(&format!(".hoodie/timeline/{TF}_{}.{action}", bump(TF))),
+            bytes::Bytes::from_static(b"{}"),
+        )
+        .await
+        .unwrap();
+        let before = f.snapshot().await;
+        let table = open(&f).await;
+        for selection in [Selection::AllFailed, Selection::Instant(TF.into())] {
+            let err = rollback(&table, &selection, &opts(), None)
+                .await
+                .unwrap_err();
+            assert!(matches!(err, Error::Refused { .. }), "{kind:?}: {err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("completed") && text.contains(r),
+                "{kind:?}: {text}"
+            );
+            assert_unchanged(
+                &before,
+                &f.snapshot().await,
+                &format!("{kind:?} {selection:?}"),
+            );
+        }
+        let err = preview(&table, &Selection::AllFailed, &opts())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("completed"), "{kind:?}: {err}");
+    }
+}
+
+/// Plays "another process" on a local table: once the rollback under test has deleted the
+/// failed write's heartbeat (the last step before finishing), the next request first completes
+/// the pending rollback as another process would (its completed file, the instant's own files
+/// removed), then records every file of the table.
+#[derive(Debug)]
+struct CompletesTheRollbackFirst {
+    dir: std::path::PathBuf,
+    armed: std::sync::atomic::AtomicBool,
+    fired: std::sync::atomic::AtomicBool,
+    seen: std::sync::Mutex<BTreeMap<String, Vec<u8>>>,
+}
+
+fn read_tree(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let k = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(k, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+impl hudi_keeper_core::storage::Interceptor for CompletesTheRollbackFirst {
+    fn before(
+        &self,
+        op: OpKind,
+        path: &hudi_keeper_core::storage::RelPath,
+    ) -> Result<(), hudi_keeper_core::storage::StorageError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if op == OpKind::Delete && path.as_str() == format!(".hoodie/.heartbeat/{TF}") {
+            self.armed.store(true, SeqCst);
+            return Ok(());
+        }
+        if self.armed.load(SeqCst) && !self.fired.swap(true, SeqCst) {
+            let tl = self.dir.join(".hoodie/timeline");
+            let r = std::fs::read_dir(&tl)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .find_map(|n| n.strip_suffix(".rollback.inflight").map(str::to_string))
+                .expect("a pending rollback");
+            std::fs::write(tl.join(format!("{r}_{}.rollback", bump(&r))), b"theirs").unwrap();
+            for own in [format!("{TF}.inflight"), format!("{TF}.commit.requested")] {
+                let _ = std::fs::remove_file(tl.join(own));
+            }
+            *self.seen.lock().unwrap() = read_tree(&self.dir);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn finishing_a_rollback_another_process_completed_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let f = Fixture::build_in(store, "", dir.path().to_str().unwrap(), Kind::CowV8, false).await;
+    let other = Arc::new(CompletesTheRollbackFirst {
+        dir: dir.path().to_path_buf(),
+        armed: Default::default(),
+        fired: Default::default(),
+        seen: Default::default(),
+    });
+    let table = Table::open_storage(f.storage().with_interceptor(other.clone()))
+        .await
+        .unwrap();
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(other.fired.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(matches!(err, Error::Refused { .. }), "{err}");
+    assert!(err.to_string().contains("another process"), "{err}");
+    let after = read_tree(dir.path());
+    let completions: Vec<&String> = after
+        .keys()
+        .filter(|k| k.starts_with(".hoodie/timeline/") && k.ends_with(".rollback"))
+        .collect();
+    assert_eq!(completions.len(), 1, "{completions:?}");
+    assert_unchanged(
+        &other.seen.lock().unwrap(),
+        &after,
+        "after the other process completed it",
+    );
+}

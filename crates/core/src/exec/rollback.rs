@@ -574,6 +574,13 @@ pub async fn preview(
     let mut out = Vec::new();
     for work in select(table, selection, options).await? {
         check_supported(table, &work.target)?;
+        let timeline = table.timeline().await?;
+        let pending = work.pending.as_ref().map(|p| (p.instant.as_str(), p.state));
+        if let Some(reason) =
+            refusal_before_changes(table, &timeline, &work.target, pending).await?
+        {
+            return Err(refused(table, &work.target, reason));
+        }
         let (plan, deletes, log_blocks, missed, phantom) = match &work.pending {
             Some(p) => {
                 let base = BasePath::from_uri(table.uri());
@@ -696,6 +703,9 @@ async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Resu
             "another rollback of this instant was scheduled meanwhile; nothing was changed, run again to resume it",
         ));
     }
+    if let Some(reason) = metadata_table_refusal(table, t).await? {
+        return Err(refused(table, t, format!("{reason}; nothing was changed")));
+    }
     let mdt_timeline = match table.metadata_table().await? {
         Some(m) if config.metadata_table_enabled() => Some(m.timeline().await?),
         _ => None,
@@ -773,6 +783,24 @@ async fn execute(
     let resolved = resolve_plan(plan, &base).map_err(|e| plan_err(table, e))?;
     let action = action_of_plan(plan);
 
+    // Before this run changes anything, refuse what must not go on (a rollback this run
+    // scheduled is withdrawn then: nothing was deleted yet).
+    if resumed {
+        let timeline = table.timeline().await?;
+        if let Some(reason) =
+            refusal_before_changes(table, &timeline, t, Some((r, r_state))).await?
+        {
+            return Err(refused(table, t, reason));
+        }
+    } else if let Some(reason) = metadata_table_refusal(table, t).await? {
+        withdraw(table, r).await?;
+        return Err(refused(
+            table,
+            t,
+            format!("{reason}; rollback {r} was withdrawn and nothing was deleted"),
+        ));
+    }
+
     if r_state == State::Requested {
         let inflight = timeline_file(config, r, None, Action::Rollback, State::Inflight)?;
         create_if_absent(storage, &inflight, Vec::new()).await?;
@@ -783,10 +811,7 @@ async fn execute(
     if !resumed {
         let timeline = table.timeline().await?;
         if timeline.find(t).any(|i| !i.is_pending()) {
-            for state in [State::Inflight, State::Requested] {
-                let path = timeline_file(config, r, None, Action::Rollback, state)?;
-                storage.delete(&path).await?;
-            }
+            withdraw(table, r).await?;
             return Err(refused(
                 table,
                 t,
@@ -948,6 +973,27 @@ async fn finish(
 ) -> Result<(MetadataTableOutcome, RollbackMetadata), Error> {
     let storage = table.storage();
     let config = table.config();
+    // Under the lock, before finishing changes anything: another process may have finished
+    // this rollback, the writer may have completed the instant after all, the metadata table
+    // may have compacted meanwhile.
+    let timeline = table.timeline().await?;
+    if rollback_completed(&timeline, r) {
+        return Err(refused(table, t, completed_elsewhere(r)));
+    }
+    if timeline.find(t).any(|i| !i.is_pending()) {
+        return Err(refused(
+            table,
+            t,
+            format!("the instant completed while rollback {r} was running; its rollback stays pending for an operator to look at"),
+        ));
+    }
+    if let Some(reason) = metadata_table_refusal(table, t).await? {
+        return Err(refused(
+            table,
+            t,
+            format!("{reason}; rollback {r} stays pending"),
+        ));
+    }
     // The metadata table, before the data table's timeline changes.
     let mdt = rollback_metadata_table(table, t, r, options).await?;
 
@@ -958,13 +1004,6 @@ async fn finish(
         .filter(|i| i.is_pending() && i.action.completed_action() == action.completed_action())
         .flat_map(|i| i.files.clone())
         .collect();
-    if timeline.find(t).any(|i| !i.is_pending()) {
-        return Err(refused(
-            table,
-            t,
-            format!("the instant completed while rollback {r} was running; its rollback stays pending for an operator to look at"),
-        ));
-    }
     own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
     for f in own {
         storage.delete(&f.path).await?;
@@ -993,6 +1032,102 @@ async fn finish(
     info!(files = metadata.total_files_deleted, "rollback completed");
 
     Ok((mdt, metadata))
+}
+
+/// Whether rollback `r` has a completed file on `timeline`.
+fn rollback_completed(timeline: &Timeline, r: &str) -> bool {
+    timeline
+        .find(r)
+        .any(|i| i.action == Action::Rollback && !i.is_pending())
+}
+
+fn completed_elsewhere(r: &str) -> String {
+    format!("rollback {r} was completed by another process meanwhile; there is nothing left to do and nothing more was written")
+}
+
+/// Why a rollback of `t` must not change anything now, checked right before its first change
+/// (and by the dry run). `pending` is the pending rollback being resumed, with its state.
+///
+/// A pending rollback whose instant has completed since (its writer was alive after all) is
+/// refused. Hudi's writers resume every pending rollback (`getPendingRollbackInfos`) and
+/// roll the completed commit back with it (`revertToInflight`, then the plan's deletes):
+/// hudi-keeper never undoes a completed commit that way, and says how to get out.
+async fn refusal_before_changes(
+    table: &Table,
+    timeline: &Timeline,
+    t: &str,
+    pending: Option<(&str, State)>,
+) -> Result<Option<String>, Error> {
+    if let Some((r, r_state)) = pending {
+        if rollback_completed(timeline, r) {
+            return Ok(Some(completed_elsewhere(r)));
+        }
+        if timeline.find(t).any(|i| !i.is_pending()) {
+            let requested =
+                timeline_file(table.config(), r, None, Action::Rollback, State::Requested)?;
+            let inflight =
+                timeline_file(table.config(), r, None, Action::Rollback, State::Inflight)?;
+            let way_out = match r_state {
+                State::Requested => format!(
+                    "It never started, so no file was deleted: remove `{requested}` (before the next Hudi write or clean, which would resume it)"
+                ),
+                _ => format!(
+                    "It had started, so files of the commit may be gone: check the commit, and restore the table to a commit before it if it is damaged (`hudi-keeper restore --to-instant`, which also removes the rollback), or remove `{inflight}` and `{requested}` if it is intact (before the next Hudi write or clean, which would resume it)"
+                ),
+            };
+            return Ok(Some(format!(
+                "rollback {r} of this instant is pending, but the instant has completed since (its writer was alive after all). Resuming the rollback would delete files of a completed commit, as Hudi would when it resumes it; nothing was changed. {way_out}"
+            )));
+        }
+    }
+    Ok(metadata_table_refusal(table, t)
+        .await?
+        .map(|reason| format!("{reason}; nothing was changed")))
+}
+
+/// Delete a rollback this run scheduled (inflight, then requested), before anything of its
+/// plan was deleted.
+async fn withdraw(table: &Table, r: &str) -> Result<(), Error> {
+    for state in [State::Inflight, State::Requested] {
+        let path = timeline_file(table.config(), r, None, Action::Rollback, state)?;
+        table.storage().delete(&path).await?;
+    }
+    Ok(())
+}
+
+/// Why the metadata table's deltacommit of `t` cannot be rolled back: Hudi refuses when a
+/// metadata-table compaction completed after it (undoing it needs a restore). `None` when
+/// there is nothing to undo there, or its rollback of `t` is pending (it is resumed).
+async fn metadata_table_refusal(table: &Table, t: &str) -> Result<Option<String>, Error> {
+    if !table.config().metadata_table_enabled() {
+        return Ok(None);
+    }
+    let Some(mdt) = table.metadata_table().await? else {
+        return Ok(None);
+    };
+    let timeline = mdt.timeline().await?;
+    let (pending, _) = pending_rollbacks(&mdt, &timeline).await?;
+    if pending.contains_key(t) {
+        return Ok(None);
+    }
+    Ok(compacted_after(&timeline, t))
+}
+
+/// The refusal when the metadata table (`timeline`) compacted after its completed deltacommit
+/// of `t`.
+fn compacted_after(timeline: &Timeline, t: &str) -> Option<String> {
+    let completed = timeline
+        .find(t)
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending());
+    if !completed {
+        return None;
+    }
+    let last_compaction = timeline
+        .completed()
+        .filter(|i| i.action == Action::Commit)
+        .map(|i| i.requested_time.clone())
+        .max()?;
+    (last_compaction.len() == t.len() && t <= last_compaction.as_str()).then(|| format!("the metadata table compacted at {last_compaction}, after this instant's deltacommit; undoing it needs a restore"))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1174,20 +1309,10 @@ async fn rollback_metadata_table(
     else {
         return Ok(MetadataTableOutcome::NothingToUndo);
     };
-    // Hudi refuses when a metadata-table compaction already covers t: that needs a restore.
-    let last_compaction = timeline
-        .completed()
-        .filter(|i| i.action == Action::Commit)
-        .map(|i| i.requested_time.clone())
-        .max();
-    if let Some(c) = last_compaction {
-        if c.len() == t.len() && t <= c.as_str() {
-            return Err(refused(
-                table,
-                t,
-                format!("the metadata table compacted at {c}, after this instant's deltacommit; undoing it needs a restore"),
-            ));
-        }
+    // Hudi refuses when a metadata-table compaction already covers t (checked before the
+    // rollback changed anything; again here, under the lock, before its first change).
+    if let Some(reason) = compacted_after(&timeline, t) {
+        return Err(refused(table, t, reason));
     }
     let files = list_data_files(mdt.storage()).await?;
     let base = BasePath::from_uri(mdt.uri());
