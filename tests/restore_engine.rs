@@ -611,3 +611,81 @@ async fn an_interrupted_savepoint_is_completed_by_creating_it_again() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].metadata.as_ref().unwrap().file_count(), 2);
 }
+
+/// Hudi's `HoodieCleanMetadata` as far as hudi-keeper reads it: an Avro object container file
+/// whose one record has `earliestCommitToRetain`.
+fn clean_metadata(earliest_commit_to_retain: &str) -> Vec<u8> {
+    fn long(out: &mut Vec<u8>, n: i64) {
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        loop {
+            let b = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                out.push(b);
+                break;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    fn bytes(out: &mut Vec<u8>, b: &[u8]) {
+        long(out, b.len() as i64);
+        out.extend_from_slice(b);
+    }
+    let schema = r#"{"type":"record","name":"HoodieCleanMetadata","namespace":"org.apache.hudi.avro.model","fields":[{"name":"earliestCommitToRetain","type":"string"}]}"#;
+    let sync = [7u8; 16];
+    let mut out = b"Obj\x01".to_vec();
+    long(&mut out, 1);
+    bytes(&mut out, b"avro.schema");
+    bytes(&mut out, schema.as_bytes());
+    long(&mut out, 0);
+    out.extend_from_slice(&sync);
+    let mut record = Vec::new();
+    bytes(&mut record, earliest_commit_to_retain.as_bytes());
+    long(&mut out, 1);
+    long(&mut out, record.len() as i64);
+    out.extend_from_slice(&record);
+    out.extend_from_slice(&sync);
+    out
+}
+
+#[tokio::test]
+async fn a_restore_to_a_commit_older_than_the_last_clean_retained_is_refused_before_anything_changes(
+) {
+    let f = Fixture::build(Kind::CowV8, false).await;
+    // A clean after T2 kept T2 and later: older file versions of T1's view may be gone.
+    let clean = "20240101013000000";
+    let s = f.storage();
+    for (name, b) in [
+        (format!(".hoodie/timeline/{clean}.clean.requested"), vec![]),
+        (format!(".hoodie/timeline/{clean}.clean.inflight"), vec![]),
+        (
+            format!(".hoodie/timeline/{clean}_20240101013000500.clean"),
+            clean_metadata(T2),
+        ),
+    ] {
+        s.put(&rel(&name), b.into()).await.unwrap();
+    }
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    for e in [
+        restore(&table, T1, &opts(false), None).await.unwrap_err(),
+        preview_restore(&table, T1, &opts(false)).await.unwrap_err(),
+    ] {
+        let e = e.to_string();
+        assert!(
+            e.contains("the last clean retained") && e.contains(T2),
+            "{e}"
+        );
+    }
+    let after = f.snapshot().await;
+    let changed: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert!(changed.is_empty(), "the table changed: {changed:?}");
+    // The oldest retained commit itself is a restore point.
+    let p = preview_restore(&table, T2, &opts(false)).await.unwrap();
+    assert_eq!(p.instants.len(), 1);
+    assert_eq!(p.instants[0].instant, TF);
+}

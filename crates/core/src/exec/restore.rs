@@ -33,6 +33,7 @@ use super::rollback::{
     pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback, Progress,
     RollbackOptions,
 };
+use super::savepoint::earliest_retained;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
 use crate::format::rollback::{InstantInfo, RollbackMetadata};
@@ -195,6 +196,7 @@ async fn make_restore_plan(
         .await?
         .assessments;
     let pending = pending_restores(table, timeline).await?;
+    let retained = earliest_retained(table, timeline).await?;
     plan_restore(&RestoreInput {
         timeline,
         layout: table.config().timeline_layout,
@@ -202,6 +204,7 @@ async fn make_restore_plan(
         require_savepoint: options.require_savepoint,
         assessments: &assessments,
         pending_restores: &pending,
+        earliest_retained: retained.as_deref(),
     })
     .map_err(|r| refusal(table, target, r))
 }
@@ -647,6 +650,7 @@ async fn plan_metadata_restore(
         require_savepoint: false,
         assessments: &assessments,
         pending_restores: &pending,
+        earliest_retained: None,
     })
 }
 

@@ -131,8 +131,12 @@ async fn savepoint_metadata(
 }
 
 /// `earliestCommitToRetain` of the last completed clean (`HoodieCleanMetadata`), if any. An
-/// unreadable clean file is an error, never "no clean".
-async fn earliest_retained(table: &Table, timeline: &Timeline) -> Result<Option<String>, Error> {
+/// unreadable clean file is an error, never "no clean". (Savepoint create and restore both
+/// check a commit against it: `plan::savepoint::cleaned_beyond`.)
+pub(super) async fn earliest_retained(
+    table: &Table,
+    timeline: &Timeline,
+) -> Result<Option<String>, Error> {
     let Some(clean) = timeline
         .completed()
         .filter(|i| i.action == Action::Clean)

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::format::restore::RestorePlan;
 use crate::format::rollback::InstantInfo;
+use crate::plan::savepoint::cleaned_beyond;
 use crate::protocol::detect::Assessment;
 use crate::table::TimelineLayout;
 use crate::timeline::{Action, State, Timeline};
@@ -51,6 +52,9 @@ pub struct RestoreInput<'a> {
     pub assessments: &'a [Assessment],
     /// Pending restores with their plans (`None` when the plan could not be read).
     pub pending_restores: &'a [(String, Option<RestorePlan>)],
+    /// The oldest commit the last completed clean retained (`earliestCommitToRetain`): an
+    /// older restore point without a savepoint may have lost file versions to it.
+    pub earliest_retained: Option<&'a str>,
 }
 
 /// Why a restore must not run; nothing is changed.
@@ -148,6 +152,14 @@ pub fn plan_restore(input: &RestoreInput<'_>) -> Result<PlannedRestore, RestoreR
     if input.require_savepoint && !savepointed(t) {
         return refuse(format!(
             "there is no savepoint at {t}. Savepoint it first (`hudi-keeper savepoint create --instant {t}`) or restore without one with `--to-instant` (Hudi's restoreToInstant), knowing that a clean may have removed files {t} needs"
+        ));
+    }
+    // Without a savepoint, the cleaner kept only the versions the last clean retained: older
+    // versions of `t`'s file groups may be gone, and undoing the newer ones would lose those
+    // file groups entirely. (Hudi's restoreToInstant does not check; its savepoint does.)
+    if let Some(e) = cleaned_beyond(t, input.earliest_retained).filter(|_| !savepointed(t)) {
+        return refuse(format!(
+            "{t} is older than {e}, the oldest commit the last clean retained: file versions of {t}'s view may be cleaned already, and undoing the newer versions would lose those file groups. Restore to {e} or a later commit, or to a savepointed commit (`hudi-keeper savepoint list`); a savepoint of {t} is refused for the same reason"
         ));
     }
 
@@ -315,6 +327,7 @@ mod tests {
             require_savepoint: true,
             assessments: a,
             pending_restores: &[],
+            earliest_retained: None,
         }
     }
 
@@ -346,6 +359,29 @@ mod tests {
         );
         assert_eq!(p.plan.instants_to_rollback[0].action, "commit");
         assert_eq!(rollbacks_to_remove(&tl, "102"), ["104"]);
+    }
+
+    #[test]
+    fn a_restore_point_the_last_clean_did_not_retain_is_refused_unless_savepointed() {
+        let tl = timeline(V1, TimelineLayout::V1);
+        let a = [dead("106")];
+        let at = |t: &'static str| RestoreInput {
+            require_savepoint: false,
+            earliest_retained: Some("103"),
+            ..input(&tl, TimelineLayout::V1, t, &a)
+        };
+        let e = plan_restore(&at("101")).unwrap_err().0;
+        assert!(
+            e.contains("the oldest commit the last clean retained"),
+            "{e}"
+        );
+        assert!(e.contains("Restore to 103"), "{e}");
+        // A savepoint kept 102's files from the cleaner; 103 itself was retained.
+        assert_eq!(
+            times(&plan_restore(&at("102")).unwrap()),
+            ["106", "105", "103"]
+        );
+        assert_eq!(times(&plan_restore(&at("103")).unwrap()), ["106", "105"]);
     }
 
     #[test]

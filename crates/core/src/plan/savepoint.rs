@@ -40,6 +40,13 @@ pub struct SavepointInput<'a> {
 #[error("{0}")]
 pub struct SavepointRefusal(pub String);
 
+/// The last clean's `earliestCommitToRetain` when `t` is older than it: the cleaner may have
+/// deleted file versions of `t`'s view, so `t` can be neither savepointed (Hudi's own check)
+/// nor restored to without a savepoint that kept them. The one home of that rule.
+pub fn cleaned_beyond<'a>(t: &str, earliest_retained: Option<&'a str>) -> Option<&'a str> {
+    earliest_retained.filter(|e| t < *e)
+}
+
 /// The commit a savepoint defaults to: the latest completed commit.
 pub fn default_target(timeline: &Timeline) -> Option<String> {
     timeline
@@ -71,7 +78,7 @@ pub fn plan_savepoint(
             "{t} is not completed; only completed commits can be savepointed"
         )));
     }
-    if let Some(e) = input.earliest_retained.filter(|e| t < *e) {
+    if let Some(e) = cleaned_beyond(t, input.earliest_retained) {
         return Err(SavepointRefusal(format!(
             "{t} is older than {e}, the oldest commit the last clean retained: files of its view may be cleaned already (Hudi refuses this savepoint too)"
         )));
