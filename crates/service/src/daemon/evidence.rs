@@ -39,8 +39,10 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 impl EvidenceStore {
     /// Read every table's evidence from `dir` (missing: nothing known yet). A file that cannot
-    /// be read or parsed is an error naming it: the daemon does not start on a state it cannot
-    /// read.
+    /// be read or parsed is skipped with a warning that names it: that table is treated as having
+    /// no evidence (its writes without heartbeat are left alone and reported, the safe side),
+    /// and the file is replaced the next time a heartbeat is seen on the table. Only a folder
+    /// that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
         let mut seen = BTreeMap::new();
         let entries = match std::fs::read_dir(dir) {
@@ -58,22 +60,16 @@ impl EvidenceStore {
             else {
                 continue; // temporary files of an interrupted write, and strangers
             };
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            if size > MAX_FILE_BYTES {
-                anyhow::bail!(
-                    "{} is {size} bytes, not a writer-evidence file; delete it (the daemon then forgets that table's heartbeats)",
-                    path.display()
-                );
+            match read_evidence(&path) {
+                Ok(evidence) => {
+                    seen.insert(name.to_string(), evidence);
+                }
+                Err(e) => tracing::warn!(
+                    file = %path.display(),
+                    error = %format!("{e:#}"),
+                    "skipping an unreadable writer-evidence file: until a heartbeat is seen again, that table's writes without heartbeat are left alone"
+                ),
             }
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let evidence: WriterEvidence = serde_json::from_slice(&bytes).with_context(|| {
-                format!(
-                    "{} is not a writer-evidence file; delete it (the daemon then forgets that table's heartbeats)",
-                    path.display()
-                )
-            })?;
-            seen.insert(name.to_string(), evidence);
         }
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -120,6 +116,20 @@ impl EvidenceStore {
             .or_insert(evidence)
             .clone())
     }
+}
+
+/// One evidence file, read with a size cap (they are about a hundred bytes).
+fn read_evidence(path: &Path) -> anyhow::Result<WriterEvidence> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).context("cannot open it")?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .context("cannot read it")?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        anyhow::bail!("it is over {MAX_FILE_BYTES} bytes, not a writer-evidence file");
+    }
+    serde_json::from_slice(&bytes).context("it is not a writer-evidence file")
 }
 
 /// Write `dir/file` so that a crash leaves the old file or the new one, never a mix: a temporary
@@ -172,15 +182,35 @@ mod tests {
         assert_eq!(names, ["t.json"]);
     }
 
-    #[test]
-    fn a_corrupt_evidence_file_stops_the_start_with_its_name() {
+    #[tokio::test]
+    async fn a_corrupt_evidence_file_is_skipped_and_replaced_at_the_next_sighting() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("t.json"), b"{not json").unwrap();
+        std::fs::write(dir.path().join("big.json"), vec![b' '; 70 * 1024]).unwrap();
         // A temporary file of an interrupted write is ignored.
         std::fs::write(dir.path().join(".u.json.tmp"), b"{half").unwrap();
-        let err = EvidenceStore::load(dir.path()).unwrap_err();
-        let msg = format!("{err:#}");
-        assert!(msg.contains("t.json"), "{msg}");
-        assert!(msg.contains("delete it"), "{msg}");
+        let good = WriterEvidence {
+            uri: "s3://b/ok".into(),
+            heartbeats_first_seen_ms: 7,
+        };
+        std::fs::write(
+            dir.path().join("ok.json"),
+            serde_json::to_vec(&good).unwrap(),
+        )
+        .unwrap();
+        let store = EvidenceStore::load(dir.path()).unwrap();
+        // The unreadable tables count as unseen (the safe side); the readable one is kept.
+        assert_eq!(store.get("t", "s3://b/t"), None);
+        assert_eq!(store.get("big", "s3://b/big"), None);
+        assert_eq!(store.get("ok", "s3://b/ok"), Some(good));
+        // The next sighting replaces the corrupt file.
+        store.record("t", "s3://b/t", 9).await.unwrap();
+        let reloaded = EvidenceStore::load(dir.path()).unwrap();
+        assert_eq!(
+            reloaded
+                .get("t", "s3://b/t")
+                .map(|e| e.heartbeats_first_seen_ms),
+            Some(9)
+        );
     }
 }
