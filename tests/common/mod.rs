@@ -117,4 +117,6 @@ pub mod daemon;
 pub mod fixtures;
 pub mod http;
 pub mod interop;
+pub mod proxy;
+pub mod runs;
 pub mod s3;

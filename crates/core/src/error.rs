@@ -84,6 +84,19 @@ pub enum Error {
         /// Why the lock is no longer safe.
         reason: String,
     },
+    /// The run was asked to stop (a signal, a shutdown, a deadline) and stopped at a safe point,
+    /// between storage calls where the table is resumable, with its lock released: what is done
+    /// stays done, and running it again resumes it.
+    #[error("table `{table}`: stopped at a safe point ({at}); rerun to resume")]
+    Cancelled {
+        /// The table URI.
+        table: String,
+        /// Where it stopped.
+        at: String,
+        /// The instant whose rollback (or the restore point whose restore) was left pending, if
+        /// any: what a rerun resumes.
+        pending: Option<String>,
+    },
     /// An Avro timeline file could not be read.
     #[error("`{path}` of table `{table}` (instant {instant}): {source}")]
     Avro {

@@ -29,9 +29,9 @@ use serde::Serialize;
 use tracing::{info, info_span, warn, Instrument};
 
 use super::rollback::{
-    action_of_plan, apply_plan, assess_table, avro_err, delete_folder, list_data_files,
-    pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback, Progress,
-    RollbackOptions,
+    action_of_plan, apply_plan, assess_table, avro_err, delete_folder, left_pending,
+    list_data_files, pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback,
+    Progress, RollbackOptions,
 };
 use super::savepoint::earliest_retained;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
@@ -42,7 +42,7 @@ use crate::plan::restore::{
 };
 use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
 use crate::protocol::detect::{Assessment, Verdict};
-use crate::protocol::lock::acquire;
+use crate::protocol::lock::acquire_until;
 use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
 use crate::storage::{FileMeta, RelPath, StorageError};
 use crate::table::files::{BasePath, DataFile};
@@ -294,7 +294,12 @@ pub async fn restore(
     progress: Option<&dyn Progress>,
 ) -> Result<RestoreDone, Error> {
     let started = Clock::now();
-    let guard = acquire(table.storage(), &options.rollback.lock).await?;
+    let guard = acquire_until(
+        table.storage(),
+        &options.rollback.lock,
+        table.cancel_token(),
+    )
+    .await?;
     let waited = guard.waited;
     let fence = guard.fence();
     let fenced = table.fenced(Arc::new(fence.clone()));
@@ -304,8 +309,7 @@ pub async fn restore(
         lost = fence.lost() => Err(lost),
     };
     let released = guard.release().await;
-    let mut done = result?;
-    released?;
+    let mut done = super::after_release(result, released)?;
     done.lock_wait_ms = waited.as_millis() as u64;
     Ok(done)
 }
@@ -348,6 +352,10 @@ async fn run(
         });
     }
 
+    table.stop_point(
+        "under the lock, before the restore changes anything",
+        planned.resumes.as_ref().map(|_| target),
+    )?;
     // Deleting the metadata table goes first, as in Hudi's restoreToSavepoint; restoring it
     // comes after the data table's instants are undone, before the data table's restore
     // completes, as in Hudi.
@@ -425,6 +433,10 @@ async fn execute_restore(
     let mut infos = Vec::new();
     for u in &planned.undo {
         let span = info_span!("undo", instant = %u.instant);
+        table.stop_point(
+            &format!("restore {r}, before undoing {}", u.instant),
+            Some(target),
+        )?;
         let child = undo_one(
             table,
             u,
@@ -434,7 +446,8 @@ async fn execute_restore(
             progress,
         )
         .instrument(span)
-        .await?;
+        .await
+        .map_err(|e| left_pending(e, target))?;
         let Some((rb, metadata, blocks)) = child else {
             continue;
         };
@@ -453,10 +466,15 @@ async fn execute_restore(
     }
 
     if let Some(m) = mdt {
+        table.stop_point(
+            &format!("restore {r}, before the metadata table's restore"),
+            Some(target),
+        )?;
         let span = info_span!("metadata_table");
         restore_metadata_table(table, target, m, options)
             .instrument(span)
-            .await?;
+            .await
+            .map_err(|e| left_pending(e, target))?;
     }
 
     // The completed restore.

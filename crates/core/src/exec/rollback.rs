@@ -31,13 +31,16 @@ use crate::protocol::detect::{
     LazyWritersEvidence, NamedRollback, WritersReport,
 };
 use crate::protocol::heartbeat::{heartbeat_path, HeartbeatPolicy};
-use crate::protocol::lock::{acquire, LockOptions};
+use crate::protocol::lock::{acquire_until, LockOptions};
 use crate::protocol::markers::{marker_dir, read_markers};
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
 use crate::table::files::{log_file_name, BasePath, DataFile};
 use crate::table::{Table, TableType, TableVersion};
 use crate::timeline::{Action, Instant, State, Timeline};
 use crate::Error;
+
+/// Deletes between two safe points of a rollback (ten S3 bulk requests).
+const DELETE_BATCH: usize = 10_000;
 
 /// The write token Java uses when it rolls a log file over without a task context.
 const UNKNOWN_WRITE_TOKEN: &str = "1-0-1";
@@ -82,7 +85,7 @@ where
     F: FnOnce(Table) -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
-    let guard = acquire(table.storage(), &options.lock).await?;
+    let guard = acquire_until(table.storage(), &options.lock, table.cancel_token()).await?;
     let waited = guard.waited;
     let fence = guard.fence();
     let fenced = table.fenced(Arc::new(fence.clone()));
@@ -91,8 +94,7 @@ where
         lost = fence.lost() => Err(lost),
     };
     let released = guard.release().await;
-    let value = result?;
-    released?;
+    let value = super::after_release(result, released)?;
     Ok((value, waited))
 }
 
@@ -663,6 +665,7 @@ pub async fn rollback(
     progress: Option<&dyn Progress>,
 ) -> Result<Vec<RollbackDone>, Error> {
     let mut done = Vec::new();
+    table.stop_point("before the rollback", None)?;
     if *selection == Selection::AllFailed {
         sweep(table).await?;
     }
@@ -720,6 +723,7 @@ async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Resu
         .plan
         .to_avro()
         .map_err(|e| avro_err(table, t, &path, e))?;
+    table.stop_point("before scheduling the rollback", None)?;
     if !create_if_absent(storage, &path, bytes).await? {
         return Err(refused(
             table,
@@ -728,6 +732,22 @@ async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Resu
         ));
     }
     Ok(r)
+}
+
+/// A stop once `t`'s rollback is scheduled leaves that rollback pending: say so.
+pub(super) fn left_pending(e: Error, t: &str) -> Error {
+    match e {
+        Error::Cancelled {
+            table,
+            at,
+            pending: None,
+        } => Error::Cancelled {
+            table,
+            at,
+            pending: Some(t.to_string()),
+        },
+        e => e,
+    }
 }
 
 async fn run_one(
@@ -740,6 +760,10 @@ async fn run_one(
     check_supported(table, &work.target)?;
     let t = work.target.clone();
     let resumed = work.pending.is_some();
+    table.stop_point(
+        &format!("before rolling back {t}"),
+        resumed.then_some(t.as_str()),
+    )?;
 
     let mut schedule_wait = Duration::ZERO;
     let (r, plan, r_state) = match work.pending.clone() {
@@ -755,12 +779,15 @@ async fn run_one(
         }
     };
 
+    // From here on the rollback is pending: a stop leaves it for a rerun to resume.
+    table.stop_point(&format!("rollback {r} is scheduled"), Some(&t))?;
     let span = info_span!("execute", rollback_instant = %r);
     let mut done = execute(
         table, &t, &r, &plan, r_state, resumed, options, progress, started,
     )
     .instrument(span)
-    .await?;
+    .await
+    .map_err(|e| left_pending(e, &t))?;
     done.lock_wait_ms += schedule_wait.as_millis() as u64;
     Ok(done)
 }
@@ -829,6 +856,7 @@ async fn execute(
 
     // Finishing, under the table lock as Hudi does: the metadata table, then the target's
     // timeline files, then the completed rollback.
+    table.stop_point("after the deletes, before finishing", None)?;
     let (resolved_ref, log_files) = (&resolved, &rollback_log_files);
     let ((mdt, metadata), lock_waited) = locked(table, options, |fenced| async move {
         finish(
@@ -891,24 +919,34 @@ pub(super) async fn apply_plan(
     if let Some(p) = progress {
         p.start(t, all.len());
     }
-    let results = storage
-        .delete_many_with(all, options.delete_concurrency, || {
-            if let Some(p) = progress {
-                p.deleted();
-            }
-        })
-        .await;
-    let mut deleted = Vec::with_capacity(results.len());
-    for (path, result) in results {
-        if let Err(source) = result {
-            return Err(Error::Delete {
-                table: table.uri().to_string(),
-                instant: t.to_string(),
-                path: path.to_string(),
-                source: Box::new(source),
-            });
+    // In batches, with a safe point before each: any subset of the plan's deletes may be done
+    // when a rerun resumes it.
+    let mut deleted = Vec::with_capacity(all.len());
+    let mut paths = all.into_iter();
+    loop {
+        let batch: Vec<RelPath> = paths.by_ref().take(DELETE_BATCH).collect();
+        if batch.is_empty() {
+            break;
         }
-        deleted.push(path);
+        table.stop_point("between batches of deletes", None)?;
+        let results = storage
+            .delete_many_with(batch, options.delete_concurrency, || {
+                if let Some(p) = progress {
+                    p.deleted();
+                }
+            })
+            .await;
+        for (path, result) in results {
+            if let Err(source) = result {
+                return Err(Error::Delete {
+                    table: table.uri().to_string(),
+                    instant: t.to_string(),
+                    path: path.to_string(),
+                    source: Box::new(source),
+                });
+            }
+            deleted.push(path);
+        }
     }
     confirm_gone(table, t, &deleted).await?;
 
@@ -973,6 +1011,7 @@ async fn finish(
 ) -> Result<(MetadataTableOutcome, RollbackMetadata), Error> {
     let storage = table.storage();
     let config = table.config();
+    table.stop_point("under the lock, before finishing", None)?;
     // Under the lock, before finishing changes anything: another process may have finished
     // this rollback, the writer may have completed the instant after all, the metadata table
     // may have compacted meanwhile.
@@ -996,6 +1035,7 @@ async fn finish(
     }
     // The metadata table, before the data table's timeline changes.
     let mdt = rollback_metadata_table(table, t, r, options).await?;
+    table.stop_point("after the metadata table's rollback", None)?;
 
     // The target's own timeline files: inflight first, then requested.
     let timeline = table.timeline().await?;
@@ -1336,6 +1376,7 @@ async fn rollback_metadata_table(
         .plan
         .to_avro()
         .map_err(|e| avro_err(&mdt, t, &path, e))?;
+    mdt.stop_point("before the metadata table's rollback", None)?;
     create_if_absent(mdt.storage(), &path, bytes).await?;
     // The completed deltacommit goes back to inflight first (Hudi's revertToInflight).
     revert_to_inflight(&mdt, instant).await?;
@@ -1398,6 +1439,7 @@ async fn execute_mdt(
         .values()
         .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
         .collect();
+    mdt.stop_point("before the metadata table's deletes", None)?;
     let mut deleted = Vec::with_capacity(all.len());
     for (path, result) in storage
         .delete_many_with(all, options.delete_concurrency, || {})

@@ -15,7 +15,7 @@ use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::avro::{read_single_record, string_field};
 use crate::format::savepoint::SavepointMetadata;
 use crate::plan::savepoint::{default_target, plan_savepoint, SavepointInput};
-use crate::protocol::lock::{acquire, LockOptions};
+use crate::protocol::lock::{acquire_until, LockOptions};
 use crate::timeline::{Action, State, Timeline};
 use crate::{Error, Table};
 
@@ -179,13 +179,14 @@ pub async fn create_savepoint(
     request: &SavepointRequest,
     lock: &LockOptions,
 ) -> Result<SavepointCreated, Error> {
-    let guard = acquire(table.storage(), lock).await?;
+    let guard = acquire_until(table.storage(), lock, table.cancel_token()).await?;
     let fenced = table.fenced(Arc::new(guard.fence()));
     let result = async {
         let (instant, metadata) = savepoint_metadata(&fenced, request).await?;
         let config = fenced.config();
         let storage = fenced.storage();
         let inflight = timeline_file(config, &instant, None, Action::Savepoint, State::Inflight)?;
+        fenced.stop_point("before writing the savepoint", None)?;
         create_if_absent(storage, &inflight, Vec::new()).await?;
         let completion = match config.timeline_layout {
             crate::table::TimelineLayout::V1 => None,
@@ -224,9 +225,7 @@ pub async fn create_savepoint(
     }
     .await;
     let released = guard.release().await;
-    let created = result?;
-    released?;
-    Ok(created)
+    super::after_release(result, released)
 }
 
 /// Delete the savepoint of `instant` under the table lock: the completed file first, then the
@@ -236,7 +235,7 @@ pub async fn delete_savepoint(
     instant: &str,
     lock: &LockOptions,
 ) -> Result<(), Error> {
-    let guard = acquire(table.storage(), lock).await?;
+    let guard = acquire_until(table.storage(), lock, table.cancel_token()).await?;
     let fenced = table.fenced(Arc::new(guard.fence()));
     let result = async {
         let timeline = fenced.timeline().await?;
@@ -250,6 +249,7 @@ pub async fn delete_savepoint(
                 reason: "there is no savepoint at this instant; nothing was changed".into(),
             });
         };
+        fenced.stop_point("before deleting the savepoint", None)?;
         let mut files = sp.files.clone();
         files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
         for f in files {
@@ -260,8 +260,7 @@ pub async fn delete_savepoint(
     }
     .await;
     let released = guard.release().await;
-    result?;
-    released
+    super::after_release(result, released)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub use config::{
 use crate::error::Error;
 use crate::storage::{RelPath, Storage, StorageOptions};
 use crate::timeline::{InstantZone, Timeline};
+use tokio_util::sync::CancellationToken;
 
 /// The metadata table's base path, relative to its data table.
 pub const METADATA_TABLE_PATH: &str = ".hoodie/metadata";
@@ -21,6 +22,8 @@ pub struct Table {
     storage: Storage,
     config: TableConfig,
     zone: InstantZone,
+    /// Asks the executors working on this handle to stop at their next safe point.
+    cancel: Option<CancellationToken>,
 }
 
 impl Table {
@@ -51,6 +54,7 @@ impl Table {
             storage,
             config,
             zone,
+            cancel: None,
         })
     }
 
@@ -66,6 +70,39 @@ impl Table {
             storage: self.storage.clone().with_fence(fence),
             config: self.config.clone(),
             zone: self.zone,
+            cancel: self.cancel.clone(),
+        }
+    }
+
+    /// The same table with `cancel` asking every executor working on it (rollback, restore,
+    /// savepoint, and the lock waits they make) to stop at its next safe point: between
+    /// storage calls, where the table is left resumable, never between a write and the one that
+    /// must follow it. A stopped run releases its lock and returns [`Error::Cancelled`].
+    pub fn with_cancel(&self, cancel: CancellationToken) -> Self {
+        Self {
+            cancel: Some(cancel),
+            ..self.clone()
+        }
+    }
+
+    /// The token that stops work on this handle, if it has one.
+    pub fn cancel_token(&self) -> Option<&CancellationToken> {
+        self.cancel.as_ref()
+    }
+
+    /// A safe point: [`Error::Cancelled`] when the work was asked to stop. `at` says where, and
+    /// `pending` names the instant a rerun resumes (if anything is left pending).
+    pub fn stop_point(&self, at: &str, pending: Option<&str>) -> Result<(), Error> {
+        match &self.cancel {
+            Some(c) if c.is_cancelled() => {
+                tracing::info!(table = %self.uri(), at, "stopping at a safe point");
+                Err(Error::Cancelled {
+                    table: self.uri().to_string(),
+                    at: at.to_string(),
+                    pending: pending.map(str::to_string),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -99,6 +136,8 @@ impl Table {
         if child.head(&props).await?.is_none() {
             return Ok(None);
         }
-        Ok(Some(Self::open_storage(child).await?))
+        let mut mdt = Self::open_storage(child).await?;
+        mdt.cancel = self.cancel.clone();
+        Ok(Some(mdt))
     }
 }

@@ -4,6 +4,7 @@ pub(crate) mod demo;
 mod duration;
 mod health;
 mod inspect;
+mod interrupt;
 mod restore;
 mod rollback;
 mod savepoint;
@@ -291,6 +292,42 @@ pub(crate) fn confirm(action: &str, preview: &str, question: &str) -> anyhow::Re
         eprintln!("Nothing was changed.");
     }
     Ok(yes)
+}
+
+/// Change `table` with Ctrl-C and SIGTERM handled (see [`interrupt`]): `work` gets the table
+/// with a stop token. `Ok(Ok(value))` when it ran to the end; `Ok(Err(code))` when a signal
+/// stopped it at a safe point (or abandoned it), after telling the operator how to resume:
+/// `resume` is given the instant a rerun resumes, if any.
+pub(crate) async fn change_table<T, Fut>(
+    table: &Table,
+    resume: impl Fn(Option<&str>) -> String,
+    work: impl FnOnce(Table) -> Fut,
+) -> anyhow::Result<Result<T, ExitCode>>
+where
+    Fut: std::future::Future<Output = Result<T, hudi_keeper_core::Error>>,
+{
+    let signals = interrupt::Interrupt::install();
+    let cancellable = table.with_cancel(signals.token());
+    match signals.run(work(cancellable)).await {
+        interrupt::Outcome::Ended(Ok(v)) => Ok(Ok(v)),
+        interrupt::Outcome::Ended(Err(hudi_keeper_core::Error::Cancelled {
+            at, pending, ..
+        })) => {
+            eprintln!(
+                "Stopped at a safe point ({at}); the table lock was released and the table is consistent. To resume, run {}.",
+                resume(pending.as_deref())
+            );
+            Ok(Err(signals.exit_code()))
+        }
+        interrupt::Outcome::Ended(Err(e)) => Err(e.into()),
+        interrupt::Outcome::Abandoned => {
+            eprintln!(
+                "Abandoned mid-request; the table is resumable as after a crash (see above whether the lock was released). To resume, run {}.",
+                resume(None)
+            );
+            Ok(Err(signals.exit_code()))
+        }
+    }
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

@@ -94,7 +94,18 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
     let bar = Bar::new();
     let progress: Option<&dyn Progress> =
         (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
-    let done = restore(&table, &target, &options, progress).await?;
+    let resume = |_: Option<&str>| {
+        "this restore command again: it continues the pending restore".to_string()
+    };
+    let done = match super::change_table(&table, resume, |t| {
+        let (target, options) = (&target, &options);
+        async move { restore(&t, target, options, progress).await }
+    })
+    .await?
+    {
+        Ok(done) => done,
+        Err(code) => return Ok(code),
+    };
     if args.json {
         let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "restore": done});
         println!("{}", serde_json::to_string_pretty(&doc)?);

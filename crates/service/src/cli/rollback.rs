@@ -4,13 +4,17 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use anyhow::Context;
 use clap::Args;
 use hudi_keeper_core::exec::rollback::{
     preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::protocol::lock::LockOptions;
+use hudi_keeper_core::storage::testing::CountingInterceptor;
+use hudi_keeper_core::storage::Storage;
+use hudi_keeper_core::Table;
 
 use super::{DetectionArgs, LockArgs, TableArgs};
 
@@ -109,7 +113,13 @@ impl Progress for Bar {
 }
 
 pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
-    let table = args.table.open().await?;
+    // Object-store requests by kind, which --json reports.
+    let requests = Arc::new(CountingInterceptor::new());
+    let context = || format!("cannot open table `{}`", args.table.uri);
+    let storage = Storage::open(&args.table.uri, &args.table.storage_options())
+        .with_context(context)?
+        .with_interceptor(requests.clone());
+    let table = Table::open_storage(storage).await.with_context(context)?;
     let options = RollbackOptions {
         policy: args.detection.policy.into(),
         heartbeat: args.detection.heartbeat_policy(),
@@ -154,9 +164,28 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     let bar = Bar::new();
     let progress: Option<&dyn Progress> =
         (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
-    let done = rollback(&table, &selection, &options, progress).await?;
+    let uri = table.uri().to_string();
+    let resume = |pending: Option<&str>| {
+        match pending {
+        Some(t) => format!("`hudi-keeper rollback {uri} --instant {t} --force` with the same --lock and --storage-option flags (then this command again for any other failed write)"),
+        None => "this command again (a rollback it left pending is resumed at once with `--instant <instant> --force`, otherwise once it is older than --min-instant-age)".into(),
+    }
+    };
+    let done = match super::change_table(&table, resume, |t| async move {
+        rollback(&t, &selection, &options, progress).await
+    })
+    .await?
+    {
+        Ok(done) => done,
+        Err(code) => return Ok(code),
+    };
     if args.json {
-        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done});
+        let requests: std::collections::BTreeMap<&str, u64> = requests
+            .snapshot()
+            .into_iter()
+            .map(|(k, n)| (k.as_str(), n))
+            .collect();
+        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done, "requests": requests});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render_done(&done));

@@ -107,7 +107,16 @@ pub async fn run(args: SavepointArgs) -> anyhow::Result<ExitCode> {
                 preview_savepoint(&t, &request).await?
             } else {
                 let options = lock.lock_options(&t)?;
-                create_savepoint(&t, &request, &options).await?
+                let again = |_: Option<&str>| "this command again".to_string();
+                match super::change_table(&t, again, |table| {
+                    let (request, options) = (&request, &options);
+                    async move { create_savepoint(&table, request, options).await }
+                })
+                .await?
+                {
+                    Ok(created) => created,
+                    Err(code) => return Ok(code),
+                }
             };
             print_created(t.uri(), &created, json)?;
             Ok(ExitCode::SUCCESS)
@@ -149,7 +158,15 @@ pub async fn run(args: SavepointArgs) -> anyhow::Result<ExitCode> {
             if !yes {
                 bail!("deleting a savepoint lets the cleaner remove the files it kept; pass --yes to do it");
             }
-            delete_savepoint(&t, &instant, &options).await?;
+            let again = |_: Option<&str>| "this command again".to_string();
+            if let Err(code) = super::change_table(&t, again, |table| {
+                let (instant, options) = (&instant, &options);
+                async move { delete_savepoint(&table, instant, options).await }
+            })
+            .await?
+            {
+                return Ok(code);
+            }
             println!("Deleted the savepoint {instant} of {}.", t.uri());
             Ok(ExitCode::SUCCESS)
         }

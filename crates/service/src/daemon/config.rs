@@ -103,9 +103,15 @@ pub struct ServerConfig {
     /// The longest wait between polls of a failing table (backoff doubles up to it).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub max_backoff: Duration,
-    /// How long shutdown waits for in-flight polls and rollbacks.
+    /// How long shutdown waits for running polls and changes to stop at a safe point and
+    /// release their locks (then they are abandoned); also how long a change past
+    /// `mutation_timeout` gets to reach a safe point.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
+    /// The longest a change (a rollback, restore or savepoint, automatic or through the API)
+    /// may run before it is stopped at its next safe point (a failure; a rerun resumes it).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub mutation_timeout: Duration,
     /// The largest request body the API accepts, in bytes.
     pub max_body_bytes: usize,
 }
@@ -120,6 +126,7 @@ impl Default for ServerConfig {
             halt_after_failures: 5,
             max_backoff: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(30),
+            mutation_timeout: Duration::from_secs(600),
             max_body_bytes: 64 * 1024,
         }
     }
@@ -521,6 +528,9 @@ impl Config {
         }
         if self.server.halt_after_failures == 0 {
             bail!("server.halt_after_failures must be positive");
+        }
+        if self.server.mutation_timeout.is_zero() {
+            bail!("server.mutation_timeout must be positive");
         }
         if let Some(t) = &self.server.auth_token {
             if t.len() < 16 {

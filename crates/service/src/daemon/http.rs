@@ -212,6 +212,22 @@ async fn unregister(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Run a change of a table on its own task, so that a client that goes away does not cut it
+/// short: the handler waits for it, and if the connection drops, the change still runs to its
+/// end (or to a safe point at shutdown or its deadline) and releases its lock.
+async fn detached<T: Send + 'static>(
+    d: &Daemon,
+    work: impl std::future::Future<Output = Result<T, TableError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    match d.tracker.spawn(work).await {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the change ended abnormally: {e}"),
+        )),
+    }
+}
+
 /// The body of `POST /api/v1/tables/{name}/rollback`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -232,7 +248,11 @@ async fn rollback(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authorize(&d, &headers)?;
     let Json(req) = body?;
-    let result = d.manual_rollback(&name, req.instant, req.dry_run).await?;
+    let result = detached(&d, {
+        let (d, name) = (d.clone(), name.clone());
+        async move { d.manual_rollback(&name, req.instant, req.dry_run).await }
+    })
+    .await?;
     Ok(Json(match result {
         super::ManualRollback::Plan(p) => json!({"table": name, "dry_run": true, "rollbacks": p}),
         super::ManualRollback::Done(done) => {
@@ -275,10 +295,15 @@ async fn restore(
             ))
         }
     };
-    Ok(Json(
-        d.manual_restore(&name, target, require_savepoint, req.dry_run)
-            .await?,
-    ))
+    let done = detached(&d, {
+        let d = d.clone();
+        async move {
+            d.manual_restore(&name, target, require_savepoint, req.dry_run)
+                .await
+        }
+    })
+    .await?;
+    Ok(Json(done))
 }
 
 /// The body of `POST /api/v1/tables/{name}/savepoints`.
@@ -312,7 +337,12 @@ async fn savepoint(
         user: req.user.unwrap_or_else(|| "hudi-keeper".into()),
         comment: req.comment.unwrap_or_default(),
     };
-    Ok(Json(d.manual_savepoint(&name, request, req.dry_run).await?))
+    let created = detached(&d, {
+        let d = d.clone();
+        async move { d.manual_savepoint(&name, request, req.dry_run).await }
+    })
+    .await?;
+    Ok(Json(created))
 }
 
 async fn resume(

@@ -7,6 +7,7 @@
 //! `hoodie.properties`) is cached, so an idle table costs one listing of its timeline per poll.
 
 pub mod config;
+mod deadline;
 pub mod evidence;
 pub mod http;
 pub mod metrics;
@@ -266,6 +267,8 @@ pub struct Daemon {
     tables: RwLock<BTreeMap<String, Arc<TableState>>>,
     polls: Arc<Semaphore>,
     shutdown: CancellationToken,
+    /// Cancelled once the shutdown grace is over: work still running is dropped.
+    abandon: CancellationToken,
     tracker: TaskTracker,
     /// The configured tables, until `start` registers them.
     initial: StdMutex<Vec<TableEntry>>,
@@ -302,6 +305,7 @@ impl Daemon {
             metrics: Metrics::new(),
             tables: RwLock::new(BTreeMap::new()),
             shutdown: CancellationToken::new(),
+            abandon: CancellationToken::new(),
             tracker: TaskTracker::new(),
             initial: StdMutex::new(initial),
             registry_file,
@@ -549,7 +553,10 @@ impl Daemon {
                     p = daemon.polls.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
                     _ = daemon.shutdown.cancelled() => return,
                 };
-                let ok = daemon.poll(&state).await;
+                let ok = tokio::select! {
+                    ok = daemon.poll(&state) => ok,
+                    _ = daemon.abandon.cancelled() => return,
+                };
                 drop(permit);
                 let failures = state.status().consecutive_failures;
                 let delay = if ok {
@@ -734,7 +741,13 @@ impl Daemon {
             return Ok(());
         };
         let started = std::time::Instant::now();
-        match rollback(table, &Selection::AllFailed, &options, None).await {
+        let options = &options;
+        match self
+            .mutate(table, |t| async move {
+                rollback(&t, &Selection::AllFailed, options, None).await
+            })
+            .await
+        {
             Ok(done) => {
                 for d in &done {
                     self.record_rollback(state, d, "auto");
@@ -869,7 +882,13 @@ impl Daemon {
             return Ok(ManualRollback::Plan(plans));
         }
         let started = std::time::Instant::now();
-        match rollback(table, &selection, &options, None).await {
+        let (selection, options) = (&selection, &options);
+        match self
+            .mutate(table, |t| async move {
+                rollback(&t, selection, options, None).await
+            })
+            .await
+        {
             Ok(done) => {
                 for d in &done {
                     self.record_rollback(&state, d, "manual");
@@ -884,7 +903,7 @@ impl Daemon {
                     &e.to_string(),
                     started,
                 );
-                Err(refusal(e))
+                Err(e.into_table_error())
             }
         }
     }
@@ -948,9 +967,11 @@ impl Daemon {
                     .map_err(refusal)?;
                 return Ok(serde_json::json!({"table": name, "dry_run": true, "restore": plan}));
             }
-            let done = restore(&table, &target, &options, None)
+            let (target, options) = (&target, &options);
+            let done = self
+                .mutate(&table, |t| async move { restore(&t, target, options, None).await })
                 .await
-                .map_err(refusal)?;
+                .map_err(deadline::MutationError::into_table_error)?;
             info!(table = name, target = %target, restore_instant = %done.restore_instant, undone = done.undone.len(), "restored through the API");
             Ok(serde_json::json!({"table": name, "dry_run": false, "restore": done}))
         })
@@ -969,11 +990,15 @@ impl Daemon {
         let options = self.change_options(name, &state, dry_run)?;
         self.with_table(&state, |table| async move {
             let created = if dry_run {
-                preview_savepoint(&table, &request).await
+                preview_savepoint(&table, &request).await.map_err(refusal)?
             } else {
-                create_savepoint(&table, &request, &options.lock).await
-            }
-            .map_err(refusal)?;
+                let (request, lock) = (&request, &options.lock);
+                self.mutate(&table, |t| async move {
+                    create_savepoint(&t, request, lock).await
+                })
+                .await
+                .map_err(deadline::MutationError::into_table_error)?
+            };
             Ok(serde_json::json!({"table": name, "dry_run": dry_run, "savepoint": created}))
         })
         .await
@@ -1138,14 +1163,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     });
 
     wait_for_signal().await;
-    info!("shutting down: no new polls; waiting for in-flight work");
+    info!("shutting down: no new polls; running changes stop at their next safe point");
+    // Running changes stop at their next safe point and release their locks; polls' reads
+    // end. Whatever still runs after the grace (a store that hangs) is dropped, and the locks
+    // it held are released in the background.
     daemon.shutdown.cancel();
     daemon.tracker.close();
     if tokio::time::timeout(grace, daemon.tracker.wait())
         .await
         .is_err()
     {
-        warn!(grace_s = grace.as_secs(), "in-flight work did not end within the grace period; a rollback cut short resumes on the next start");
+        warn!(grace_s = grace.as_secs(), "work still running after server.shutdown_grace is abandoned; its locks are released in the background, and a change cut short resumes like a crashed one");
+        daemon.abandon.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), daemon.tracker.wait()).await;
+    }
+    if !hudi_keeper_core::protocol::lock::release_dropped_locks(Duration::from_secs(10)).await {
+        error!("a table lock of abandoned work could not be released within 10 s; it is left behind (a lease lapses by itself, a file-system lock file stays until deleted)");
     }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Ok(()))) | Err(_) => {}

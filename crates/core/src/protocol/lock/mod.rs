@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
 
 use crate::storage::{RelPath, Storage};
 use crate::Error;
@@ -242,9 +243,11 @@ enum Held {
     Zk(zookeeper::ZkHeld),
 }
 
-/// A held lock. Release it with [`LockGuard::release`]; a guard that is dropped unreleased
-/// leaves the lock behind as a crashed holder would (a lease then lapses, a ZooKeeper node goes
-/// with its session, a lock file stays).
+/// A held lock. Release it with [`LockGuard::release`]. A guard dropped unreleased (its work
+/// abandoned mid-way) is released in the background on the current tokio runtime as a backstop,
+/// logged; [`release_dropped_locks`] waits for those releases. Without a runtime it is left
+/// behind as a crashed holder's would be (a lease then lapses, a ZooKeeper node goes with its
+/// session, a lock file stays).
 #[derive(Debug)]
 #[must_use = "release the lock when done"]
 pub struct LockGuard {
@@ -263,27 +266,87 @@ impl LockGuard {
     }
 
     /// Release the lock.
-    pub async fn release(self) -> Result<(), Error> {
-        let lock_err = |reason: String| Error::Lock {
-            table: self.table.clone(),
-            lock: self.lock.clone(),
-            reason,
-        };
-        match self.held {
-            Held::None => {}
-            Held::File {
-                storage,
-                file,
-                ours,
-            } => release_file(&storage, &file, ours, &self.fence).await?,
-            Held::Lease(lease) => lease.release().await?,
-            Held::Zk(zk) => zk
-                .release()
-                .await
-                .map_err(|e| lock_err(format!("releasing: {e}")))?,
-        }
+    pub async fn release(mut self) -> Result<(), Error> {
+        let held = std::mem::replace(&mut self.held, Held::None);
+        release_held(&self.table, &self.lock, held, &self.fence).await?;
         info!(table = %self.table, lock = %self.lock, "released the table lock");
         Ok(())
+    }
+}
+
+async fn release_held(table: &str, lock: &str, held: Held, fence: &Fence) -> Result<(), Error> {
+    match held {
+        Held::None => {}
+        Held::File {
+            storage,
+            file,
+            ours,
+        } => release_file(&storage, &file, ours, fence).await?,
+        Held::Lease(lease) => lease.release().await?,
+        Held::Zk(zk) => zk.release().await.map_err(|e| Error::Lock {
+            table: table.to_string(),
+            lock: lock.to_string(),
+            reason: format!("releasing: {e}"),
+        })?,
+    }
+    Ok(())
+}
+
+/// The background releases of guards dropped unreleased.
+static BACKSTOP: std::sync::LazyLock<tokio_util::task::TaskTracker> =
+    std::sync::LazyLock::new(tokio_util::task::TaskTracker::new);
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let held = std::mem::replace(&mut self.held, Held::None);
+        if matches!(held, Held::None) {
+            return;
+        }
+        let (table, lock, fence) = (self.table.clone(), self.lock.clone(), self.fence.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                warn!(table = %table, lock = %lock, "a table lock was dropped without release (its work was abandoned); releasing it in the background");
+                BACKSTOP.spawn_on(
+                    async move {
+                        match release_held(&table, &lock, held, &fence).await {
+                            Ok(()) => {
+                                info!(table = %table, lock = %lock, "released the dropped table lock")
+                            }
+                            Err(e) => {
+                                error!(table = %table, lock = %lock, error = %e, "could not release the dropped table lock; it is left behind")
+                            }
+                        }
+                    },
+                    &handle,
+                );
+            }
+            Err(_) => {
+                error!(table = %table, lock = %lock, "a table lock was dropped outside an async runtime and is left behind (a lease lapses, a ZooKeeper node goes with its session, a lock file stays until deleted)");
+            }
+        }
+    }
+}
+
+/// Wait up to `within` for the background releases of guards that were dropped unreleased;
+/// `true` when none is left. A process calls this before it exits.
+pub async fn release_dropped_locks(within: Duration) -> bool {
+    BACKSTOP.close();
+    let done = tokio::time::timeout(within, BACKSTOP.wait()).await.is_ok();
+    BACKSTOP.reopen();
+    done
+}
+
+/// Sleep `pause`; `true` when `cancel` fired first.
+async fn cancelled_during(pause: Duration, cancel: Option<&CancellationToken>) -> bool {
+    match cancel {
+        Some(c) => tokio::select! {
+            _ = tokio::time::sleep(pause) => false,
+            _ = c.cancelled() => true,
+        },
+        None => {
+            tokio::time::sleep(pause).await;
+            false
+        }
     }
 }
 
@@ -314,6 +377,16 @@ async fn release_file(
 /// [`Error::LockTimeout`]; a provider that fails (unreachable, corrupt lock file) is
 /// [`Error::Lock`]. Neither is a reason to proceed.
 pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGuard, Error> {
+    acquire_until(storage, options, None).await
+}
+
+/// [`acquire`], giving up waiting with [`Error::Cancelled`] once `cancel` fires (never in the
+/// middle of an attempt, so that a lock just taken is never left behind).
+pub async fn acquire_until(
+    storage: &Storage,
+    options: &LockOptions,
+    cancel: Option<&CancellationToken>,
+) -> Result<LockGuard, Error> {
     let table = storage.uri().to_string();
     let lock = options.provider.describe();
     let started = tokio::time::Instant::now();
@@ -347,6 +420,14 @@ pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGua
             waited,
         }
     };
+    let cancelled = || Error::Cancelled {
+        table: table.clone(),
+        at: format!("waiting for the lock `{lock}`"),
+        pending: None,
+    };
+    if cancel.is_some_and(CancellationToken::is_cancelled) {
+        return Err(cancelled());
+    }
     match &options.provider {
         LockProvider::None => {
             warn!(table = %table, "mutating the table without a lock (lock provider `none`)");
@@ -395,7 +476,9 @@ pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGua
                 if started.elapsed() >= options.timeout {
                     return Err(timeout(filesystem::hint(*expire)));
                 }
-                tokio::time::sleep(options.retry_interval).await;
+                if cancelled_during(options.retry_interval, cancel).await {
+                    return Err(cancelled());
+                }
             }
         }
         LockProvider::Storage(config) => {
@@ -417,13 +500,21 @@ pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGua
                     Err(storage_lock::LeaseError::Storage(e)) => return Err(e.into()),
                     Err(e) => return Err(lock_err(e.to_string())),
                 }
-                tokio::time::sleep(options.retry_interval).await;
+                if cancelled_during(options.retry_interval, cancel).await {
+                    return Err(cancelled());
+                }
             }
         }
         LockProvider::ZooKeeper(config) => {
             let owner = format!("{table} pid {}", std::process::id());
-            match zookeeper::acquire(config, &owner, options.timeout, options.retry_interval)
-                .await
+            match zookeeper::acquire(
+                config,
+                &owner,
+                options.timeout,
+                options.retry_interval,
+                cancel,
+            )
+            .await
             {
                 Ok(held) => {
                     let client = held.client.clone();
@@ -434,6 +525,7 @@ pub async fn acquire(storage: &Storage, options: &LockOptions) -> Result<LockGua
                     None => "the lock was contended for the whole wait".into(),
                 })),
                 Err(zookeeper::ZkAcquireError::Zk(e)) => Err(lock_err(e.to_string())),
+                Err(zookeeper::ZkAcquireError::Cancelled) => Err(cancelled()),
             }
         }
     }

@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::zk_client::{CreateMode, ZkClient, ZkError};
@@ -90,6 +91,8 @@ pub enum ZkAcquireError {
     },
     /// ZooKeeper failed or could not be reached.
     Zk(ZkError),
+    /// The wait was cancelled; our node (if any) was deleted.
+    Cancelled,
 }
 
 impl From<ZkError> for ZkAcquireError {
@@ -124,12 +127,14 @@ impl ZkHeld {
     }
 }
 
-/// Contend for the lock, waiting up to `timeout` and looking again every `retry`.
+/// Contend for the lock, waiting up to `timeout` (or until `cancel` fires) and looking again
+/// every `retry`.
 pub async fn acquire(
     config: &ZkLockConfig,
     owner: &str,
     timeout: Duration,
     retry: Duration,
+    cancel: Option<&CancellationToken>,
 ) -> Result<ZkHeld, ZkAcquireError> {
     let started = tokio::time::Instant::now();
     let client = ZkClient::connect(
@@ -138,7 +143,7 @@ pub async fn acquire(
         config.connection_timeout,
     )
     .await?;
-    let result = contend(&client, config, owner, started, timeout, retry).await;
+    let result = contend(&client, config, owner, started, timeout, retry, cancel).await;
     match result {
         Ok(node) => {
             info!(lock = %node, session = format!("{:#x}", client.session_id()), "took the ZooKeeper lock");
@@ -159,6 +164,7 @@ async fn contend(
     started: tokio::time::Instant,
     timeout: Duration,
     retry: Duration,
+    cancel: Option<&CancellationToken>,
 ) -> Result<String, ZkAcquireError> {
     let dir = config.lock_path();
     let prefix = format!("{dir}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
@@ -183,7 +189,8 @@ async fn contend(
                 ))))
             }
         }
-        if started.elapsed() >= timeout {
+        let cancelled = cancel.is_some_and(CancellationToken::is_cancelled);
+        if cancelled || started.elapsed() >= timeout {
             let holder = children.first().map(|c| format!("{dir}/{c}"));
             match client.delete(&node).await {
                 Ok(()) | Err(ZkError::NoNode(_)) => {}
@@ -191,9 +198,20 @@ async fn contend(
                     warn!(node = %node, error = %e, "could not delete our lock node; it goes with the session")
                 }
             }
+            if cancelled {
+                return Err(ZkAcquireError::Cancelled);
+            }
             return Err(ZkAcquireError::Timeout { holder });
         }
-        tokio::time::sleep(retry).await;
+        match cancel {
+            Some(c) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(retry) => {}
+                    _ = c.cancelled() => {}
+                }
+            }
+            None => tokio::time::sleep(retry).await,
+        }
     }
 }
 

@@ -1,0 +1,113 @@
+//! Deadlines and stops for the daemon's changes of a table.
+//!
+//! A change (a rollback, a restore, a savepoint) is never dropped mid-write: at
+//! `server.mutation_timeout`, or at shutdown, it is asked to stop at its next safe point, where
+//! it releases its lock through the normal path. Only one that reaches no safe point within
+//! `server.shutdown_grace` more (a store that hangs) is abandoned; the lock guard it dropped is
+//! released in the background (the lock module's backstop).
+
+use std::future::Future;
+use std::time::Duration;
+
+use hudi_keeper_core::{Error, Table};
+use tracing::warn;
+
+use super::{Daemon, TableError};
+
+/// Why a change of a table did not finish.
+#[derive(Debug)]
+pub enum MutationError {
+    /// It failed, was refused, or stopped at a safe point at shutdown.
+    Failed(Error),
+    /// It ran past `server.mutation_timeout`.
+    TimedOut {
+        /// The timeout.
+        limit: Duration,
+        /// Where it stopped; `None` when it reached no safe point within the grace and was
+        /// abandoned.
+        stopped_at: Option<String>,
+    },
+    /// The daemon stopped and the grace ran out.
+    Abandoned,
+}
+
+impl std::fmt::Display for MutationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MutationError::Failed(e) => write!(f, "{e}"),
+            MutationError::TimedOut {
+                limit,
+                stopped_at: Some(at),
+            } => write!(
+                f,
+                "timed out: not finished within server.mutation_timeout ({} s); stopped at a safe point ({at}) and released the lock; it resumes later",
+                limit.as_secs()
+            ),
+            MutationError::TimedOut {
+                limit,
+                stopped_at: None,
+            } => write!(
+                f,
+                "timed out: not finished within server.mutation_timeout ({} s), and no safe point reached within server.shutdown_grace (the store may hang); abandoned, its lock released in the background; it resumes as after a crash",
+                limit.as_secs()
+            ),
+            MutationError::Abandoned => write!(
+                f,
+                "abandoned at shutdown after server.shutdown_grace; its lock released in the background; it resumes at the next start"
+            ),
+        }
+    }
+}
+
+impl MutationError {
+    /// The API's view: a refusal is a conflict, anything else a failure.
+    pub fn into_table_error(self) -> TableError {
+        match self {
+            MutationError::Failed(e) => super::refusal(e),
+            other => TableError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl Daemon {
+    /// Run a change of `table`: `work` gets the table with a stop token that the daemon's
+    /// shutdown, or `server.mutation_timeout`, cancels; it then stops at its next safe point and
+    /// releases its lock. One that reaches no safe point within `server.shutdown_grace` more,
+    /// or is still running when the daemon gives up at shutdown, is dropped (its lock released
+    /// by the backstop).
+    pub(super) async fn mutate<T, Fut>(
+        &self,
+        table: &Table,
+        work: impl FnOnce(Table) -> Fut,
+    ) -> Result<T, MutationError>
+    where
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let stop = self.shutdown.child_token();
+        let work = work(table.with_cancel(stop.clone()));
+        tokio::pin!(work);
+        let limit = self.config.server.mutation_timeout;
+        tokio::select! {
+            r = &mut work => return r.map_err(MutationError::Failed),
+            _ = tokio::time::sleep(limit) => {}
+            _ = self.abandon.cancelled() => return Err(MutationError::Abandoned),
+        }
+        warn!(table = %table.uri(), timeout_s = limit.as_secs(), "a change of the table did not finish within server.mutation_timeout; stopping it at its next safe point");
+        stop.cancel();
+        tokio::select! {
+            r = &mut work => match r {
+                Ok(v) => Ok(v),
+                Err(Error::Cancelled { at, .. }) => Err(MutationError::TimedOut {
+                    limit,
+                    stopped_at: Some(at),
+                }),
+                Err(e) => Err(MutationError::Failed(e)),
+            },
+            _ = tokio::time::sleep(self.config.server.shutdown_grace) => {
+                warn!(table = %table.uri(), "no safe point reached within server.shutdown_grace: abandoning the change (its lock is released in the background)");
+                Err(MutationError::TimedOut { limit, stopped_at: None })
+            }
+            _ = self.abandon.cancelled() => Err(MutationError::Abandoned),
+        }
+    }
+}

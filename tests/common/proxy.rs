@@ -1,0 +1,165 @@
+//! A slow store: a loopback TCP proxy in front of the S3-compatible server that delays every
+//! request, and can hold requests whose request line matches a pattern (a hung store). Each
+//! connection carries one request (the proxy asks for `Connection: close`), so every request is
+//! seen. Bounded: it stops when dropped, and by itself after [`MAX_LIFETIME`].
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest a proxy runs.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Default)]
+struct Shared {
+    delay_ms: AtomicU64,
+    hang: Mutex<Vec<String>>,
+    hung: AtomicUsize,
+    requests: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// A running proxy; stopped when dropped.
+pub struct SlowProxy {
+    port: u16,
+    shared: Arc<Shared>,
+}
+
+impl SlowProxy {
+    /// Proxy to `upstream` (`http://host:port`), delaying each request by `delay`.
+    pub fn start(upstream: &str, delay: Duration) -> SlowProxy {
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("proxy address").port();
+        let shared = Arc::new(Shared::default());
+        shared
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            while !s.stop.load(Ordering::SeqCst) && started.elapsed() < MAX_LIFETIME {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let (s, upstream) = (s.clone(), upstream.clone());
+                        std::thread::spawn(move || serve(client, &upstream, &s));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            s.stop.store(true, Ordering::SeqCst);
+        });
+        SlowProxy { port, shared }
+    }
+
+    /// The endpoint to give clients instead of the server's.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Delay each request from now on by `delay`.
+    pub fn set_delay(&self, delay: Duration) {
+        self.shared
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Hold every request whose request line (`METHOD /bucket/key?query HTTP/1.1`) contains
+    /// all of `parts`: it never reaches the server, and its connection stays open until the
+    /// hang is lifted or the proxy stops (then it is closed unanswered). No parts lift it.
+    pub fn hang(&self, parts: &[&str]) {
+        *self.shared.hang.lock().unwrap() = parts.iter().map(|p| p.to_string()).collect();
+    }
+
+    /// Requests held right now.
+    pub fn hung(&self) -> usize {
+        self.shared.hung.load(Ordering::SeqCst)
+    }
+
+    /// Requests seen so far.
+    pub fn requests(&self) -> usize {
+        self.shared.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Read the request head (through the blank line): the head and what followed it.
+fn read_head(client: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            return Some((head, buf[end + 4..].to_vec()));
+        }
+        match client.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if buf.len() > 1 << 20 {
+            return None;
+        }
+    }
+}
+
+fn serve(mut client: TcpStream, upstream: &str, s: &Shared) {
+    client.set_nonblocking(false).ok();
+    client.set_read_timeout(Some(Duration::from_secs(120))).ok();
+    let Some((head, rest)) = read_head(&mut client) else {
+        return;
+    };
+    s.requests.fetch_add(1, Ordering::SeqCst);
+    let line = head.lines().next().unwrap_or_default().to_string();
+    let held = |s: &Shared| {
+        let parts = s.hang.lock().unwrap();
+        !parts.is_empty() && parts.iter().all(|p| line.contains(p.as_str()))
+    };
+    if held(s) {
+        s.hung.fetch_add(1, Ordering::SeqCst);
+        while held(s) && !s.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s.hung.fetch_sub(1, Ordering::SeqCst);
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(s.delay_ms.load(Ordering::SeqCst)));
+    let Ok(mut server) = TcpStream::connect(upstream) else {
+        return;
+    };
+    // One request per connection, so that the next one comes through `accept` again.
+    let mut out = String::new();
+    for (i, l) in head.lines().enumerate() {
+        if i > 0 && l.to_ascii_lowercase().starts_with("connection:") {
+            continue;
+        }
+        out.push_str(l);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    if server.write_all(out.as_bytes()).is_err() || server.write_all(&rest).is_err() {
+        return;
+    }
+    // The rest of the body, client to server, while the response goes back.
+    let (Ok(mut from_client), Ok(mut to_server)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    let upload = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut to_server);
+    });
+    let _ = std::io::copy(&mut server, &mut client);
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+    let _ = upload.join();
+}
