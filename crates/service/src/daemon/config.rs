@@ -108,6 +108,10 @@ pub struct ServerConfig {
     /// `mutation_timeout` gets to reach a safe point.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub shutdown_grace: Duration,
+    /// The longest a poll's reads (open, timeline, heartbeats) may take; a later poll counts as
+    /// failed (and backs off) and frees its slot for other tables.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub poll_timeout: Duration,
     /// The longest a change (a rollback, restore or savepoint, automatic or through the API)
     /// may run before it is stopped at its next safe point (a failure; a rerun resumes it).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
@@ -126,6 +130,7 @@ impl Default for ServerConfig {
             halt_after_failures: 5,
             max_backoff: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(30),
+            poll_timeout: Duration::from_secs(120),
             mutation_timeout: Duration::from_secs(600),
             max_body_bytes: 64 * 1024,
         }
@@ -529,8 +534,8 @@ impl Config {
         if self.server.halt_after_failures == 0 {
             bail!("server.halt_after_failures must be positive");
         }
-        if self.server.mutation_timeout.is_zero() {
-            bail!("server.mutation_timeout must be positive");
+        if self.server.poll_timeout.is_zero() || self.server.mutation_timeout.is_zero() {
+            bail!("server.poll_timeout and server.mutation_timeout must be positive");
         }
         if let Some(t) = &self.server.auth_token {
             if t.len() < 16 {

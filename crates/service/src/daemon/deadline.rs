@@ -1,6 +1,8 @@
-//! Deadlines and stops for the daemon's changes of a table.
+//! Deadlines and stops for the daemon's work on a table.
 //!
-//! A change (a rollback, a restore, a savepoint) is never dropped mid-write: at
+//! A poll's reads (opening the table, listing its timeline, reading heartbeats) must end within
+//! `server.poll_timeout`: they change nothing, so a late one is simply dropped and counts as a
+//! failed poll. A change (a rollback, a restore, a savepoint) is never dropped mid-write: at
 //! `server.mutation_timeout`, or at shutdown, it is asked to stop at its next safe point, where
 //! it releases its lock through the normal path. Only one that reaches no safe point within
 //! `server.shutdown_grace` more (a store that hangs) is abandoned; the lock guard it dropped is
@@ -66,6 +68,22 @@ impl MutationError {
             MutationError::Failed(e) => super::refusal(e),
             other => TableError::Failed(other.to_string()),
         }
+    }
+}
+
+/// `work` unless `deadline` passes first: then an error naming `server.poll_timeout`. For reads
+/// only: `work` is dropped at the deadline.
+pub async fn within<T>(
+    deadline: tokio::time::Instant,
+    limit: Duration,
+    work: impl Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    match tokio::time::timeout_at(deadline, work).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "timed out: the poll did not finish within server.poll_timeout ({} s)",
+            limit.as_secs()
+        )),
     }
 }
 

@@ -648,13 +648,18 @@ impl Daemon {
 
     async fn poll_inner(&self, state: &TableState) -> Result<(), String> {
         let mut cached = state.table.lock().await;
+        // The reads end by the poll deadline (they change nothing: a late one is dropped).
+        let limit = self.config.server.poll_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
         if cached.is_none() {
-            *cached = Some(self.open(state).await?);
+            *cached = Some(deadline::within(deadline, limit, self.open(state)).await?);
         }
         let Some(table) = cached.as_ref() else {
             return Err("the table could not be opened".into());
         };
-        let timeline = match table.timeline().await {
+        let listed =
+            deadline::within(deadline, limit, async { Ok(table.timeline().await) }).await?;
+        let timeline = match listed {
             Ok(t) => t,
             Err(e) => {
                 // Re-open next time: the table may have moved or been re-created.
@@ -682,9 +687,12 @@ impl Daemon {
             return Ok(());
         }
         // One listing of the heartbeat folder (in `assess_table`).
-        let judged = assess_table(table, &timeline, &state.detection_options())
-            .await
-            .map_err(|e| e.to_string())?;
+        let judged = deadline::within(deadline, limit, async {
+            assess_table(table, &timeline, &state.detection_options())
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await?;
         self.note_heartbeats(state, &judged.writers).await;
         let assessments = judged.assessments;
         let oldest = assessments
@@ -1004,20 +1012,23 @@ impl Daemon {
         .await
     }
 
-    /// The active timeline of a table.
+    /// The active timeline of a table. Never waits for the table's handle (a poll or a change
+    /// may hold it for long): the cached handle is used when it is free, a fresh one otherwise;
+    /// the listing ends by `server.poll_timeout`.
     pub async fn timeline(&self, name: &str) -> Result<Timeline, TableError> {
         let state = self.table(name).await?;
-        let mut cached = state.table.lock().await;
-        if cached.is_none() {
-            *cached = Some(self.open(&state).await.map_err(TableError::Failed)?);
-        }
-        let Some(table) = cached.as_ref() else {
-            return Err(TableError::Failed("the table could not be opened".into()));
-        };
-        table
-            .timeline()
-            .await
-            .map_err(|e| TableError::Failed(e.to_string()))
+        let cached = state.table.try_lock().ok().and_then(|c| c.clone());
+        let limit = self.config.server.poll_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
+        deadline::within(deadline, limit, async {
+            let table = match cached {
+                Some(t) => t,
+                None => self.open(&state).await?,
+            };
+            table.timeline().await.map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(TableError::Failed)
     }
 
     /// Whether every table has been polled at least once, and every table that is not halted
