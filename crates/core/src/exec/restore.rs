@@ -31,7 +31,7 @@ use tracing::{info, info_span, warn, Instrument};
 use super::rollback::{
     action_of_plan, apply_plan, assess_table, avro_err, delete_folder, left_pending,
     list_data_files, pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback,
-    Progress, RollbackOptions,
+    Progress, RollbackOptions, Wanted,
 };
 use super::savepoint::earliest_retained;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
@@ -240,15 +240,15 @@ pub async fn preview_restore(
     let timeline = table.timeline().await?;
     let planned = make_restore_plan(table, &timeline, target, options).await?;
     let (pending_rb, _) = pending_rollbacks(table, &timeline).await?;
-    let files = list_data_files(table.storage()).await?;
-    let sizes: BTreeMap<&RelPath, u64> = files.iter().map(|f| (&f.path, f.size)).collect();
+    let inputs = child_inputs(table, &timeline, &planned.undo, &pending_rb).await?;
+    let sizes: BTreeMap<&RelPath, u64> = inputs.files.iter().map(|f| (&f.path, f.size)).collect();
     let base = BasePath::from_uri(table.uri());
     let mut instants = Vec::new();
     for u in &planned.undo {
         let pending = pending_rb.get(&u.instant);
         let plan = match pending {
             Some(p) => p.plan.clone(),
-            None => child_plan(table, u, &files).await?,
+            None => child_plan(table, u, &inputs)?,
         };
         let resolved = resolve_plan(&plan, &base).map_err(|e| plan_err(table, e))?;
         let deletes: Vec<&RelPath> = resolved
@@ -426,8 +426,8 @@ async fn execute_restore(
     let inflight = timeline_file(config, &r, None, Action::Restore, State::Inflight)?;
     create_if_absent(storage, &inflight, Vec::new()).await?;
 
-    let mut files = list_data_files(storage).await?;
     let (pending_rb, _) = pending_rollbacks(table, timeline).await?;
+    let mut inputs = child_inputs(table, timeline, &planned.undo, &pending_rb).await?;
     let mut undone = Vec::new();
     let mut per_instant: BTreeMap<String, Vec<RollbackMetadata>> = BTreeMap::new();
     let mut infos = Vec::new();
@@ -441,7 +441,7 @@ async fn execute_restore(
             table,
             u,
             pending_rb.get(&u.instant),
-            &mut files,
+            &mut inputs,
             options,
             progress,
         )
@@ -825,18 +825,48 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
     Ok(())
 }
 
-/// The rollback plan of one instant a restore undoes. A completed instant's is listing-based,
-/// as Hudi's restore makes it: every data file named with the instant, and on v6 merge-on-read
-/// tables the log files its commit metadata says it appended to (they get command blocks). A
-/// pending instant's comes from its markers, cross-checked against the listing.
-async fn child_plan(
+/// What the child plans of a restore are made from.
+struct ChildInputs {
+    /// Per instant still to plan, what tells its files apart ([`child_markers`]).
+    markers: BTreeMap<String, Option<Markers>>,
+    /// The data files those plans can use: files named with an instant the restore undoes,
+    /// and files the markers name. Nothing else of the table is held.
+    files: Vec<FileMeta>,
+}
+
+/// Read the markers of every instant of `undo` that still needs a plan (no pending child
+/// rollback, still on the timeline), then list the table keeping only the files their plans
+/// can use, so memory follows the instants undone, not the size of the table.
+async fn child_inputs(
     table: &Table,
-    u: &Undo,
-    files: &[FileMeta],
-) -> Result<crate::format::rollback::RollbackPlan, Error> {
+    timeline: &Timeline,
+    undo: &[Undo],
+    pending: &BTreeMap<String, PendingRollback>,
+) -> Result<ChildInputs, Error> {
+    let mut markers = BTreeMap::new();
+    for u in undo {
+        let on_timeline = timeline.find(&u.instant).any(|i| i.action.is_write());
+        if pending.contains_key(&u.instant) || !on_timeline {
+            continue;
+        }
+        markers.insert(u.instant.clone(), child_markers(table, u).await?);
+    }
+    let named = markers
+        .values()
+        .flatten()
+        .flat_map(|m| m.markers.iter().filter_map(|m| m.data_path().ok()));
+    let wanted = Wanted::of(undo.iter().map(|u| u.instant.clone()), named);
+    let files = list_data_files(table.storage(), &wanted).await?;
+    Ok(ChildInputs { markers, files })
+}
+
+/// What ties files to an instant a restore undoes, besides their names: on v6 merge-on-read
+/// tables the log files a completed deltacommit appended to (from its commit metadata), a
+/// pending instant's markers; `None` for other completed instants.
+async fn child_markers(table: &Table, u: &Undo) -> Result<Option<Markers>, Error> {
     let config = table.config();
     let v6_mor = config.version == TableVersion::V6 && config.table_type == TableType::MergeOnRead;
-    let markers = match u.state {
+    Ok(match u.state {
         State::Completed if v6_mor && u.action == Action::DeltaCommit => {
             Some(appended_by(table, &u.instant).await?)
         }
@@ -845,6 +875,25 @@ async fn child_plan(
             let m = read_markers(table.storage(), &u.instant).await?;
             m.kind.is_some().then_some(m)
         }
+    })
+}
+
+/// The rollback plan of one instant a restore undoes. A completed instant's is listing-based,
+/// as Hudi's restore makes it: every data file named with the instant, and on v6 merge-on-read
+/// tables the log files its commit metadata says it appended to (they get command blocks). A
+/// pending instant's comes from its markers, cross-checked against the listing.
+fn child_plan(
+    table: &Table,
+    u: &Undo,
+    inputs: &ChildInputs,
+) -> Result<crate::format::rollback::RollbackPlan, Error> {
+    let config = table.config();
+    let Some(markers) = inputs.markers.get(&u.instant) else {
+        return Err(refused(
+            table,
+            &u.instant,
+            "its markers were not read before the listing; run the restore again",
+        ));
     };
     let base = BasePath::from_uri(table.uri());
     let target = PlanTarget {
@@ -861,7 +910,7 @@ async fn child_plan(
         base: &base,
         target: &target,
         markers: markers.as_ref(),
-        data_files: files,
+        data_files: &inputs.files,
         cross_check: true,
     })
     .map_err(|e| plan_err(table, e))?;
@@ -934,7 +983,7 @@ async fn undo_one(
     table: &Table,
     u: &Undo,
     pending: Option<&PendingRollback>,
-    files: &mut Vec<FileMeta>,
+    inputs: &mut ChildInputs,
     options: &RollbackOptions,
     progress: Option<&dyn Progress>,
 ) -> Result<Option<(String, RollbackMetadata, usize)>, Error> {
@@ -949,7 +998,7 @@ async fn undo_one(
             if timeline.find(t).all(|i| !i.action.is_write()) {
                 return Ok(None);
             }
-            let plan = child_plan(table, u, files).await?;
+            let plan = child_plan(table, u, inputs)?;
             let r = new_instant_time(&[&timeline], table.zone());
             let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
             let bytes = plan.to_avro().map_err(|e| avro_err(table, t, &path, e))?;
@@ -988,7 +1037,7 @@ async fn undo_one(
         for abs in logs.keys() {
             if let Ok(rel) = base.resolve(abs) {
                 if let Some(meta) = storage.head(&rel).await? {
-                    files.push(meta);
+                    inputs.files.push(meta);
                 }
             } else {
                 warn!(partition, log = %abs, "command block outside the table?");

@@ -8,7 +8,7 @@
 //!
 //! A pending rollback of the same target is always resumed with its own plan, never duplicated.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
@@ -480,11 +480,16 @@ pub(super) fn action_of_plan(plan: &RollbackPlan) -> Action {
         .unwrap_or(Action::Commit)
 }
 
-/// The table's data files, `.hoodie/` left out: one listing of the base path, then the
-/// top-level folders (partitions) listed recursively, several at a time.
-pub(super) async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, Error> {
+/// The table's data files that `keep` accepts, `.hoodie/` left out: one listing of the base
+/// path, then the top-level folders (partitions) listed recursively, several at a time. Each
+/// entry is judged as the listings stream in and only kept entries are held, so memory follows
+/// what the caller needs (the files of the instants it undoes), not the size of the table.
+pub(super) async fn list_data_files(
+    storage: &Storage,
+    wanted: &Wanted,
+) -> Result<Vec<FileMeta>, Error> {
     let top = storage.list_dir(&RelPath::root()).await?;
-    let mut files = top.files;
+    let mut files: Vec<FileMeta> = top.files.into_iter().filter(|f| wanted.keeps(f)).collect();
     let dirs: Vec<RelPath> = top
         .dirs
         .iter()
@@ -492,7 +497,7 @@ pub(super) async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, 
         .map(|d| RelPath::parse(d).map_err(StorageError::from))
         .collect::<Result<_, _>>()?;
     let listings: Vec<Result<Vec<FileMeta>, StorageError>> = futures::stream::iter(dirs)
-        .map(|d| async move { storage.list(&d).await })
+        .map(|d| async move { storage.list_filtered(&d, |f| wanted.keeps(f)).await })
         .buffer_unordered(16)
         .collect()
         .await;
@@ -500,6 +505,44 @@ pub(super) async fn list_data_files(storage: &Storage) -> Result<Vec<FileMeta>, 
         files.extend(l?);
     }
     Ok(files)
+}
+
+/// Which data files a listing keeps: those whose names carry one of `instants`, and the
+/// `paths` markers name; or every one.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Wanted {
+    every: bool,
+    instants: BTreeSet<String>,
+    paths: BTreeSet<RelPath>,
+}
+
+impl Wanted {
+    /// Every data file (a savepoint's view needs them all).
+    pub(super) fn every() -> Self {
+        Self {
+            every: true,
+            ..Self::default()
+        }
+    }
+
+    /// The files named with one of `instants`, and `paths`.
+    pub(super) fn of(
+        instants: impl IntoIterator<Item = String>,
+        paths: impl IntoIterator<Item = RelPath>,
+    ) -> Self {
+        Self {
+            every: false,
+            instants: instants.into_iter().collect(),
+            paths: paths.into_iter().collect(),
+        }
+    }
+
+    /// Whether a listing keeps `f`.
+    pub(super) fn keeps(&self, f: &FileMeta) -> bool {
+        self.every
+            || self.paths.contains(&f.path)
+            || DataFile::parse(f.file_name()).is_some_and(|d| self.instants.contains(d.instant()))
+    }
 }
 
 /// Refuse table kinds whose rollback hudi-keeper cannot do as Hudi would.
@@ -524,13 +567,14 @@ async fn make_plan(
     let (markers, data_files) = match work.state {
         State::Requested => (None, vec![]),
         _ if cross_check => {
-            // The marker folder and the table listing are independent: read them together.
-            let (markers, files) = tokio::join!(
-                read_markers(table.storage(), &work.target),
-                list_data_files(table.storage())
-            );
-            let markers = markers?;
-            (markers.kind.is_some().then_some(markers), files?)
+            // The markers first: the listing then keeps only what the plan uses, the files
+            // named with the instant and those its markers name (on v6 merge-on-read tables,
+            // log files of older slices it appended to).
+            let markers = read_markers(table.storage(), &work.target).await?;
+            let named = markers.markers.iter().filter_map(|m| m.data_path().ok());
+            let wanted = Wanted::of([work.target.clone()], named);
+            let files = list_data_files(table.storage(), &wanted).await?;
+            (markers.kind.is_some().then_some(markers), files)
         }
         _ => {
             let markers = read_markers(table.storage(), &work.target).await?;
@@ -1354,7 +1398,7 @@ async fn rollback_metadata_table(
     if let Some(reason) = compacted_after(&timeline, t) {
         return Err(refused(table, t, reason));
     }
-    let files = list_data_files(mdt.storage()).await?;
+    let files = list_data_files(mdt.storage(), &Wanted::of([t.to_string()], [])).await?;
     let base = BasePath::from_uri(mdt.uri());
     let target = PlanTarget {
         requested_time: t.to_string(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::info;
 
-use super::rollback::list_data_files;
+use super::rollback::{list_data_files, Wanted};
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::avro::{read_single_record, string_field};
 use crate::format::savepoint::SavepointMetadata;
@@ -103,7 +103,8 @@ async fn savepoint_metadata(
             reason: "the table has no completed commit to savepoint".into(),
         })?,
     };
-    let files = list_data_files(table.storage()).await?;
+    // The savepoint names every file of the commit's view: the whole listing is the work.
+    let files = list_data_files(table.storage(), &Wanted::every()).await?;
     let retained = earliest_retained(table, &timeline).await?;
     let partitions = plan_savepoint(&SavepointInput {
         timeline: &timeline,

@@ -316,19 +316,33 @@ impl Storage {
 
     /// Every object below `prefix`, recursively. A missing prefix lists as empty.
     pub async fn list(&self, prefix: &RelPath) -> Result<Vec<FileMeta>, StorageError> {
+        self.list_filtered(prefix, |_| true).await
+    }
+
+    /// The objects below `prefix`, recursively, that `keep` accepts. Each entry is judged as
+    /// the listing streams in, so only kept entries are ever held, however many objects lie
+    /// below the prefix. One [`OpKind::List`] request, counted and failed like any other. A
+    /// missing prefix lists as empty.
+    pub async fn list_filtered(
+        &self,
+        prefix: &RelPath,
+        mut keep: impl FnMut(&FileMeta) -> bool,
+    ) -> Result<Vec<FileMeta>, StorageError> {
         self.check(OpKind::List, prefix)?;
         let full = self.full(prefix);
-        let metas: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(Some(&full))
-            .try_collect()
+        let mut stream = self.store.list(Some(&full));
+        let mut kept = Vec::new();
+        while let Some(m) = stream
+            .try_next()
             .await
-            .map_err(|e| self.err(OpKind::List, prefix, e))?;
-        let metas = metas
-            .into_iter()
-            .map(|m| self.meta(m))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.done(OpKind::List, prefix, metas)
+            .map_err(|e| self.err(OpKind::List, prefix, e))?
+        {
+            let meta = self.meta(m)?;
+            if keep(&meta) {
+                kept.push(meta);
+            }
+        }
+        self.done(OpKind::List, prefix, kept)
     }
 
     /// The objects and folders directly below `prefix`. A missing prefix lists as empty.
@@ -689,6 +703,37 @@ mod tests {
         assert_eq!(dir.files.len(), 1);
         assert_eq!(dir.files[0].file_name(), "1.commit");
         assert_eq!(dir.dirs, vec![".temp".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_filtered_listing_keeps_only_the_accepted_entries_and_is_one_list_request() {
+        let counter = Arc::new(testing::CountingInterceptor::new());
+        let s = mem().with_interceptor(counter.clone());
+        for k in [
+            "p/a_1.parquet",
+            "p/b_2.parquet",
+            "p/q/c_1.parquet",
+            "other/d_1.parquet",
+        ] {
+            s.put(&p(k), Bytes::new()).await.unwrap();
+        }
+        let mut judged = 0;
+        let kept = s
+            .list_filtered(&p("p"), |m| {
+                judged += 1;
+                m.file_name().ends_with("_1.parquet")
+            })
+            .await
+            .unwrap();
+        let names: Vec<&str> = kept.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(names, vec!["p/a_1.parquet", "p/q/c_1.parquet"]);
+        assert_eq!(judged, 3, "every entry below the prefix is judged once");
+        assert_eq!(counter.count(OpKind::List), 1);
+
+        let fail = Arc::new(testing::FailNth::new(&[OpKind::List], 1));
+        let s = s.with_interceptor(fail);
+        let err = s.list_filtered(&p("p"), |_| true).await.unwrap_err();
+        assert!(matches!(err, StorageError::Injected { .. }), "{err}");
     }
 
     #[tokio::test]
