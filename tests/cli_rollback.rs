@@ -537,3 +537,41 @@ fn savepoint_create_then_restore_takes_the_table_back_and_explains_refusals() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
     assert_eq!(v["savepoints"][0]["instant"], t1);
 }
+
+#[test]
+fn json_reports_the_object_store_requests_of_the_run_by_kind() {
+    let t = failed_table();
+    let out = run(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--json",
+        "--lock",
+        "filesystem",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let requests = v["requests"].as_object().expect("a requests object");
+    // The two data files, their absent `.crc` side files, markers, timeline files, heartbeat
+    // and lock file: deletes count per object.
+    assert!(requests["delete"].as_u64().unwrap() >= 4, "{requests:?}");
+    assert!(requests["list"].as_u64().unwrap() >= 1, "{requests:?}");
+    assert!(
+        requests["put_if_absent"].as_u64().unwrap() >= 3,
+        "{requests:?}"
+    );
+    let kinds = [
+        "list",
+        "list_dir",
+        "get",
+        "head",
+        "put",
+        "put_if_absent",
+        "delete",
+        "put_if_match",
+    ];
+    assert!(
+        requests.keys().all(|k| kinds.contains(&k.as_str())),
+        "{requests:?}"
+    );
+}
