@@ -426,6 +426,8 @@ pub struct TableSettings {
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 128
+        && name != "."
+        && name != ".."
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
@@ -437,7 +439,7 @@ impl Defaults {
         let t = &entry.name;
         if !valid_name(t) {
             return Err(format!(
-                "table name `{t}`: use 1 to 128 letters, digits, `-`, `_` or `.`"
+                "table name `{t}`: use 1 to 128 letters, digits, `-`, `_` or `.` (not `.` or `..` alone)"
             ));
         }
         if entry.uri.trim().is_empty() {
@@ -736,5 +738,8 @@ max_write_duration = "90m"
         assert!(!valid_name("a/b"));
         assert!(!valid_name(""));
         assert!(!valid_name("a b"));
+        // They would name the parent folder in URLs and state files.
+        assert!(!valid_name("."));
+        assert!(!valid_name(".."));
     }
 }
