@@ -689,3 +689,50 @@ async fn a_restore_to_a_commit_older_than_the_last_clean_retained_is_refused_bef
     assert_eq!(p.instants.len(), 1);
     assert_eq!(p.instants[0].instant, TF);
 }
+
+/// A restore whose second undone instant cannot get a child rollback plan is refused before it
+/// changes anything: no restore scheduled, the metadata table not deleted, the first instant
+/// not undone. (The CLI previews first; the daemon's API does not, so the engine must.)
+#[tokio::test]
+async fn a_restore_whose_second_instant_cannot_be_planned_is_refused_before_anything_changes() {
+    // Version 6 merge-on-read: T2's commit metadata, which says which log files it appended
+    // to, is unreadable. (Its metadata table would be deleted first.)
+    let f = fixture(Kind::MorV6, true).await;
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/{T2}.deltacommit")),
+            b"not json".to_vec().into(),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let e = restore(&table, T1, &opts(true), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unreadable"), "{e}");
+    assert_eq!(f.snapshot().await, before);
+
+    // A second failed write (undone after TF) whose marker names a file of another instant.
+    let f = fixture(Kind::CowV8, true).await;
+    let te = "20240101015000000";
+    f.start_write(te).await;
+    f.storage()
+        .put(
+            &rel(&format!(
+                ".hoodie/.temp/{te}/p1/fg1-0_0-1-1_{T1}.parquet.marker.MERGE"
+            )),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let e = restore(&table, T1, &opts(true), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(te), "{e}");
+    assert_eq!(f.snapshot().await, before);
+}

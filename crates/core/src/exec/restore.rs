@@ -36,7 +36,7 @@ use super::rollback::{
 use super::savepoint::earliest_retained;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
-use crate::format::rollback::{InstantInfo, RollbackMetadata};
+use crate::format::rollback::{InstantInfo, RollbackMetadata, RollbackPlan};
 use crate::plan::restore::{
     plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput, RestoreRefusal, Undo,
 };
@@ -352,6 +352,9 @@ async fn run(
         });
     }
 
+    // Every child rollback plan is made before the first change: one that cannot be made
+    // refuses the restore while the table is as it was.
+    let children = prepare_children(table, &timeline, &planned.undo).await?;
     table.stop_point(
         "under the lock, before the restore changes anything",
         planned.resumes.as_ref().map(|_| target),
@@ -377,6 +380,7 @@ async fn run(
         started,
         restore_mdt,
         &[],
+        children,
     )
     .await?;
     done.metadata_table = mdt.action;
@@ -397,6 +401,7 @@ async fn execute_restore(
     started: Clock,
     mdt: Option<&MetadataTablePlan>,
     other_timelines: &[&Timeline],
+    children: Children,
 ) -> Result<RestoreDone, Error> {
     let storage = table.storage();
     let config = table.config();
@@ -426,8 +431,11 @@ async fn execute_restore(
     let inflight = timeline_file(config, &r, None, Action::Restore, State::Inflight)?;
     create_if_absent(storage, &inflight, Vec::new()).await?;
 
-    let (pending_rb, _) = pending_rollbacks(table, timeline).await?;
-    let mut inputs = child_inputs(table, timeline, &planned.undo, &pending_rb).await?;
+    let Children {
+        pending: pending_rb,
+        mut inputs,
+        mut plans,
+    } = children;
     let mut undone = Vec::new();
     let mut per_instant: BTreeMap<String, Vec<RollbackMetadata>> = BTreeMap::new();
     let mut infos = Vec::new();
@@ -441,6 +449,7 @@ async fn execute_restore(
             table,
             u,
             pending_rb.get(&u.instant),
+            plans.remove(&u.instant),
             &mut inputs,
             options,
             progress,
@@ -721,6 +730,7 @@ async fn restore_metadata_table(
                 .await
                 .map_err(|r| refusal(&mdt, target, r))?;
             let parent = table.timeline().await?;
+            let children = prepare_children(&mdt, &tl, &planned.undo).await?;
             // (Boxed: the metadata table's restore is the same procedure, one level down.)
             let done = Box::pin(execute_restore(
                 &mdt,
@@ -732,6 +742,7 @@ async fn restore_metadata_table(
                 Clock::now(),
                 None,
                 &[&parent],
+                children,
             ))
             .await?;
             done.restore_instant
@@ -825,6 +836,39 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
     Ok(())
 }
 
+/// A restore's children, prepared before it changes anything (and again on every resume,
+/// from the table as it is then).
+struct Children {
+    /// Child rollbacks an earlier attempt scheduled, by the instant they undo.
+    pending: BTreeMap<String, PendingRollback>,
+    inputs: ChildInputs,
+    /// The child rollback plan of every instant still to plan, made from `inputs` before the
+    /// restore's first change: one that cannot be made refuses the restore up front.
+    plans: BTreeMap<String, RollbackPlan>,
+}
+
+/// Read what the children of a restore undoing `undo` are made from and make every child
+/// plan not yet scheduled. Reads only.
+async fn prepare_children(
+    table: &Table,
+    timeline: &Timeline,
+    undo: &[Undo],
+) -> Result<Children, Error> {
+    let (pending, _) = pending_rollbacks(table, timeline).await?;
+    let inputs = child_inputs(table, timeline, undo, &pending).await?;
+    let mut plans = BTreeMap::new();
+    for u in undo {
+        if inputs.markers.contains_key(&u.instant) {
+            plans.insert(u.instant.clone(), child_plan(table, u, &inputs)?);
+        }
+    }
+    Ok(Children {
+        pending,
+        inputs,
+        plans,
+    })
+}
+
 /// What the child plans of a restore are made from.
 struct ChildInputs {
     /// Per instant still to plan, what tells its files apart ([`child_markers`]).
@@ -832,6 +876,9 @@ struct ChildInputs {
     /// The data files those plans can use: files named with an instant the restore undoes,
     /// and files the markers name. Nothing else of the table is held.
     files: Vec<FileMeta>,
+    /// Whether `files` gained files an earlier child wrote (command-block log files) since
+    /// the plans were made: a later instant's plan is then made again.
+    grown: bool,
 }
 
 /// Read the markers of every instant of `undo` that still needs a plan (no pending child
@@ -857,7 +904,11 @@ async fn child_inputs(
         .flat_map(|m| m.markers.iter().filter_map(|m| m.data_path().ok()));
     let wanted = Wanted::of(undo.iter().map(|u| u.instant.clone()), named);
     let files = list_data_files(table.storage(), &wanted).await?;
-    Ok(ChildInputs { markers, files })
+    Ok(ChildInputs {
+        markers,
+        files,
+        grown: false,
+    })
 }
 
 /// What ties files to an instant a restore undoes, besides their names: on v6 merge-on-read
@@ -978,11 +1029,14 @@ async fn appended_by(table: &Table, instant: &str) -> Result<Markers, Error> {
 
 /// Undo one instant with a child rollback that is never completed. `None` when it was undone
 /// by an earlier attempt. Returns the child rollback instant, its metadata and the number of
-/// command blocks written; `files` gains the command-block log files written.
+/// command blocks written; `files` gains the command-block log files written. `planned` is the
+/// plan made before the restore changed anything; it is used unless earlier children wrote
+/// files since (then the plan is made again, from the inputs with those files).
 async fn undo_one(
     table: &Table,
     u: &Undo,
     pending: Option<&PendingRollback>,
+    planned: Option<RollbackPlan>,
     inputs: &mut ChildInputs,
     options: &RollbackOptions,
     progress: Option<&dyn Progress>,
@@ -998,7 +1052,10 @@ async fn undo_one(
             if timeline.find(t).all(|i| !i.action.is_write()) {
                 return Ok(None);
             }
-            let plan = child_plan(table, u, inputs)?;
+            let plan = match planned {
+                Some(plan) if !inputs.grown => plan,
+                _ => child_plan(table, u, inputs)?,
+            };
             let r = new_instant_time(&[&timeline], table.zone());
             let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
             let bytes = plan.to_avro().map_err(|e| avro_err(table, t, &path, e))?;
@@ -1038,6 +1095,7 @@ async fn undo_one(
             if let Ok(rel) = base.resolve(abs) {
                 if let Some(meta) = storage.head(&rel).await? {
                     inputs.files.push(meta);
+                    inputs.grown = true;
                 }
             } else {
                 warn!(partition, log = %abs, "command block outside the table?");
