@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
 use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
-use hudi_keeper_core::storage::testing::CountingInterceptor;
+use hudi_keeper_core::storage::RequestCounter;
 use hudi_keeper_core::storage::{OpKind, RelPath, Storage, StorageOptions};
 use hudi_keeper_core::Table;
 
@@ -151,7 +151,7 @@ async fn main() {
             for &cross_check in &cross_checks {
                 // The rollback.
                 let (storage, _dir) = fresh(store, n, "rb").await;
-                let counter = Arc::new(CountingInterceptor::new());
+                let counter = Arc::new(RequestCounter::new());
                 let table = Table::open_storage(storage.clone().with_interceptor(counter.clone()))
                     .await
                     .expect("open table");

@@ -3,11 +3,13 @@
 //! Every byte hudi-keeper reads or writes goes through [`Storage`]. A `Storage` is rooted at a
 //! table's base path and only accepts *table-relative* paths ([`RelPath`]), so nothing built on
 //! it can address a file outside the table. Tests plug an [`Interceptor`] into it to count
-//! requests by kind or to fail the N-th request of a kind (see [`testing`]).
+//! requests by kind ([`RequestCounter`], which the CLI also reports) or to fail the N-th request
+//! of a kind (see [`testing`]).
 
 mod error;
 mod open;
 mod relpath;
+mod requests;
 pub mod testing;
 
 use std::collections::HashMap;
@@ -23,6 +25,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 pub use error::StorageError;
 pub use open::{StorageOptions, StoreCache};
 pub use relpath::{RelPath, RelPathError};
+pub use requests::RequestCounter;
 
 /// The kinds of request the seam makes; the unit of request counting and fault injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -12,8 +12,7 @@ use hudi_keeper_core::exec::rollback::{
     preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::protocol::lock::LockOptions;
-use hudi_keeper_core::storage::testing::CountingInterceptor;
-use hudi_keeper_core::storage::Storage;
+use hudi_keeper_core::storage::{RequestCounter, Storage};
 use hudi_keeper_core::Table;
 
 use super::{DetectionArgs, LockArgs, TableArgs};
@@ -114,7 +113,7 @@ impl Progress for Bar {
 
 pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     // Object-store requests by kind, which --json reports.
-    let requests = Arc::new(CountingInterceptor::new());
+    let requests = Arc::new(RequestCounter::new());
     let context = || format!("cannot open table `{}`", args.table.uri);
     let storage = Storage::open(&args.table.uri, &args.table.storage_options())
         .with_context(context)?
