@@ -249,8 +249,13 @@ pub struct PendingRollback {
 impl PendingRollback {
     /// Whether it was left long enough ago to be taken over: a rollback that another process
     /// is running right now must not be resumed under its feet (no lock is taken yet).
+    /// A time the store does not give (the epoch or earlier) is unknown: never stale.
     fn is_stale(&self, options: &RollbackOptions, now_ms: i64) -> bool {
-        let age = now_ms - self.last_modified.timestamp_millis();
+        let written_ms = self.last_modified.timestamp_millis();
+        if written_ms <= 0 {
+            return false;
+        }
+        let age = now_ms - written_ms;
         let min = (options.heartbeat.min_instant_age + options.heartbeat.clock_skew_margin)
             .as_millis() as i64;
         age >= min
@@ -1522,4 +1527,35 @@ async fn execute_mdt(
     let bytes = metadata.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
     create_if_absent(storage, &path, bytes).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    fn pending_written_at(ms: i64) -> PendingRollback {
+        PendingRollback {
+            instant: "20250101000000000".into(),
+            state: State::Inflight,
+            plan: RollbackPlan {
+                instant_to_rollback: None,
+                requests: None,
+                version: Some(1),
+            },
+            last_modified: chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_pending_rollback_whose_time_the_store_does_not_give_is_never_stale() {
+        let options = RollbackOptions::default();
+        let now = 1_737_864_503_628;
+        // Written an hour ago: left, taken over.
+        assert!(pending_written_at(now - 3_600_000).is_stale(&options, now));
+        // Written a second ago: another process may be running it.
+        assert!(!pending_written_at(now - 1_000).is_stale(&options, now));
+        // The store reports no time (the epoch, or before it): it may be running now.
+        assert!(!pending_written_at(0).is_stale(&options, now));
+        assert!(!pending_written_at(-5).is_stale(&options, now));
+    }
 }

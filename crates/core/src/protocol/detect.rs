@@ -87,8 +87,9 @@ pub enum Verdict {
     /// writes its heartbeat first, so this looks like an EAGER writer on a table judged LAZY.
     /// Not failed.
     EagerWriterSuspected,
-    /// No heartbeat file and its age cannot be established from the store: never rolled back
-    /// automatically (fail closed).
+    /// No heartbeat file and its age cannot be established from the store, or a heartbeat file
+    /// whose modification time the store does not give: never rolled back automatically (fail
+    /// closed).
     AgeUnknown,
     /// Not a write Hudi rolls back as failed (compaction, clustering, clean, rollback, …).
     NotACandidate,
@@ -377,6 +378,10 @@ fn assess_one(
         HeartbeatStatus::Expired { age_ms } => done(
             Verdict::Expired,
             format!("heartbeat {age_ms} ms old, beyond {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: the writer is gone"),
+        ),
+        HeartbeatStatus::AgeUnknown => done(
+            Verdict::AgeUnknown,
+            "a heartbeat file exists, but the store gives no modification time for it, so its writer may be beating right now: never rolled back automatically (`rollback --instant` with `--force` if you know its writer is gone)".to_string(),
         ),
         HeartbeatStatus::MissingAgeUnknown => done(
             Verdict::AgeUnknown,
@@ -912,6 +917,27 @@ mod tests {
             Verdict::AgeUnknown.named_rollback(),
             NamedRollback::NeedsForce
         );
+    }
+
+    #[test]
+    fn a_heartbeat_file_without_a_modification_time_is_never_failed() {
+        let t = timeline(&["20250126040000000.deltacommit.requested"]);
+        let hb = [("20250126040000000", 0)];
+        for policy in [LAZY, EAGER] {
+            let a = assess_with(
+                &t,
+                policy,
+                &Given {
+                    heartbeats: &hb,
+                    lazy_writers: Some(LazyWritersEvidence::HeartbeatFilesNow),
+                    max_write_duration: Some(Duration::from_secs(1)),
+                    ..Default::default()
+                },
+            );
+            assert!(!a[0].verdict.is_failed(), "{policy:?}: {:?}", a[0]);
+            assert_eq!(a[0].verdict, Verdict::AgeUnknown, "{policy:?}");
+            assert_eq!(a[0].heartbeat_age_ms, None);
+        }
     }
 
     #[test]

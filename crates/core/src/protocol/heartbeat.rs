@@ -71,6 +71,9 @@ pub enum HeartbeatStatus {
     },
     /// No heartbeat file, and the instant's age is unknown: never dead (fail closed).
     MissingAgeUnknown,
+    /// A heartbeat file whose modification time the store does not give (it reports the epoch
+    /// or earlier): its writer may be beating right now, so never dead (fail closed).
+    AgeUnknown,
 }
 
 impl HeartbeatStatus {
@@ -92,7 +95,8 @@ impl HeartbeatPolicy {
     }
 
     /// Judge a heartbeat: `expired ⇔ now − mtime > interval × misses + skew margin` (strictly
-    /// greater, as Hudi). Without a heartbeat file, the instant's own age decides: at least
+    /// greater, as Hudi); a heartbeat whose mtime is unknown (at or before the epoch) is
+    /// [`HeartbeatStatus::AgeUnknown`], never expired. Without a heartbeat file, the instant's own age decides: at least
     /// `min_instant_age + skew margin` old is [`HeartbeatStatus::Missing`]; an instant whose
     /// start is unknown is [`HeartbeatStatus::MissingAgeUnknown`], never dead.
     ///
@@ -106,6 +110,9 @@ impl HeartbeatPolicy {
     ) -> HeartbeatStatus {
         let skew = self.clock_skew_margin.as_millis() as i64;
         match heartbeat_mtime_ms {
+            // A store that gives no time reports the epoch (object_store fills a missing
+            // Last-Modified with it): unknown, not ancient.
+            Some(mtime) if mtime <= 0 => HeartbeatStatus::AgeUnknown,
             Some(mtime) => {
                 let age_ms = now_ms - mtime;
                 if age_ms > self.max_allowed_ms().saturating_add(skew) {
@@ -331,6 +338,19 @@ mod tests {
             p.check(1_000_000, None, None),
             HeartbeatStatus::MissingAgeUnknown
         );
+    }
+
+    #[test]
+    fn a_heartbeat_without_a_modification_time_is_never_expired() {
+        // The store reports no time (the epoch, or before it): the writer may be beating now.
+        let p = policy();
+        let now = 1_000_000_000;
+        for mtime in [0, -1, i64::MIN] {
+            let s = p.check(now, Some(mtime), Some(now - 3_600_000));
+            assert!(!matches!(s, HeartbeatStatus::Expired { .. }), "{mtime}: {s:?}");
+            assert_eq!(s.age_ms(), None, "{mtime}: {s:?}");
+            assert_eq!(s, HeartbeatStatus::AgeUnknown);
+        }
     }
 
     #[tokio::test(start_paused = true)]
