@@ -235,9 +235,8 @@ enum Held {
     File {
         storage: Storage,
         file: RelPath,
-        /// With an expiry: the lock file's modification time right after we created it, to
-        /// tell it from another writer's once ours may have expired.
-        ours: Option<chrono::DateTime<chrono::Utc>>,
+        /// What we wrote into the lock file: release deletes only a file that still holds it.
+        token: bytes::Bytes,
     },
     Lease(storage_lock::Lease),
     Zk(zookeeper::ZkHeld),
@@ -268,20 +267,23 @@ impl LockGuard {
     /// Release the lock.
     pub async fn release(mut self) -> Result<(), Error> {
         let held = std::mem::replace(&mut self.held, Held::None);
-        release_held(&self.table, &self.lock, held, &self.fence).await?;
+        if let Err(e) = release_held(&self.table, &self.lock, held).await {
+            error!(table = %self.table, lock = %self.lock, error = %e, "could not release the table lock; it may be left behind");
+            return Err(e);
+        }
         info!(table = %self.table, lock = %self.lock, "released the table lock");
         Ok(())
     }
 }
 
-async fn release_held(table: &str, lock: &str, held: Held, fence: &Fence) -> Result<(), Error> {
+async fn release_held(table: &str, lock: &str, held: Held) -> Result<(), Error> {
     match held {
         Held::None => {}
         Held::File {
             storage,
             file,
-            ours,
-        } => release_file(&storage, &file, ours, fence).await?,
+            token,
+        } => release_file(table, &storage, &file, &token).await?,
         Held::Lease(lease) => lease.release().await?,
         Held::Zk(zk) => zk.release().await.map_err(|e| Error::Lock {
             table: table.to_string(),
@@ -302,13 +304,13 @@ impl Drop for LockGuard {
         if matches!(held, Held::None) {
             return;
         }
-        let (table, lock, fence) = (self.table.clone(), self.lock.clone(), self.fence.clone());
+        let (table, lock) = (self.table.clone(), self.lock.clone());
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 warn!(table = %table, lock = %lock, "a table lock was dropped without release (its work was abandoned); releasing it in the background");
                 BACKSTOP.spawn_on(
                     async move {
-                        match release_held(&table, &lock, held, &fence).await {
+                        match release_held(&table, &lock, held).await {
                             Ok(()) => {
                                 info!(table = %table, lock = %lock, "released the dropped table lock")
                             }
@@ -350,24 +352,25 @@ async fn cancelled_during(pause: Duration, cancel: Option<&CancellationToken>) -
     }
 }
 
-/// Delete our lock file. Once a lock with an expiry may have expired, another writer may have
-/// taken it over (deleted ours and created its own): then only a file with our modification
-/// time is deleted.
+/// Delete our lock file, but only if it is still ours: it holds the token we wrote (checked
+/// by size first, so a large foreign file is never read). A lock file someone else created after
+/// ours was deleted (an operator who judged it stale, or a writer that took over an expired
+/// lock) is left alone, with a warning; a lock file already gone needs no release.
 async fn release_file(
+    table: &str,
     storage: &Storage,
     file: &RelPath,
-    ours: Option<chrono::DateTime<chrono::Utc>>,
-    fence: &Fence,
+    token: &bytes::Bytes,
 ) -> Result<(), Error> {
-    if let (Some(ours), Err(_)) = (ours, fence.check()) {
-        match storage.head(file).await? {
-            Some(meta) if meta.last_modified == ours => {}
-            Some(_) => {
-                warn!(table = %storage.uri(), lock = %file, "our lock file expired and another writer took the lock over; its lock file is left alone");
-                return Ok(());
-            }
-            None => return Ok(()),
-        }
+    let Some(meta) = storage.head(file).await? else {
+        warn!(table = %table, lock = %file, "our lock file is already gone (deleted by someone else); nothing to release");
+        return Ok(());
+    };
+    let ours =
+        meta.size == token.len() as u64 && storage.get_opt(file).await?.as_ref() == Some(token);
+    if !ours {
+        warn!(table = %table, lock = %file, "the lock file is no longer ours (ours was deleted and someone else created this one): it is left alone");
+        return Ok(());
     }
     storage.delete(file).await?;
     Ok(())
@@ -435,38 +438,24 @@ pub async fn acquire_until(
         }
         LockProvider::FileSystem { dir, expire } => {
             let file = filesystem::lock_file(dir)?;
+            let token = filesystem::owner_token();
             loop {
                 // Hudi counts the expiry from the file's modification time, which is no earlier
                 // than this.
                 let attempt = tokio::time::Instant::now();
-                if filesystem::try_take(storage, &file, *expire).await? {
+                if filesystem::try_take(storage, &file, *expire, &token).await? {
+                    let held = Held::File {
+                        storage: storage.clone(),
+                        file,
+                        token,
+                    };
                     if expire.is_zero() {
-                        return Ok(guard(
-                            Held::File {
-                                storage: storage.clone(),
-                                file,
-                                ours: None,
-                            },
-                            FenceKind::Always,
-                        ));
+                        return Ok(guard(held, FenceKind::Always));
                     }
                     let stop_by =
                         attempt + expire.saturating_sub(filesystem::safety_margin(*expire));
-                    // (Not knowing it only means an expired lock is released blindly, as Hudi
-                    // releases it.)
-                    let ours = match storage.head(&file).await {
-                        Ok(meta) => meta.map(|m| m.last_modified),
-                        Err(e) => {
-                            warn!(table = %table, lock = %lock, error = %e, "could not read back the lock file just created");
-                            None
-                        }
-                    };
                     return Ok(guard(
-                        Held::File {
-                            storage: storage.clone(),
-                            file,
-                            ours,
-                        },
+                        held,
                         FenceKind::Until {
                             stop_by,
                             expire: *expire,
@@ -591,19 +580,16 @@ mod tests {
 
     #[tokio::test]
     async fn an_expired_lock_file_is_taken_over_but_a_fresh_one_is_not() {
-        let s = storage();
-        // A holder that died with the lock. InMemory stamps files with the wall clock: a 1 ms
-        // expiry makes its lock stale at once.
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage::open(dir.path().to_str().unwrap(), &Default::default()).unwrap();
+        // A holder that died with the lock 70 s ago; the expiry is 60 s (+ 6 s margin).
         let _dead_holder = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let g = acquire(
-            &s,
-            &fs(Duration::from_millis(1), Duration::from_millis(200)),
-        )
-        .await
-        .unwrap();
+        backdate_lock_file(dir.path(), Duration::from_secs(70));
+        let g = acquire(&s, &fs(Duration::from_secs(60), Duration::from_millis(200)))
+            .await
+            .unwrap();
         g.release().await.unwrap();
         let _held = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
             .await
@@ -650,18 +636,26 @@ mod tests {
         never.release().await.unwrap();
     }
 
+    /// Set the modification time of the existing `.hoodie/lock` under `dir` to `ago` before now,
+    /// keeping its content.
+    fn backdate_lock_file(dir: &std::path::Path, ago: Duration) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(".hoodie").join("lock"))
+            .unwrap();
+        f.set_modified(std::time::SystemTime::now() - ago).unwrap();
+    }
+
     #[tokio::test]
     async fn an_expired_lock_taken_over_by_another_writer_is_not_deleted_on_release() {
-        let s = storage();
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage::open(dir.path().to_str().unwrap(), &Default::default()).unwrap();
         let lock = RelPath::parse(".hoodie/lock").unwrap();
-        // A 1 ms expiry: the fence trips at once, and the other writer may take it over.
-        let g = acquire(&s, &fs(Duration::from_millis(1), Duration::from_secs(1)))
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let other = acquire(&s, &fs(Duration::from_millis(1), Duration::from_secs(1)))
-            .await
-            .unwrap();
+        let o = fs(Duration::from_secs(60), Duration::from_secs(1));
+        let g = acquire(&s, &o).await.unwrap();
+        // Our lock file is now older than its expiry and the margin: another writer takes it.
+        backdate_lock_file(dir.path(), Duration::from_secs(70));
+        let other = acquire(&s, &o).await.unwrap();
         let theirs = s.head(&lock).await.unwrap().unwrap();
         g.release().await.unwrap();
         assert_eq!(
@@ -670,6 +664,91 @@ mod tests {
             "the other writer's lock file stays"
         );
         other.release().await.unwrap();
+        assert!(s.head(&lock).await.unwrap().is_none());
+    }
+
+    /// A lock file on the local file system whose modification time is set to `mtime`, as a
+    /// store whose clock differs from this host's would report it.
+    fn lock_file_written_at(dir: &std::path::Path, mtime: std::time::SystemTime) {
+        let path = dir.join(".hoodie").join("lock");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_expired_lock_file_is_taken_over_only_after_the_clock_skew_margin_too() {
+        use std::time::SystemTime;
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage::open(dir.path().to_str().unwrap(), &Default::default()).unwrap();
+        let lock = RelPath::parse(".hoodie/lock").unwrap();
+        // 60 s expiry, 6 s margin: a lock file 63 s old (by this host's clock) may belong to a
+        // live writer whose clock, or the store's, is a few seconds behind.
+        let expire = Duration::from_secs(60);
+        lock_file_written_at(dir.path(), SystemTime::now() - Duration::from_secs(63));
+        let before = s.head(&lock).await.unwrap().unwrap();
+        let err = acquire(&s, &fs(expire, Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
+        assert_eq!(s.head(&lock).await.unwrap(), Some(before), "left alone");
+        // Beyond expiry + margin it is taken over.
+        lock_file_written_at(dir.path(), SystemTime::now() - Duration::from_secs(67));
+        let g = acquire(&s, &fs(expire, Duration::from_millis(50)))
+            .await
+            .unwrap();
+        g.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_lock_file_with_an_unknown_modification_time_never_counts_as_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage::open(dir.path().to_str().unwrap(), &Default::default()).unwrap();
+        let lock = RelPath::parse(".hoodie/lock").unwrap();
+        lock_file_written_at(dir.path(), std::time::SystemTime::UNIX_EPOCH);
+        let before = s.head(&lock).await.unwrap().unwrap();
+        let err = acquire(&s, &fs(Duration::from_secs(60), Duration::from_millis(50)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
+        assert_eq!(s.head(&lock).await.unwrap(), Some(before), "left alone");
+    }
+
+    #[tokio::test]
+    async fn a_lock_without_expiry_that_another_writer_took_after_an_operator_deleted_ours_is_left_alone_on_release(
+    ) {
+        let s = storage();
+        let lock = RelPath::parse(".hoodie/lock").unwrap();
+        let g = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        // An operator deletes the lock file believing it stale; a Hudi writer takes the lock
+        // (its file may be empty, or carry its own lock info).
+        for theirs in [
+            &b""[..],
+            b"LockInfo{lockCreateTime=2026-12-01 09:00:00.000}",
+        ] {
+            s.delete(&lock).await.unwrap();
+            s.put_if_absent(&lock, Bytes::from(theirs)).await.unwrap();
+        }
+        let theirs = s.head(&lock).await.unwrap().unwrap();
+        g.release().await.unwrap();
+        assert_eq!(
+            s.head(&lock).await.unwrap(),
+            Some(theirs),
+            "the writer's lock file stays"
+        );
+        assert_eq!(
+            s.get(&lock).await.unwrap(),
+            Bytes::from_static(b"LockInfo{lockCreateTime=2026-12-01 09:00:00.000}")
+        );
+        // A lock file that is simply gone is released without error.
+        s.delete(&lock).await.unwrap();
+        let g = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        s.delete(&lock).await.unwrap();
+        g.release().await.unwrap();
         assert!(s.head(&lock).await.unwrap().is_none());
     }
 
