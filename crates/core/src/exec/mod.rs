@@ -12,14 +12,72 @@ use crate::Error;
 
 /// The outcome of work done under the table lock, given the lock's release: the work's error
 /// comes first, except that a stop at a safe point whose lock could not be released reports the
-/// failed release (a stopped run promises its lock was released).
+/// failed release (a stopped run promises its lock was released). A failed release behind a
+/// failed work is never lost: it is logged at error level (its message names the table and the
+/// lock), since a lock left behind may block every writer of the table.
 pub(crate) fn after_release<T>(
     result: Result<T, Error>,
     released: Result<(), Error>,
 ) -> Result<T, Error> {
     match (result, released) {
         (Err(Error::Cancelled { .. }), Err(e)) => Err(e),
-        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        (Err(work), Err(release)) => {
+            tracing::error!(release_error = %release, work_error = %work, "the table lock could not be released after the work failed: it may be left behind and block the table's writers until it is removed");
+            Err(work)
+        }
+        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         (Ok(v), Ok(())) => Ok(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Collects what a tracing subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_release_after_failed_work_is_logged_as_an_error_with_table_and_lock() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let work = Err::<(), _>(Error::Refused {
+            table: "file:///t".into(),
+            instant: "20260101000000000".into(),
+            reason: "the work failed".into(),
+        });
+        let release = Err(Error::Lock {
+            table: "file:///t".into(),
+            lock: ".hoodie/lock".into(),
+            reason: "releasing: the store is unreachable".into(),
+        });
+        let err = tracing::subscriber::with_default(subscriber, || {
+            after_release(work, release).unwrap_err()
+        });
+        assert!(err.to_string().contains("the work failed"), "{err}");
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("ERROR"))
+            .unwrap_or_else(|| panic!("no error logged: {log}"));
+        assert!(line.contains("file:///t"), "{line}");
+        assert!(line.contains(".hoodie/lock"), "{line}");
+        assert!(line.contains("the store is unreachable"), "{line}");
     }
 }
