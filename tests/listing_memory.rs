@@ -32,10 +32,27 @@ struct ThreadHeap;
 
 thread_local! {
     static LIVE: Cell<i64> = const { Cell::new(0) };
+    static PEAK: Cell<i64> = const { Cell::new(0) };
 }
 
 fn count(delta: i64) {
-    let _ = LIVE.try_with(|c| c.set(c.get() + delta));
+    let _ = LIVE.try_with(|c| {
+        let now = c.get() + delta;
+        c.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
+}
+
+/// Start measuring the peak heap of this thread from now on; returns the heap now.
+fn peak_from_here() -> i64 {
+    let now = live();
+    PEAK.with(|p| p.set(now));
+    now
+}
+
+/// The most heap this thread held since [`peak_from_here`].
+fn peak() -> i64 {
+    PEAK.with(Cell::get)
 }
 
 /// Heap bytes allocated and not freed by this thread.
@@ -79,7 +96,10 @@ const UNRELATED: usize = 100_000;
 
 /// An in-memory store whose listings of `p1` end with `UNRELATED` files of `T1` that are not
 /// there, generated one by one; for each such listing, the heap its consumer held more after the
-/// last of them than after the first.
+/// last of them than after the first. Its listings of the table's root (a non-partitioned
+/// table's files) end with as many unrelated files of its own, alike. One-level listings
+/// (`list_with_delimiter`) of the root and of `p1` hold their unrelated files too, all at once
+/// as the API returns them: a consumer that asks for one holds them all.
 #[derive(Debug)]
 struct PaddedListing {
     inner: Arc<dyn ObjectStore>,
@@ -144,30 +164,16 @@ impl ObjectStore for PaddedListing {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let real = self.inner.list(prefix);
-        if prefix.map(Path::as_ref) != Some(&format!("{ROOT}/p1")) {
-            return real;
+        let folders: &[&str] = match prefix.map(Path::as_ref) {
+            Some(p) if p == ROOT => &["", "p1/"],
+            Some(p) if p == format!("{ROOT}/p1") => &["p1/"],
+            _ => return real,
+        };
+        let mut stream = real;
+        for folder in folders {
+            stream = stream.chain(self.unrelated(folder)).boxed();
         }
-        let growth = Arc::clone(&self.growth);
-        let mut first = 0;
-        let unrelated = futures::stream::iter(0..UNRELATED).map(move |i| {
-            if i == 0 {
-                first = live();
-            }
-            if i == UNRELATED - 1 {
-                let held = live() - first;
-                growth.lock().unwrap().push(held);
-            }
-            Ok(ObjectMeta {
-                location: Path::from(format!(
-                    "{ROOT}/p1/{i:08x}-0000-0000-0000-000000000000-0_0-1-{i}_{T1}.parquet"
-                )),
-                last_modified: chrono::DateTime::from_timestamp_millis(0).unwrap(),
-                size: 1,
-                e_tag: None,
-                version: None,
-            })
-        });
-        real.chain(unrelated).boxed()
+        stream
     }
 
     fn list_with_delimiter<'s, 'l, 'f>(
@@ -179,7 +185,18 @@ impl ObjectStore for PaddedListing {
         'l: 'f,
         Self: 'f,
     {
-        self.inner.list_with_delimiter(prefix)
+        let folder = match prefix.map(Path::as_ref) {
+            Some(p) if p == ROOT => "",
+            Some(p) if p == format!("{ROOT}/p1") => "p1/",
+            _ => return self.inner.list_with_delimiter(prefix),
+        };
+        Box::pin(async move {
+            let mut listing = self.inner.list_with_delimiter(prefix).await?;
+            listing
+                .objects
+                .extend((0..UNRELATED).map(|i| unrelated_file(folder, i)));
+            Ok(listing)
+        })
     }
 
     fn copy_opts<'s, 'a, 'b, 'f>(
@@ -195,6 +212,41 @@ impl ObjectStore for PaddedListing {
         Self: 'f,
     {
         self.inner.copy_opts(from, to, options)
+    }
+}
+
+/// One unrelated file (of `T1`, not in the store) in `folder` (`""` or `"p1/"`).
+fn unrelated_file(folder: &str, i: usize) -> ObjectMeta {
+    ObjectMeta {
+        location: Path::from(format!(
+            "{ROOT}/{folder}{i:08x}-0000-0000-0000-000000000000-0_0-1-{i}_{T1}.parquet"
+        )),
+        last_modified: chrono::DateTime::from_timestamp_millis(0).unwrap(),
+        size: 1,
+        e_tag: None,
+        version: None,
+    }
+}
+
+impl PaddedListing {
+    /// `UNRELATED` files in `folder`, generated one by one, recording the heap the consumer
+    /// held more after the last than after the first.
+    fn unrelated(&self, folder: &str) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let folder = folder.to_string();
+        let growth = Arc::clone(&self.growth);
+        let mut first = 0;
+        futures::stream::iter(0..UNRELATED)
+            .map(move |i| {
+                if i == 0 {
+                    first = live();
+                }
+                if i == UNRELATED - 1 {
+                    let held = live() - first;
+                    growth.lock().unwrap().push(held);
+                }
+                Ok(unrelated_file(&folder, i))
+            })
+            .boxed()
     }
 }
 
@@ -252,8 +304,14 @@ fn options() -> RollbackOptions {
 
 /// The padded partition was listed, and each listing's consumer held less than 1 MiB more at
 /// its end than at its start: less than 11 bytes per unrelated entry (holding them takes well
-/// over 100).
-fn assert_unrelated_entries_were_not_held(growth: &Mutex<Vec<i64>>, what: &str) {
+/// over 100). And since `base` (the heap before the run), the run never held 4 MiB more: no
+/// one-level listing of the root or of `p1` was held whole (each holds over 10 MiB).
+fn assert_unrelated_entries_were_not_held(growth: &Mutex<Vec<i64>>, base: i64, what: &str) {
+    let held = peak() - base;
+    assert!(
+        held < 4 << 20,
+        "{what}: the run held {held} bytes more at its peak (a listing held whole?)"
+    );
     let growth = growth.lock().unwrap().clone();
     assert!(!growth.is_empty(), "{what}: the partition was not listed");
     for g in growth {
@@ -268,6 +326,7 @@ fn assert_unrelated_entries_were_not_held(growth: &Mutex<Vec<i64>>, what: &str) 
 async fn a_rollback_holds_only_the_listed_files_of_its_instant_however_many_others_a_partition_has()
 {
     let (table, growth) = table().await;
+    let base = peak_from_here();
     let plans = preview(&table, &Selection::AllFailed, &options())
         .await
         .unwrap();
@@ -275,15 +334,16 @@ async fn a_rollback_holds_only_the_listed_files_of_its_instant_however_many_othe
     assert_eq!(plans[0].instant, TF);
     assert_eq!(plans[0].files, 2);
     assert_eq!(plans[0].files_not_in_markers, 1);
-    assert_unrelated_entries_were_not_held(&growth, "dry run");
+    assert_unrelated_entries_were_not_held(&growth, base, "dry run");
 
     growth.lock().unwrap().clear();
+    let base = peak_from_here();
     let done = rollback(&table, &Selection::AllFailed, &options(), None)
         .await
         .unwrap();
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].files_deleted, 2);
-    assert_unrelated_entries_were_not_held(&growth, "rollback");
+    assert_unrelated_entries_were_not_held(&growth, base, "rollback");
 }
 
 #[tokio::test]
@@ -293,6 +353,7 @@ async fn a_restore_holds_only_the_listed_files_of_the_instants_it_undoes() {
         rollback: options(),
         require_savepoint: false,
     };
+    let base = peak_from_here();
     let p = preview_restore(&table, T1, &options).await.unwrap();
     let undone: Vec<(&str, usize)> = p
         .instants
@@ -300,10 +361,11 @@ async fn a_restore_holds_only_the_listed_files_of_the_instants_it_undoes() {
         .map(|i| (i.instant.as_str(), i.files))
         .collect();
     assert_eq!(undone, vec![(TF, 2), (T2, 1)]);
-    assert_unrelated_entries_were_not_held(&growth, "restore dry run");
+    assert_unrelated_entries_were_not_held(&growth, base, "restore dry run");
 
     growth.lock().unwrap().clear();
+    let base = peak_from_here();
     let done = restore(&table, T1, &options, None).await.unwrap();
     assert_eq!(done.files_deleted, 3);
-    assert_unrelated_entries_were_not_held(&growth, "restore");
+    assert_unrelated_entries_were_not_held(&growth, base, "restore");
 }

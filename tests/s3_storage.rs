@@ -94,3 +94,48 @@ fn inspect_reads_an_s3_table() {
     assert_eq!(v["instants"].as_array().unwrap().len(), 3);
     assert_eq!(v["pending"][0]["requested_time"], TF);
 }
+
+/// A one-level listing on S3 goes page by page (the server returns at most 1,000 keys a page):
+/// it keeps only the files its filter accepts, across pages, and names the folders below.
+#[tokio::test]
+async fn a_filtered_one_level_listing_on_s3_keeps_only_what_it_accepts_across_pages() {
+    use futures::StreamExt;
+    let root = unique("ls");
+    let s = Storage::open(&format!("s3://{BUCKET}/{root}"), &options()).unwrap();
+    let names: Vec<String> = (0..1_205).map(|i| format!("f{i:05}.parquet")).collect();
+    futures::stream::iter(names.iter().cloned())
+        .map(|n| {
+            let s = s.clone();
+            async move {
+                s.put(&RelPath::parse(&format!("d/{n}")).unwrap(), "x".into())
+                    .await
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    for extra in ["d/sub/deep.parquet", "d/other/x", "e/f00007.parquet"] {
+        s.put(&RelPath::parse(extra).unwrap(), "x".into())
+            .await
+            .unwrap();
+    }
+    let listing = s
+        .list_dir_filtered(&RelPath::parse("d").unwrap(), |f| {
+            f.file_name().ends_with("7.parquet")
+        })
+        .await
+        .unwrap();
+    let mut got: Vec<String> = listing.files.iter().map(|f| f.path.to_string()).collect();
+    got.sort();
+    let want: Vec<String> = names
+        .iter()
+        .filter(|n| n.ends_with("7.parquet"))
+        .map(|n| format!("d/{n}"))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(listing.dirs, vec!["other".to_string(), "sub".to_string()]);
+    // The same as the whole listing, filtered.
+    let whole = s.list_dir(&RelPath::parse("d").unwrap()).await.unwrap();
+    assert_eq!(whole.files.len(), 1_205);
+}

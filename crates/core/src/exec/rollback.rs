@@ -488,13 +488,16 @@ pub(super) fn action_of_plan(plan: &RollbackPlan) -> Action {
 /// The table's data files that `keep` accepts, `.hoodie/` left out: one listing of the base
 /// path, then the top-level folders (partitions) listed recursively, several at a time. Each
 /// entry is judged as the listings stream in and only kept entries are held, so memory follows
-/// what the caller needs (the files of the instants it undoes), not the size of the table.
+/// what the caller needs (the files of the instants it undoes), not the size of the table (nor
+/// of its largest folder: a non-partitioned table's files are all in the first listing).
 pub(super) async fn list_data_files(
     storage: &Storage,
     wanted: &Wanted,
 ) -> Result<Vec<FileMeta>, Error> {
-    let top = storage.list_dir(&RelPath::root()).await?;
-    let mut files: Vec<FileMeta> = top.files.into_iter().filter(|f| wanted.keeps(f)).collect();
+    let top = storage
+        .list_dir_filtered(&RelPath::root(), |f| wanted.keeps(f))
+        .await?;
+    let mut files = top.files;
     let dirs: Vec<RelPath> = top
         .dirs
         .iter()
@@ -1025,15 +1028,19 @@ pub(super) async fn confirm_gone(table: &Table, t: &str, deleted: &[RelPath]) ->
             .insert(p.file_name().to_string());
     }
     let storage = table.storage().clone();
+    // Each listing keeps only the names it checks, however many files the folder has.
     let mut listings = futures::stream::iter(by_folder)
         .map(move |(dir, names)| {
             let storage = storage.clone();
-            async move { storage.list_dir(&dir).await.map(|l| (names, l)) }
+            async move {
+                storage
+                    .list_dir_filtered(&dir, |f| names.contains(f.file_name()))
+                    .await
+            }
         })
         .buffer_unordered(8);
     while let Some(listing) = listings.next().await {
-        let (names, listing) = listing?;
-        if let Some(f) = listing.files.iter().find(|f| names.contains(f.file_name())) {
+        if let Some(f) = listing?.files.first() {
             return Err(Error::StillListed {
                 table: table.uri().to_string(),
                 instant: t.to_string(),

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
@@ -175,6 +176,8 @@ fn key_named(keys: &[String], matches: impl Fn(&str) -> bool) -> Option<&String>
 #[derive(Clone)]
 pub struct Storage {
     store: Arc<dyn ObjectStore>,
+    /// The same store's page-by-page listing, where it has one.
+    pages: Option<Arc<dyn PaginatedListStore>>,
     root: Path,
     uri: Arc<str>,
     interceptor: Option<Arc<dyn Interceptor>>,
@@ -204,9 +207,10 @@ impl Storage {
         options: &StorageOptions,
         cache: Option<&StoreCache>,
     ) -> Result<Self, StorageError> {
-        let (store, root, uri) = open::open_store(uri, options, cache)?;
+        let (client, root, uri) = open::open_store(uri, options, cache)?;
         Ok(Self {
-            store,
+            store: client.store,
+            pages: client.pages,
             root,
             uri: uri.into(),
             interceptor: None,
@@ -220,6 +224,7 @@ impl Storage {
     pub fn from_store(store: Arc<dyn ObjectStore>, root: &str, uri: &str) -> Self {
         Self {
             store,
+            pages: None,
             root: root.split('/').map(key_part).collect(),
             uri: uri.into(),
             interceptor: None,
@@ -253,6 +258,7 @@ impl Storage {
         let uri = format!("{}/{}", self.uri.trim_end_matches('/'), sub);
         Self {
             store: Arc::clone(&self.store),
+            pages: self.pages.clone(),
             root,
             uri: uri.into(),
             interceptor: self.interceptor.clone(),
@@ -368,6 +374,97 @@ impl Storage {
             .filter_map(|p| p.filename().map(str::to_string))
             .collect();
         self.done(OpKind::ListDir, prefix, DirListing { files, dirs })
+    }
+
+    /// The objects directly below `prefix` that `keep` accepts, and the names of the folders
+    /// directly below it. Each object is judged as the listing comes in, so only kept objects
+    /// (and folder names) are held, however many objects the folder has: where the store lists
+    /// page by page (S3, GCS, Azure), one page at a time with a delimiter; elsewhere (the local
+    /// file system, memory) by a recursive listing streamed and cut to one level. One
+    /// [`OpKind::ListDir`] request, counted and failed like any other. A missing prefix lists
+    /// as empty.
+    pub async fn list_dir_filtered(
+        &self,
+        prefix: &RelPath,
+        mut keep: impl FnMut(&FileMeta) -> bool,
+    ) -> Result<DirListing, StorageError> {
+        self.check(OpKind::ListDir, prefix)?;
+        let full = self.full(prefix);
+        let mut files = Vec::new();
+        let mut dirs = std::collections::BTreeSet::new();
+        match &self.pages {
+            Some(pages) => {
+                // Unlike `list`, a paginated listing takes the prefix as given: the folder
+                // needs its trailing delimiter.
+                let folder = (!full.as_ref().is_empty()).then(|| format!("{full}/"));
+                let mut token = None;
+                loop {
+                    let options = PaginatedListOptions {
+                        delimiter: Some("/".into()),
+                        page_token: token.take(),
+                        ..PaginatedListOptions::default()
+                    };
+                    let page = pages
+                        .list_paginated(folder.as_deref(), options)
+                        .await
+                        .map_err(|e| self.err(OpKind::ListDir, prefix, e))?;
+                    for m in page.result.objects {
+                        let meta = self.meta(m)?;
+                        if keep(&meta) {
+                            files.push(meta);
+                        }
+                    }
+                    dirs.extend(
+                        page.result
+                            .common_prefixes
+                            .iter()
+                            .filter_map(|p| p.filename().map(str::to_string)),
+                    );
+                    match page.page_token {
+                        Some(t) => token = Some(t),
+                        None => break,
+                    }
+                }
+            }
+            None => {
+                let depth = full.parts().count();
+                let mut stream = self.store.list(Some(&full));
+                while let Some(m) = stream
+                    .try_next()
+                    .await
+                    .map_err(|e| self.err(OpKind::ListDir, prefix, e))?
+                {
+                    let mut below = m.location.parts().skip(depth);
+                    let (Some(first), second) = (below.next(), below.next()) else {
+                        continue;
+                    };
+                    if second.is_some() {
+                        // Deeper down: only the folder it is in counts.
+                        let name = first.as_ref();
+                        if !dirs.contains(name) {
+                            dirs.insert(name.to_string());
+                        }
+                        continue;
+                    }
+                    let meta = self.meta(m)?;
+                    if keep(&meta) {
+                        files.push(meta);
+                    }
+                }
+            }
+        }
+        let listing = DirListing {
+            files,
+            dirs: dirs.into_iter().collect(),
+        };
+        self.done(OpKind::ListDir, prefix, listing)
+    }
+
+    /// Whether [`Storage::list_dir_filtered`] lists one level only (page by page); otherwise
+    /// it walks everything below the folder, and one recursive listing is cheaper than one
+    /// per level.
+    pub fn lists_one_level(&self) -> bool {
+        self.pages.is_some()
     }
 
     /// The bytes of `path`; a missing object is [`StorageError::NotFound`].
@@ -652,6 +749,34 @@ mod tests {
 
     fn p(s: &str) -> RelPath {
         RelPath::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_filtered_one_level_listing_keeps_what_it_accepts_and_names_each_folder_once() {
+        let s = mem();
+        for k in [
+            "a.parquet",
+            "b.log",
+            "p1/x.parquet",
+            "p1/y/z",
+            "p2/w",
+            ".hoodie/t",
+        ] {
+            s.put(&p(k), Bytes::from_static(b"1")).await.unwrap();
+        }
+        let root = s
+            .list_dir_filtered(&RelPath::root(), |f| f.file_name().ends_with(".parquet"))
+            .await
+            .unwrap();
+        let files: Vec<String> = root.files.iter().map(|f| f.path.to_string()).collect();
+        assert_eq!(files, vec!["a.parquet"]);
+        assert_eq!(root.dirs, vec![".hoodie", "p1", "p2"]);
+        let p1 = s.list_dir_filtered(&p("p1"), |_| true).await.unwrap();
+        let files: Vec<String> = p1.files.iter().map(|f| f.path.to_string()).collect();
+        assert_eq!(files, vec!["p1/x.parquet"]);
+        assert_eq!(p1.dirs, vec!["y"]);
+        let none = s.list_dir_filtered(&p("nothing"), |_| true).await.unwrap();
+        assert!(none.files.is_empty() && none.dirs.is_empty());
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::list::PaginatedListStore;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -61,13 +62,44 @@ impl StorageOptions {
     }
 }
 
-type Opened = (Arc<dyn ObjectStore>, Path, String);
+type Opened = (Client, Path, String);
+
+/// An object-store client, and the same client's page-by-page listing where the store has one
+/// (S3, GCS, Azure: a one-level listing can then be judged page by page instead of whole).
+#[derive(Clone)]
+pub(super) struct Client {
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) pages: Option<Arc<dyn PaginatedListStore>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("store", &self.store)
+            .field("pages", &self.pages.is_some())
+            .finish()
+    }
+}
+
+impl Client {
+    fn plain(store: Arc<dyn ObjectStore>) -> Self {
+        Self { store, pages: None }
+    }
+
+    fn paged<S: ObjectStore + PaginatedListStore>(store: S) -> Self {
+        let store = Arc::new(store);
+        Self {
+            store: store.clone(),
+            pages: Some(store),
+        }
+    }
+}
 
 /// Object-store clients shared between tables: one per bucket (or container) and options, so
 /// that a process watching many tables of one bucket keeps one HTTP client and connection pool
 /// for them instead of one per table. Local and in-memory stores are not cached.
 #[derive(Debug, Default)]
-pub struct StoreCache(Mutex<HashMap<(String, StorageOptions), Arc<dyn ObjectStore>>>);
+pub struct StoreCache(Mutex<HashMap<(String, StorageOptions), Client>>);
 
 impl StoreCache {
     /// An empty cache.
@@ -79,8 +111,8 @@ impl StoreCache {
         &self,
         key: String,
         options: &StorageOptions,
-        build: impl FnOnce() -> Result<Arc<dyn ObjectStore>, StorageError>,
-    ) -> Result<Arc<dyn ObjectStore>, StorageError> {
+        build: impl FnOnce() -> Result<Client, StorageError>,
+    ) -> Result<Client, StorageError> {
         let k = (key, options.clone());
         if let Some(s) = self.0.lock().ok().and_then(|m| m.get(&k).cloned()) {
             return Ok(s);
@@ -109,8 +141,8 @@ pub(super) fn open_store(
     cache: Option<&StoreCache>,
 ) -> Result<Opened, StorageError> {
     let cached = |key: String,
-                  build: &dyn Fn() -> Result<Arc<dyn ObjectStore>, StorageError>|
-     -> Result<Arc<dyn ObjectStore>, StorageError> {
+                  build: &dyn Fn() -> Result<Client, StorageError>|
+     -> Result<Client, StorageError> {
         match cache {
             Some(c) => c.get_or_build(key, options, build),
             None => build(),
@@ -142,7 +174,7 @@ pub(super) fn open_store(
     match url.scheme() {
         "memory" => {
             let name = url.host_str().unwrap_or_default().to_string();
-            let store = memory_store(&name);
+            let store = Client::plain(memory_store(&name));
             Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
         "s3" | "s3a" => {
@@ -159,7 +191,7 @@ pub(super) fn open_store(
                 let store = b
                     .build()
                     .map_err(|e| fail(format!("cannot configure S3: {e}")))?;
-                Ok(Arc::new(store))
+                Ok(Client::paged(store))
             })?;
             Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
@@ -178,7 +210,7 @@ pub(super) fn open_store(
                 let store = b
                     .build()
                     .map_err(|e| fail(format!("cannot configure GCS: {e}")))?;
-                Ok(Arc::new(store))
+                Ok(Client::paged(store))
             })?;
             Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
@@ -198,7 +230,7 @@ pub(super) fn open_store(
                 let store = b
                     .build()
                     .map_err(|e| fail(format!("cannot configure Azure: {e}")))?;
-                Ok(Arc::new(store))
+                Ok(Client::paged(store))
             })?;
             Ok((store, prefix_of(trimmed, uri)?, uri.to_string()))
         }
@@ -249,9 +281,9 @@ fn open_local(
     if let Some(cache) = cache {
         // One store for the whole file system, each table rooted at its canonical path.
         let store = cache.get_or_build("file:///".into(), &StorageOptions::default(), || {
-            Ok(Arc::new(
+            Ok(Client::plain(Arc::new(
                 LocalFileSystem::new().with_automatic_cleanup(true),
-            ))
+            )))
         })?;
         let root = Path::from_filesystem_path(&canonical).map_err(|e| fail(e.to_string()))?;
         return Ok((store, root, display));
@@ -259,7 +291,7 @@ fn open_local(
     let store = LocalFileSystem::new_with_prefix(path)
         .map_err(|e| fail(e.to_string()))?
         .with_automatic_cleanup(true);
-    Ok((Arc::new(store), Path::default(), display))
+    Ok((Client::plain(Arc::new(store)), Path::default(), display))
 }
 
 /// In-memory stores by name, so that `memory://name/…` opened twice is the same store within
@@ -388,7 +420,7 @@ mod tests {
             open_store("memory://shared-name/t", &StorageOptions::default(), None).unwrap();
         let (b, _, _) =
             open_store("memory://shared-name/u", &StorageOptions::default(), None).unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&a.store, &b.store));
     }
 }
 
