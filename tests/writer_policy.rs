@@ -208,6 +208,51 @@ fn an_instant_whose_age_cannot_be_established_is_never_failed() {
 }
 
 #[test]
+fn an_orphan_heartbeat_file_of_an_instant_absent_from_the_timeline_is_no_evidence_of_lazy_writers()
+{
+    // A heartbeat file left by an instant a restore undid (or Hudi archived): its instant is
+    // not on the timeline, so it says nothing about the writers the table has now.
+    let t = table();
+    add_write(&t, W1);
+    t.touch(&[".hoodie/.heartbeat/20200101120000000"]);
+    t.age_all(HOUR);
+    let v = inspect(&t, &[]);
+    assert_eq!(
+        pending(&v, W1)["verdict"],
+        "no_heartbeat_unconfirmed",
+        "{v:#}"
+    );
+    assert_eq!(v["writers"]["lazy_writers_known"], false, "{v:#}");
+    assert_eq!(v["writers"]["heartbeat_files"], 0, "{v:#}");
+    assert_eq!(rollback(&t, &[]), Vec::<String>::new());
+    assert!(
+        exists(&t, W1),
+        "a write that may be running was rolled back"
+    );
+}
+
+#[test]
+fn a_heartbeat_file_without_a_modification_time_is_never_taken_for_an_expired_one() {
+    // A store that reports no modification time for the heartbeat (the epoch): the writer may
+    // be beating right now.
+    let t = table();
+    add_write(&t, W1);
+    let hb = format!(".hoodie/.heartbeat/{W1}");
+    t.touch(&[&hb]);
+    t.age_all(HOUR);
+    t.set_mtime(&[&hb], SystemTime::UNIX_EPOCH);
+    let v = inspect(&t, &[]);
+    let p = pending(&v, W1);
+    assert_eq!(p["verdict"], "age_unknown", "{v:#}");
+    assert!(p["heartbeat_age_ms"].is_null(), "{p}");
+    assert_eq!(rollback(&t, &[]), Vec::<String>::new());
+    assert!(
+        exists(&t, W1),
+        "a LAZY writer that may be alive was rolled back"
+    );
+}
+
+#[test]
 fn a_young_pending_write_without_a_heartbeat_file_on_a_lazy_table_is_a_sign_of_eager_writers() {
     let t = table();
     t.age_all(HOUR);
@@ -375,18 +420,26 @@ fn the_daemon_rolls_back_a_no_heartbeat_write_only_once_heartbeats_were_seen_and
         "{all}"
     );
 
-    // A LAZY writer starts (its heartbeat is fresh): the table has LAZY writers, and the old
-    // write without heartbeat is a dead one.
+    // A LAZY writer starts (its heartbeat is fresh): the table has LAZY writers now. The old
+    // write without heartbeat was suspected to be an EAGER writer's while it was young: the
+    // daemon remembers that, and never rolls it back as `no_heartbeat` (it may be a long EAGER
+    // job still running).
     add_write(&t, W2);
     t.touch(&[&format!(".hoodie/.heartbeat/{W2}")]);
     d.wait_for(
-        "the dead write to be rolled back",
+        "the table to be known to have LAZY writers",
         Duration::from_secs(20),
-        || (!exists(&t, W1)).then_some(()),
+        || (d.table("t")["status"]["writers"]["lazy_writers_known"] == true).then_some(()),
     );
+    wait_polls(&d, "t", 5);
+    assert!(
+        exists(&t, W1),
+        "a write suspected to be an EAGER writer's was rolled back"
+    );
+    assert_eq!(verdict(&d, W1).as_deref(), Some("eager_writer_suspected"));
     assert!(exists(&t, W2), "the live LAZY writer was rolled back");
     let s = d.table("t");
-    assert_eq!(s["status"]["writers"]["lazy_writers_known"], true, "{s}");
+    assert_eq!(s["status"]["rollbacks"], 0, "{s}");
     assert!(
         s["status"]["writers"]["heartbeats_first_seen_ms"].is_i64(),
         "{s}"
@@ -414,6 +467,13 @@ fn the_daemon_rolls_back_a_no_heartbeat_write_only_once_heartbeats_were_seen_and
     let s = d.table("t");
     assert_eq!(s["status"]["writers"]["evidence"], "seen_before", "{s}");
     assert_eq!(s["status"]["last_rollback"]["instant"], w3, "{s}");
+    // The suspicion is kept across the restart too.
+    wait_polls(&d, "t", 3);
+    assert!(
+        exists(&t, W1),
+        "a suspected EAGER write was rolled back after a restart"
+    );
+    assert_eq!(verdict(&d, W1).as_deref(), Some("eager_writer_suspected"));
     // The dry run of the API shows the same verdicts.
     let dry = request(
         &d.addr,

@@ -221,8 +221,9 @@ pub struct Observation {
     pub heartbeats: BTreeMap<String, i64>,
     /// What each pending replacecommit is.
     pub replace_kinds: BTreeMap<String, ReplaceKind>,
-    /// Heartbeat files in `.hoodie/.heartbeat/` (of any instant); `None` when the folder was not
-    /// listed because no pending write was there to judge.
+    /// Heartbeat files in `.hoodie/.heartbeat/` of instants on the active timeline (pending or
+    /// completed; orphans of instants absent from it are not counted); `None` when the folder
+    /// was not listed because no pending write was there to judge.
     pub heartbeat_files: Option<usize>,
 }
 
@@ -254,11 +255,22 @@ pub async fn observe(table: &Table, timeline: &Timeline) -> Result<Observation, 
         .iter()
         .map(|i| i.requested_time.as_str())
         .collect();
+    // Only heartbeats of instants on the active timeline (pending or completed) show the
+    // table's writers: one of an instant absent from it is an orphan (of an instant a restore
+    // undid, or archived since) and proves nothing about the writers the table has now.
+    let on_timeline: std::collections::BTreeSet<&str> = timeline
+        .instants()
+        .iter()
+        .map(|i| i.requested_time.as_str())
+        .collect();
     let mut files = 0;
     for f in &listing.files {
         let name = f.file_name();
         // A heartbeat file is named by its instant time (checksum files and the like are not).
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        if name.is_empty()
+            || !name.bytes().all(|b| b.is_ascii_digit())
+            || !on_timeline.contains(name)
+        {
             continue;
         }
         files += 1;
@@ -302,6 +314,9 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         replace_kinds: &observed.replace_kinds,
         lazy_writers,
         max_write_duration: options.max_write_duration,
+        // A one-shot inspect remembers nothing: a write suspected at an earlier look is
+        // judged as any other once old (the daemon remembers; docs/operations.md).
+        suspected_eager: &Default::default(),
     };
     let assessments = assess(&timeline, &input);
     let writers = WritersReport::new(

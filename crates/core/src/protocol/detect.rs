@@ -16,7 +16,7 @@
 //! first timeline file's modification time, the same clock as heartbeats), never from the
 //! instant time read in some zone; an instant of unknown age is never failed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -85,7 +85,8 @@ pub enum Verdict {
     TooYoung,
     /// Under LAZY: no heartbeat file although younger than the minimum age. A LAZY writer
     /// writes its heartbeat first, so this looks like an EAGER writer on a table judged LAZY.
-    /// Not failed.
+    /// Not failed. Also a write judged so earlier ([`DetectionInput::suspected_eager`]) that is
+    /// old now on a table with LAZY writers: it is never failed as [`Verdict::NoHeartbeat`].
     EagerWriterSuspected,
     /// No heartbeat file and its age cannot be established from the store, or a heartbeat file
     /// whose modification time the store does not give: never rolled back automatically (fail
@@ -234,6 +235,11 @@ pub struct DetectionInput<'a> {
     /// The operator's opt-in: no write of this table runs longer than this, so a pending write
     /// without heartbeat file that is older is dead (under either policy).
     pub max_write_duration: Option<Duration>,
+    /// Pending instants judged [`Verdict::EagerWriterSuspected`] earlier, while young (the
+    /// daemon remembers them). Under LAZY such a write is never failed as
+    /// [`Verdict::NoHeartbeat`] once old: it stays `eager_writer_suspected` (left alone) unless
+    /// it is overdue or gets a heartbeat file.
+    pub suspected_eager: &'a BTreeSet<String>,
 }
 
 /// Why a pending instant of this action is never a failed write, or `None` for candidates
@@ -411,6 +417,11 @@ fn assess_one(
             };
             match input.policy {
                 FailedWritesPolicy::Lazy => match (input.lazy_writers, overdue) {
+                    (_, Some(max)) if input.suspected_eager.contains(t) => overdue_verdict(max),
+                    (Some(evidence), None) if input.suspected_eager.contains(t) => done(
+                        Verdict::EagerWriterSuspected,
+                        format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}), but it was judged eager_writer_suspected while it was younger than the minimum age: an EAGER writer's write (no heartbeats) that may still be running, such as a long Spark job. Never rolled back as no_heartbeat: left alone until older than a maximum write duration (when one is set); roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
+                    ),
                     (Some(evidence), _) => done(
                         Verdict::NoHeartbeat,
                         format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or deleted it", evidence.describe()),
@@ -509,7 +520,7 @@ impl WritersReport {
             .any(|a| a.verdict == Verdict::EagerWriterSuspected);
         let max = max_write_duration.map(|d| d.as_secs());
         let hint = match (policy, evidence, max) {
-            _ if eager_writer_suspected => "a pending write has no heartbeat file although it is younger than the minimum age: LAZY writers write their heartbeat first, so EAGER writers (Hudi's default) seem to write this table, which is judged under the LAZY policy. Judge it as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer".to_string(),
+            _ if eager_writer_suspected => "a pending write has no heartbeat file although it is younger than the minimum age: LAZY writers write their heartbeat first, so EAGER writers (Hudi's default) seem to write this table, which is judged under the LAZY policy. Judge it as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer. The daemon remembers a suspected write and never rolls it back as no_heartbeat; a one-shot inspect or rollback remembers nothing: run once the write is older than the minimum age, it judges it as any write without heartbeat (rolled back as no_heartbeat when the table shows LAZY writers)".to_string(),
             (FailedWritesPolicy::Lazy, Some(e), _) => format!("LAZY writers ({}): a pending write without heartbeat file is failed once older than the minimum age", e.describe()),
             (FailedWritesPolicy::Lazy, None, None) => "no heartbeat file seen on this table: a pending write without heartbeat file may be an EAGER writer's and is left alone; if every writer is LAZY, say so (--assume-lazy-writers, assume_lazy_writers)".to_string(),
             (FailedWritesPolicy::Lazy, None, Some(m)) => format!("no heartbeat file seen on this table: a pending write without heartbeat file may be an EAGER writer's and is left alone until older than the maximum write duration ({m} s)"),
@@ -570,6 +581,7 @@ mod tests {
         replace: &'a [(&'a str, ReplaceKind)],
         lazy_writers: Option<LazyWritersEvidence>,
         max_write_duration: Option<Duration>,
+        suspected_eager: &'a [&'a str],
     }
 
     fn assess_with(t: &Timeline, policy: FailedWritesPolicy, given: &Given<'_>) -> Vec<Assessment> {
@@ -596,6 +608,11 @@ mod tests {
             replace_kinds: &rk,
             lazy_writers: given.lazy_writers,
             max_write_duration: given.max_write_duration,
+            suspected_eager: &given
+                .suspected_eager
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         };
         assess(t, &input)
     }
@@ -916,6 +933,73 @@ mod tests {
         assert_eq!(
             Verdict::AgeUnknown.named_rollback(),
             NamedRollback::NeedsForce
+        );
+    }
+
+    #[test]
+    fn a_write_suspected_to_be_an_eager_writers_while_young_is_never_failed_as_no_heartbeat_once_old(
+    ) {
+        // Suspected while young (the daemon remembers it); an hour old now, and the table has
+        // LAZY-writer evidence: still left alone.
+        let t = timeline(&["20250126040000000.deltacommit.requested"]);
+        let suspected = ["20250126040000000"];
+        for evidence in [
+            LazyWritersEvidence::HeartbeatFilesNow,
+            LazyWritersEvidence::SeenBefore,
+            LazyWritersEvidence::Assumed,
+        ] {
+            let given = Given {
+                lazy_writers: Some(evidence),
+                suspected_eager: &suspected,
+                ..Default::default()
+            };
+            let a = assess_with(&t, LAZY, &given);
+            assert_eq!(a[0].verdict, Verdict::EagerWriterSuspected, "{evidence:?}");
+            assert!(!a[0].verdict.is_failed());
+            assert!(
+                a[0].reason.contains("judged eager_writer_suspected"),
+                "{}",
+                a[0].reason
+            );
+            assert!(
+                WritersReport::new(LAZY, Some(evidence), None, Some(1), &a).eager_writer_suspected
+            );
+        }
+        // Without evidence it is left alone as any write without heartbeat.
+        let given = Given {
+            suspected_eager: &suspected,
+            ..Default::default()
+        };
+        assert_eq!(
+            assess_with(&t, LAZY, &given)[0].verdict,
+            Verdict::NoHeartbeatUnconfirmed
+        );
+        // The operator's maximum write duration still makes it overdue.
+        let given = Given {
+            lazy_writers: Some(LazyWritersEvidence::SeenBefore),
+            suspected_eager: &suspected,
+            max_write_duration: Some(Duration::from_secs(1800)),
+            ..Default::default()
+        };
+        assert_eq!(assess_with(&t, LAZY, &given)[0].verdict, Verdict::Overdue);
+        // A heartbeat file decides over the suspicion (it proves a LAZY writer).
+        let hb = [("20250126040000000", NOW - HOUR)];
+        let given = Given {
+            heartbeats: &hb,
+            lazy_writers: Some(LazyWritersEvidence::HeartbeatFilesNow),
+            suspected_eager: &suspected,
+            ..Default::default()
+        };
+        assert_eq!(assess_with(&t, LAZY, &given)[0].verdict, Verdict::Expired);
+        // Others are judged as before.
+        let given = Given {
+            lazy_writers: Some(LazyWritersEvidence::SeenBefore),
+            suspected_eager: &["20250126030000000"],
+            ..Default::default()
+        };
+        assert_eq!(
+            assess_with(&t, LAZY, &given)[0].verdict,
+            Verdict::NoHeartbeat
         );
     }
 

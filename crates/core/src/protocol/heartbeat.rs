@@ -347,7 +347,10 @@ mod tests {
         let now = 1_000_000_000;
         for mtime in [0, -1, i64::MIN] {
             let s = p.check(now, Some(mtime), Some(now - 3_600_000));
-            assert!(!matches!(s, HeartbeatStatus::Expired { .. }), "{mtime}: {s:?}");
+            assert!(
+                !matches!(s, HeartbeatStatus::Expired { .. }),
+                "{mtime}: {s:?}"
+            );
             assert_eq!(s.age_ms(), None, "{mtime}: {s:?}");
             assert_eq!(s, HeartbeatStatus::AgeUnknown);
         }

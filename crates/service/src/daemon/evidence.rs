@@ -134,7 +134,7 @@ fn read_evidence(path: &Path) -> anyhow::Result<WriterEvidence> {
 
 /// Write `dir/file` so that a crash leaves the old file or the new one, never a mix: a temporary
 /// file is written and fsynced, renamed over the target, and the folder fsynced.
-fn write_atomically(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomically(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let target = dir.join(file);
     let tmp = dir.join(format!(".{file}.tmp"));

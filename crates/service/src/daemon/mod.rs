@@ -11,6 +11,7 @@ mod deadline;
 pub mod evidence;
 pub mod http;
 pub mod metrics;
+pub mod suspected;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -143,6 +144,9 @@ pub struct TableState {
     generation: std::sync::atomic::AtomicU64,
     /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
     heartbeats_seen_ms: StdMutex<Option<i64>>,
+    /// Pending writes judged `eager_writer_suspected` (`state_dir/suspected-eager-writes/`):
+    /// never failed as `no_heartbeat`.
+    suspected_eager: StdMutex<Arc<std::collections::BTreeSet<String>>>,
 }
 
 impl TableState {
@@ -200,6 +204,11 @@ impl TableState {
             policy: self.settings.failed_writes_policy.detection(),
             heartbeat: self.settings.heartbeat,
             lazy_writers: self.known_lazy_writers(),
+            suspected_eager: self
+                .suspected_eager
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             max_write_duration: self
                 .settings
                 .max_write_duration_ms
@@ -283,6 +292,8 @@ pub struct Daemon {
     registry_write: tokio::sync::Mutex<()>,
     /// Which tables were seen with heartbeat files (`state_dir/writer-evidence/`).
     evidence: evidence::EvidenceStore,
+    /// Writes suspected to be EAGER writers' (`state_dir/suspected-eager-writes/`).
+    suspected: suspected::SuspectedStore,
 }
 
 fn now_ms() -> i64 {
@@ -298,6 +309,9 @@ impl Daemon {
         let registry_file = config.server.state_dir.join("tables.json");
         let evidence =
             evidence::EvidenceStore::load(&config.server.state_dir.join("writer-evidence"))?;
+        let suspected = suspected::SuspectedStore::load(
+            &config.server.state_dir.join("suspected-eager-writes"),
+        )?;
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
             timer,
@@ -311,6 +325,7 @@ impl Daemon {
             registry_file,
             registry_write: tokio::sync::Mutex::new(()),
             evidence,
+            suspected,
             stores: hudi_keeper_core::storage::StoreCache::new(),
             interned: StdMutex::new(Vec::new()),
             config,
@@ -390,6 +405,7 @@ impl Daemon {
                     .get(&entry.name, &entry.uri)
                     .map(|e| e.heartbeats_first_seen_ms),
             ),
+            suspected_eager: StdMutex::new(self.suspected.get(&entry.name, &entry.uri)),
         });
         tables.insert(entry.name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
@@ -676,6 +692,7 @@ impl Daemon {
                 .metrics
                 .failed_instants
                 .store(0, std::sync::atomic::Ordering::Relaxed);
+            self.note_suspected(state, &timeline, &[]).await;
             let writers = state.idle_writers();
             state
                 .metrics
@@ -694,6 +711,8 @@ impl Daemon {
         })
         .await?;
         self.note_heartbeats(state, &judged.writers).await;
+        self.note_suspected(state, &timeline, &judged.assessments)
+            .await;
         let assessments = judged.assessments;
         let oldest = assessments
             .iter()
@@ -789,6 +808,44 @@ impl Daemon {
             Err(e) => {
                 warn!(table = %name, error = %format!("{e:#}"), "could not keep the heartbeat evidence in state_dir; retried at the next poll")
             }
+        }
+    }
+
+    /// Remember the pending writes judged `eager_writer_suspected` (in memory at once, then in
+    /// `state_dir`), and forget those no longer pending: a write suspected while young is never
+    /// failed as `no_heartbeat` once old, after restarts too. A failed write of the state is
+    /// retried at the next poll.
+    async fn note_suspected(
+        &self,
+        state: &TableState,
+        timeline: &hudi_keeper_core::timeline::Timeline,
+        assessments: &[Assessment],
+    ) {
+        let remembered = state
+            .suspected_eager
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let next = suspected::next_suspected(
+            &remembered,
+            timeline.pending().map(|i| i.requested_time.as_str()),
+            assessments
+                .iter()
+                .filter(|a| {
+                    a.verdict == hudi_keeper_core::protocol::detect::Verdict::EagerWriterSuspected
+                })
+                .map(|a| a.requested_time.as_str()),
+        );
+        let name = state.entry.name.as_str();
+        for t in next.difference(&remembered) {
+            warn!(table = %name, instant = %t, "a young pending write without heartbeat file on a table judged LAZY: suspected to be an EAGER writer's, it is never rolled back as no_heartbeat");
+        }
+        *state
+            .suspected_eager
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(next.clone());
+        if let Err(e) = self.suspected.set(name, &state.entry.uri, &next).await {
+            warn!(table = %name, error = %format!("{e:#}"), "could not keep the suspected EAGER writes in state_dir; retried at the next poll");
         }
     }
 

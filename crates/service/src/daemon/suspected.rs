@@ -1,0 +1,200 @@
+//! The writes the daemon suspected to be EAGER writers', kept across restarts.
+//!
+//! A pending write without heartbeat file that is younger than the minimum age, on a table
+//! judged LAZY, is judged `eager_writer_suspected`: LAZY writers write their heartbeat before
+//! the instant, so it looks like an EAGER writer's (no heartbeats), which may run for long. Once
+//! it is older than the minimum age nothing on the table tells it apart from a LAZY writer that
+//! died, so the daemon remembers the suspicion: such a write is never failed as `no_heartbeat`
+//! (it is left alone unless it is older than a `max_write_duration`, or rolled back by name).
+//! The instants are kept in `state_dir/suspected-eager-writes/<table>.json`, written atomically
+//! (as `writer-evidence/`) whenever the set changes; instants no longer pending are dropped at
+//! each poll. A file whose `uri` is not the table's is ignored; an unreadable one is skipped
+//! with a warning (those writes are judged afresh: a young one is suspected again).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+/// The suspected writes of one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuspectedWrites {
+    /// The table's URI when they were suspected.
+    pub uri: String,
+    /// The pending instants judged `eager_writer_suspected`.
+    pub instants: BTreeSet<String>,
+}
+
+/// The suspected writes of every table, in memory and in `state_dir/suspected-eager-writes/`.
+#[derive(Debug)]
+pub struct SuspectedStore {
+    dir: PathBuf,
+    by_table: StdMutex<BTreeMap<String, SuspectedWrites>>,
+    /// Serializes the writes of the files.
+    write: tokio::sync::Mutex<()>,
+}
+
+/// The largest file read back (a pending instant takes about 20 bytes).
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+impl SuspectedStore {
+    /// Read every table's suspected writes from `dir` (missing: none yet). An unreadable file is
+    /// skipped with a warning that names it; only a folder that cannot be listed stops the start.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let mut by_table = BTreeMap::new();
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => Some(e),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+        };
+        for entry in entries.into_iter().flatten() {
+            let entry = entry.with_context(|| format!("cannot read {}", dir.display()))?;
+            let path = entry.path();
+            let Some(name) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            match read_file(&path) {
+                Ok(s) => {
+                    by_table.insert(name.to_string(), s);
+                }
+                Err(e) => tracing::warn!(
+                    file = %path.display(),
+                    error = %format!("{e:#}"),
+                    "skipping an unreadable file of suspected EAGER writes: that table's pending writes are judged afresh"
+                ),
+            }
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            by_table: StdMutex::new(by_table),
+            write: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The suspected writes of table `name` at `uri`.
+    pub fn get(&self, name: &str, uri: &str) -> Arc<BTreeSet<String>> {
+        let by_table = self.by_table.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::new(
+            by_table
+                .get(name)
+                .filter(|s| s.uri == uri)
+                .map(|s| s.instants.clone())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Keep `instants` as the suspected writes of table `name` at `uri` on disk, when they
+    /// differ from what is there. Returns whether they were written. (The daemon keeps them in
+    /// memory itself, whether or not this succeeds: the safe side.)
+    pub async fn set(
+        &self,
+        name: &str,
+        uri: &str,
+        instants: &BTreeSet<String>,
+    ) -> anyhow::Result<bool> {
+        let _serial = self.write.lock().await;
+        let doc = SuspectedWrites {
+            uri: uri.to_string(),
+            instants: instants.clone(),
+        };
+        {
+            let by_table = self.by_table.lock().unwrap_or_else(|e| e.into_inner());
+            let on_disk = by_table.get(name);
+            if on_disk == Some(&doc) || (on_disk.is_none() && instants.is_empty()) {
+                return Ok(false);
+            }
+        }
+        let dir = self.dir.clone();
+        let file = format!("{name}.json");
+        let bytes = serde_json::to_vec_pretty(&doc)?;
+        tokio::task::spawn_blocking(move || super::evidence::write_atomically(&dir, &file, &bytes))
+            .await
+            .context("the state writer task failed")??;
+        self.by_table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), doc);
+        Ok(true)
+    }
+}
+
+/// The next suspected writes of a table: those remembered that are still pending, and those
+/// judged `eager_writer_suspected` now.
+pub fn next_suspected<'a>(
+    remembered: &BTreeSet<String>,
+    pending: impl IntoIterator<Item = &'a str>,
+    suspected_now: impl IntoIterator<Item = &'a str>,
+) -> BTreeSet<String> {
+    let pending: BTreeSet<&str> = pending.into_iter().collect();
+    remembered
+        .iter()
+        .filter(|t| pending.contains(t.as_str()))
+        .cloned()
+        .chain(suspected_now.into_iter().map(str::to_string))
+        .collect()
+}
+
+/// One file, read with a size cap.
+fn read_file(path: &Path) -> anyhow::Result<SuspectedWrites> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).context("cannot open it")?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .context("cannot read it")?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        anyhow::bail!("it is over {MAX_FILE_BYTES} bytes, not a file of suspected writes");
+    }
+    serde_json::from_slice(&bytes).context("it is not a file of suspected writes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_of(v: &[&str]) -> BTreeSet<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn suspected_writes_are_kept_across_a_reload_only_for_the_same_uri_and_only_while_pending(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("suspected-eager-writes");
+        let store = SuspectedStore::load(&d).unwrap();
+        assert!(store.get("t", "s3://b/t").is_empty());
+        let next = next_suspected(&store.get("t", "s3://b/t"), ["1", "2"], ["1"]);
+        assert!(store.set("t", "s3://b/t", &next).await.unwrap());
+        assert!(!store.set("t", "s3://b/t", &next).await.unwrap());
+        let reloaded = SuspectedStore::load(&d).unwrap();
+        assert_eq!(*reloaded.get("t", "s3://b/t"), set_of(&["1"]));
+        assert!(reloaded.get("t", "s3://b/other").is_empty());
+        // Still pending: kept; no longer pending: dropped.
+        let remembered = reloaded.get("t", "s3://b/t");
+        assert_eq!(
+            next_suspected(&remembered, ["1", "3"], ["3"]),
+            set_of(&["1", "3"])
+        );
+        assert_eq!(next_suspected(&remembered, ["3"], []), set_of(&[]));
+        let names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["t.json"]);
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_file_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.json"), b"{not json").unwrap();
+        let store = SuspectedStore::load(dir.path()).unwrap();
+        assert!(store.get("t", "s3://b/t").is_empty());
+    }
+}
