@@ -168,3 +168,145 @@ fn the_timeline_answers_while_a_long_rollback_holds_the_table() {
         .iter()
         .any(|k| k.ends_with(".rollback.inflight")));
 }
+
+/// Table `a` on S3 behind `proxy` (storage lock) and table `b` on the local file system
+/// (observe), polled one at a time.
+fn two_tables_one_poll_slot(proxy: &SlowProxy, a_uri: &str, b: &std::path::Path) -> String {
+    format!(
+        "[server]\nstate_dir = \"state\"\nauth_token = \"secret-token-for-tests\"\nmax_concurrent_polls = 1\nmutation_timeout = \"300s\"\nhalt_after_failures = 100\n[defaults]\npoll_interval = \"500ms\"\nmin_instant_age = \"1s\"\n{HEARTBEATS}[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"20s\"\nstorage_renew_interval = \"2s\"\n{}[[tables]]\nname = \"a\"\nuri = \"{a_uri}\"\n[[tables]]\nname = \"b\"\nuri = \"{}\"\nfailed_writes_policy = \"observe\"\n",
+        daemon_store_toml(&proxy.endpoint()),
+        b.display()
+    )
+}
+
+/// Whether table `b` is polled at least `more` times more within 20 s.
+fn still_polled(d: &Daemon, more: u64) -> bool {
+    let polls = |d: &Daemon| d.table("b")["status"]["polls"].as_u64().unwrap_or(0);
+    let before = polls(d);
+    within(Duration::from_secs(20), || polls(d) >= before + more)
+}
+
+#[test]
+fn a_hung_rollback_does_not_keep_the_only_poll_slot_from_the_other_tables() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (f, root) = s3_fixture(&rt, "deadline-slot-rollback", Kind::MorV9, true);
+    with_expired_heartbeat(&rt, &f);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    let timeline = format!("/{root}/.hoodie/timeline/");
+    proxy.hang(&["PUT ", &timeline, ".rollback HTTP"]);
+    let work = tempfile::tempdir().unwrap();
+    let b = work.path().join("b");
+    build_local(&rt, &b, Kind::CowV8);
+    let d = Daemon::start(work.path(), &two_tables_one_poll_slot(&proxy, &f.uri, &b));
+    // The automatic rollback of `a` is stuck on its last write (for up to 300 s).
+    assert!(
+        within(Duration::from_secs(60), || proxy.hung() > 0),
+        "{}",
+        d.logs()
+    );
+    assert!(
+        still_polled(&d, 3),
+        "b: {}\n{}",
+        d.table("b")["status"],
+        d.logs()
+    );
+    assert!(
+        proxy.hung() > 0 && held(&rt, &root),
+        "the rollback still runs"
+    );
+}
+
+#[test]
+fn a_poll_of_a_table_an_api_change_holds_is_skipped_as_busy_and_the_other_tables_are_still_polled()
+{
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // No heartbeat file: the pending write is left alone, the polls of `a` only look.
+    let (f, root) = s3_fixture(&rt, "deadline-slot-busy", Kind::MorV9, true);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    let timeline = format!("/{root}/.hoodie/timeline/");
+    proxy.hang(&["PUT ", &timeline, ".savepoint"]);
+    let work = tempfile::tempdir().unwrap();
+    let b = work.path().join("b");
+    build_local(&rt, &b, Kind::CowV8);
+    let d = Daemon::start(work.path(), &two_tables_one_poll_slot(&proxy, &f.uri, &b));
+    assert!(
+        within(Duration::from_secs(30), || d.table("a")["status"]["polls"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1),
+        "{}",
+        d.logs()
+    );
+    // A savepoint through the API, stuck on its write, holds `a` (for up to 300 s).
+    let addr = d.addr.clone();
+    std::thread::spawn(move || {
+        common::http::request(
+            &addr,
+            "POST",
+            "/api/v1/tables/a/savepoints",
+            Some("secret-token-for-tests"),
+            Some("{}"),
+        )
+    });
+    assert!(
+        within(Duration::from_secs(30), || proxy.hung() > 0),
+        "{}",
+        d.logs()
+    );
+    assert!(
+        still_polled(&d, 3),
+        "a: {}\nb: {}\n{}",
+        d.table("a")["status"],
+        d.table("b")["status"],
+        d.logs()
+    );
+    let busy = d
+        .metric(r#"hudi_keeper_polls_total{outcome="skipped_busy",table="a"}"#)
+        .unwrap_or(0.0);
+    assert!(busy >= 1.0, "{}", d.logs());
+    // Skipped, not failed.
+    assert_eq!(d.table("a")["status"]["consecutive_failures"], 0);
+}
+
+#[test]
+fn timeline_reads_of_a_table_whose_store_hangs_are_bounded_and_the_excess_is_told_to_retry() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (f, root) = s3_fixture(&rt, "deadline-timeline-bound", Kind::CowV8, false);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    // Every request for this table hangs: it is never opened, each read would open it afresh.
+    proxy.hang(&[&root]);
+    let work = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        work.path(),
+        &format!(
+            "[server]\nstate_dir = \"state\"\npoll_timeout = \"30s\"\nhalt_after_failures = 100\n[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            daemon_store_toml(&proxy.endpoint()),
+            f.uri
+        ),
+    );
+    // The first poll hangs on its first request.
+    assert!(
+        within(Duration::from_secs(30), || proxy.hung() >= 1),
+        "{}",
+        d.logs()
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    for _ in 0..6 {
+        let (tx, addr) = (tx.clone(), d.addr.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(common::http::get(&addr, "/api/v1/tables/t/timeline"));
+        });
+    }
+    // The excess reads are answered at once; the others wait for the store.
+    let busy: Vec<_> = (0..4)
+        .map(|_| rx.recv_timeout(Duration::from_secs(25)))
+        .collect();
+    for answer in busy {
+        let answer = answer.expect("a timeline read beyond the bound answers at once");
+        assert_eq!(answer.status, 503, "{}", answer.body);
+        assert_eq!(answer.header("retry-after"), Some("1"), "{}", answer.head);
+    }
+    // The poll and two reads: the store never saw the other reads.
+    assert!(within(Duration::from_secs(20), || proxy.hung() >= 3));
+    assert_eq!(proxy.hung(), 3);
+}

@@ -4,11 +4,22 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// A response: status and body.
+/// A response: status, headers (the raw head) and body.
 #[derive(Debug)]
 pub struct Response {
     pub status: u16,
+    pub head: String,
     pub body: String,
+}
+
+impl Response {
+    /// The value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
 }
 
 impl Response {
@@ -55,7 +66,11 @@ pub fn request(
     } else {
         rest.to_string()
     };
-    Response { status, body }
+    Response {
+        status,
+        head: head.to_string(),
+        body,
+    }
 }
 
 fn dechunk(mut s: &str) -> String {

@@ -45,7 +45,12 @@ pub struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+        let body = Json(json!({ "error": self.1 }));
+        if self.0 == StatusCode::SERVICE_UNAVAILABLE {
+            // Busy: a change holds the table, or too many timeline reads run.
+            return (self.0, [(header::RETRY_AFTER, "1")], body).into_response();
+        }
+        (self.0, body).into_response()
     }
 }
 
@@ -56,6 +61,7 @@ impl From<TableError> for ApiError {
             TableError::Conflict(_) => StatusCode::CONFLICT,
             TableError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             TableError::Failed(_) => StatusCode::BAD_GATEWAY,
+            TableError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError(status, e.to_string())
     }

@@ -37,7 +37,7 @@ pub const LEFT_ALONE_REASONS: [&str; 3] = [
 ];
 
 /// Poll outcomes.
-pub const POLL_OUTCOMES: [&str; 3] = ["ok", "error", "skipped_halted"];
+pub const POLL_OUTCOMES: [&str; 4] = ["ok", "error", "skipped_halted", "skipped_busy"];
 
 /// An `f64` in an atomic.
 #[derive(Debug, Default)]
@@ -56,7 +56,7 @@ impl AtomicF64 {
 #[derive(Debug, Default)]
 pub struct TableMetrics {
     /// By [`POLL_OUTCOMES`].
-    pub polls: [AtomicU64; 3],
+    pub polls: [AtomicU64; 4],
     pub last_poll_timestamp: AtomicF64,
     pub last_poll_duration: AtomicF64,
     /// Pending instants by action, as last polled.
@@ -268,7 +268,7 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
         map,
         "hudi_keeper_polls_total",
         "counter",
-        "Polls of a table, by outcome (ok, error, skipped_halted).",
+        "Polls of a table, by outcome (ok, error, skipped_halted, skipped_busy).",
         |o, t, m| {
             for (i, outcome) in POLL_OUTCOMES.iter().enumerate() {
                 let v = load(&m.polls[i]);

@@ -138,8 +138,14 @@ pub struct TableState {
     /// This table's metrics.
     pub metrics: Arc<metrics::TableMetrics>,
     /// The opened table, cached between polls. Holding it also serializes a table's polls
-    /// and manual rollbacks.
+    /// and changes: a poll never waits for it (it is skipped as busy), a change through the
+    /// API waits for it at most `server.mutation_timeout`.
     table: tokio::sync::Mutex<Option<Table>>,
+    /// A clone of the opened table outside `table`'s mutex, for `GET …/timeline`, which never
+    /// waits for the mutex. Kept equal to what `table` holds (see [`TableState::keep`]).
+    handle: StdMutex<Option<Arc<Table>>>,
+    /// Bounds the `GET …/timeline` reads of this table running at once.
+    timeline_reads: Semaphore,
     /// Bumped whenever the table is (re)scheduled; a due entry of an older generation is stale.
     generation: std::sync::atomic::AtomicU64,
     /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
@@ -156,6 +162,21 @@ impl TableState {
             .lock()
             .map(|s| s.clone())
             .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Cache `table` (or forget the cached one): in `cached` (the guard of `self.table`) and
+    /// in the clone the timeline API reads.
+    fn keep(&self, cached: &mut Option<Table>, table: Option<Table>) {
+        *self.handle.lock().unwrap_or_else(|e| e.into_inner()) = table.clone().map(Arc::new);
+        *cached = table;
+    }
+
+    /// The opened table, without waiting for the mutex.
+    fn handle(&self) -> Option<Arc<Table>> {
+        self.handle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn update(&self, f: impl FnOnce(&mut TableStatus)) {
@@ -239,7 +260,13 @@ pub enum TableError {
     Invalid(String),
     #[error("{0}")]
     Failed(String),
+    /// The table is busy (a change holds it, or too many reads run): retry later.
+    #[error("{0}")]
+    Busy(String),
 }
+
+/// `GET …/timeline` reads of one table at once; more are answered 503 with `Retry-After`.
+const TIMELINE_READS_PER_TABLE: usize = 2;
 
 /// A table due at a time, with the generation it was scheduled under.
 type Due = (tokio::time::Instant, u64, Arc<TableState>);
@@ -399,6 +426,8 @@ impl Daemon {
             status: StdMutex::new(TableStatus::default()),
             metrics: self.metrics.table(&entry.name),
             table: tokio::sync::Mutex::new(None),
+            handle: StdMutex::new(None),
+            timeline_reads: Semaphore::new(TIMELINE_READS_PER_TABLE),
             generation: std::sync::atomic::AtomicU64::new(0),
             heartbeats_seen_ms: StdMutex::new(
                 self.evidence
@@ -569,11 +598,23 @@ impl Daemon {
                     p = daemon.polls.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
                     _ = daemon.shutdown.cancelled() => return,
                 };
+                // Never wait for the table while holding a poll slot: a change (through the
+                // API, up to server.mutation_timeout) holds it, so this poll is skipped as
+                // busy, neither a success nor a failure, and the table comes due again.
+                let Ok(mut cached) = state.table.try_lock() else {
+                    drop(permit);
+                    state.metrics.poll("skipped_busy");
+                    info!(table = %state.entry.name, "a change holds the table: poll skipped as busy");
+                    if state.generation.load(Relaxed) == generation {
+                        daemon.schedule(&state, jitter(interval, 0.1));
+                    }
+                    return;
+                };
                 let ok = tokio::select! {
-                    ok = daemon.poll(&state) => ok,
+                    ok = daemon.poll(&state, &mut cached, permit) => ok,
                     _ = daemon.abandon.cancelled() => return,
                 };
-                drop(permit);
+                drop(cached);
                 let failures = state.status().consecutive_failures;
                 let delay = if ok {
                     jitter(interval, 0.1)
@@ -590,15 +631,21 @@ impl Daemon {
         );
     }
 
-    /// Poll a table once; `false` when the poll failed.
-    pub async fn poll(&self, state: &TableState) -> bool {
+    /// Poll a table once, holding its mutex (`cached`) and a poll slot (`permit`, given back
+    /// before a rollback starts); `false` when the poll failed.
+    async fn poll(
+        &self,
+        state: &TableState,
+        cached: &mut Option<Table>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> bool {
         let name = state.entry.name.as_str();
         let started = std::time::Instant::now();
         state.update(|s| s.last_poll_started_ms = Some(now_ms()));
-        let result = self.poll_inner(state).await;
+        let result = self.poll_inner(state, cached, permit).await;
         if result.is_err() {
             // Open the table afresh next time: it may have been moved, re-created or upgraded.
-            *state.table.lock().await = None;
+            state.keep(cached, None);
         }
         let elapsed = started.elapsed();
         self.metrics.poll_duration.observe(elapsed.as_secs_f64());
@@ -662,13 +709,18 @@ impl Daemon {
             .map_err(|e| e.to_string())
     }
 
-    async fn poll_inner(&self, state: &TableState) -> Result<(), String> {
-        let mut cached = state.table.lock().await;
+    async fn poll_inner(
+        &self,
+        state: &TableState,
+        cached: &mut Option<Table>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(), String> {
         // The reads end by the poll deadline (they change nothing: a late one is dropped).
         let limit = self.config.server.poll_timeout;
         let deadline = tokio::time::Instant::now() + limit;
         if cached.is_none() {
-            *cached = Some(deadline::within(deadline, limit, self.open(state)).await?);
+            let opened = deadline::within(deadline, limit, self.open(state)).await?;
+            state.keep(cached, Some(opened));
         }
         let Some(table) = cached.as_ref() else {
             return Err("the table could not be opened".into());
@@ -679,7 +731,7 @@ impl Daemon {
             Ok(t) => t,
             Err(e) => {
                 // Re-open next time: the table may have moved or been re-created.
-                *cached = None;
+                state.keep(cached, None);
                 return Err(e.to_string());
             }
         };
@@ -767,6 +819,10 @@ impl Daemon {
         let Some(options) = state.rollback_options() else {
             return Ok(());
         };
+        // The reads are over: the poll slot goes back before the change, which may run up to
+        // server.mutation_timeout (+ shutdown_grace) and must not keep other tables from
+        // their polls. The table's mutex stays held, so one change per table at most.
+        drop(permit);
         let started = std::time::Instant::now();
         let options = &options;
         match self
@@ -933,17 +989,12 @@ impl Daemon {
             Some(t) => Selection::Instant(t.clone()),
             None => Selection::AllFailed,
         };
-        let mut cached = state.table.lock().await;
-        if cached.is_none() {
-            *cached = Some(self.open(&state).await.map_err(TableError::Failed)?);
-        }
-        let Some(table) = cached.as_ref() else {
-            return Err(TableError::Failed("the table could not be opened".into()));
-        };
+        let mut cached = self.lock_table(&state).await?;
+        let table = &self.opened(&state, &mut cached).await?;
         if dry_run {
-            let plans = preview(table, &selection, &options)
-                .await
-                .map_err(refusal)?;
+            let plans = self
+                .read_within(async { preview(table, &selection, &options).await.map_err(refusal) })
+                .await?;
             return Ok(ManualRollback::Plan(plans));
         }
         let started = std::time::Instant::now();
@@ -979,14 +1030,59 @@ impl Daemon {
         F: FnOnce(Table) -> Fut,
         Fut: std::future::Future<Output = Result<T, TableError>>,
     {
-        let mut cached = state.table.lock().await;
-        if cached.is_none() {
-            *cached = Some(self.open(state).await.map_err(TableError::Failed)?);
+        let mut cached = self.lock_table(state).await?;
+        let table = self.opened(state, &mut cached).await?;
+        work(table).await
+    }
+
+    /// The table's mutex for a change through the API: a poll holds it only for its reads
+    /// (`server.poll_timeout`), another change up to `server.mutation_timeout` (+ grace). The
+    /// wait ends after `server.mutation_timeout` (also when the client has gone meanwhile).
+    async fn lock_table<'a>(
+        &self,
+        state: &'a TableState,
+    ) -> Result<tokio::sync::MutexGuard<'a, Option<Table>>, TableError> {
+        let limit = self.config.server.mutation_timeout;
+        tokio::time::timeout(limit, state.table.lock())
+            .await
+            .map_err(|_| {
+                TableError::Busy(format!(
+                    "`{}` is busy: another change held it for server.mutation_timeout ({} s); retry later",
+                    state.entry.name,
+                    limit.as_secs()
+                ))
+            })
+    }
+
+    /// The cached table, or the table opened now (within `server.poll_timeout`) and cached.
+    async fn opened(
+        &self,
+        state: &TableState,
+        cached: &mut Option<Table>,
+    ) -> Result<Table, TableError> {
+        if let Some(t) = cached.as_ref() {
+            return Ok(t.clone());
         }
-        let Some(table) = cached.as_ref() else {
-            return Err(TableError::Failed("the table could not be opened".into()));
-        };
-        work(table.clone()).await
+        let opened = self
+            .read_within(async { self.open(state).await.map_err(TableError::Failed) })
+            .await?;
+        state.keep(cached, Some(opened.clone()));
+        Ok(opened)
+    }
+
+    /// `work` (reads only: opening a table, a dry run) unless `server.poll_timeout` passes
+    /// first; then it is dropped and the request fails.
+    async fn read_within<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, TableError>>,
+    ) -> Result<T, TableError> {
+        let limit = self.config.server.poll_timeout;
+        tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+            Err(TableError::Failed(format!(
+                "timed out: the store did not answer within server.poll_timeout ({} s)",
+                limit.as_secs()
+            )))
+        })
     }
 
     /// Options to change a table through the API: its lock is required, observe tables are
@@ -1027,9 +1123,13 @@ impl Daemon {
         };
         self.with_table(&state, |table| async move {
             if dry_run {
-                let plan = preview_restore(&table, &target, &options)
-                    .await
-                    .map_err(refusal)?;
+                let plan = self
+                    .read_within(async {
+                        preview_restore(&table, &target, &options)
+                            .await
+                            .map_err(refusal)
+                    })
+                    .await?;
                 return Ok(serde_json::json!({"table": name, "dry_run": true, "restore": plan}));
             }
             let (target, options) = (&target, &options);
@@ -1055,7 +1155,10 @@ impl Daemon {
         let options = self.change_options(name, &state, dry_run)?;
         self.with_table(&state, |table| async move {
             let created = if dry_run {
-                preview_savepoint(&table, &request).await.map_err(refusal)?
+                self.read_within(async {
+                    preview_savepoint(&table, &request).await.map_err(refusal)
+                })
+                .await?
             } else {
                 let (request, lock) = (&request, &options.lock);
                 self.mutate(&table, |t| async move {
@@ -1069,23 +1172,28 @@ impl Daemon {
         .await
     }
 
-    /// The active timeline of a table. Never waits for the table's handle (a poll or a change
-    /// may hold it for long): the cached handle is used when it is free, a fresh one otherwise;
-    /// the listing ends by `server.poll_timeout`.
+    /// The active timeline of a table. Never waits for the table's mutex (a poll or a change
+    /// may hold it for long): it reads through the cached handle's clone (the table is opened
+    /// only when no handle is cached); at most [`TIMELINE_READS_PER_TABLE`] such reads of a
+    /// table run at once (more are `Busy`); the read ends by `server.poll_timeout`.
     pub async fn timeline(&self, name: &str) -> Result<Timeline, TableError> {
         let state = self.table(name).await?;
-        let cached = state.table.try_lock().ok().and_then(|c| c.clone());
-        let limit = self.config.server.poll_timeout;
-        let deadline = tokio::time::Instant::now() + limit;
-        deadline::within(deadline, limit, async {
-            let table = match cached {
+        let Ok(_read) = state.timeline_reads.try_acquire() else {
+            return Err(TableError::Busy(format!(
+                "`{name}`: {TIMELINE_READS_PER_TABLE} timeline reads of the table run already; retry later"
+            )));
+        };
+        self.read_within(async {
+            let table = match state.handle() {
                 Some(t) => t,
-                None => self.open(&state).await?,
+                None => Arc::new(self.open(&state).await.map_err(TableError::Failed)?),
             };
-            table.timeline().await.map_err(|e| e.to_string())
+            table
+                .timeline()
+                .await
+                .map_err(|e| TableError::Failed(e.to_string()))
         })
         .await
-        .map_err(TableError::Failed)
     }
 
     /// Whether every table has been polled at least once, and every table that is not halted
