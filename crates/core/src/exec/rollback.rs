@@ -494,11 +494,21 @@ pub(super) fn action_of_plan(plan: &RollbackPlan) -> Action {
 /// path, then the top-level folders (partitions) listed recursively, several at a time. Each
 /// entry is judged as the listings stream in and only kept entries are held, so memory follows
 /// what the caller needs (the files of the instants it undoes), not the size of the table (nor
-/// of its largest folder: a non-partitioned table's files are all in the first listing).
+/// of its largest folder: a non-partitioned table's files are all in the first listing). Where
+/// the store cannot list one level page by page (the local file system, memory), one recursive
+/// listing of the base path does instead (a one-level listing would walk everything anyway).
 pub(super) async fn list_data_files(
     storage: &Storage,
     wanted: &Wanted,
 ) -> Result<Vec<FileMeta>, Error> {
+    if !storage.lists_one_level() {
+        let files = storage
+            .list_filtered(&RelPath::root(), |f| {
+                f.path.segments().next() != Some(".hoodie") && wanted.keeps(f)
+            })
+            .await?;
+        return Ok(files);
+    }
     let top = storage
         .list_dir_filtered(&RelPath::root(), |f| wanted.keeps(f))
         .await?;
