@@ -878,6 +878,60 @@ mod tests {
         g.release().await.unwrap();
     }
 
+    /// Fails every delete.
+    #[derive(Debug, Default)]
+    struct FailDeletes;
+
+    impl crate::storage::Interceptor for FailDeletes {
+        fn before(&self, op: crate::storage::OpKind, path: &RelPath) -> Result<(), StorageError> {
+            if op == crate::storage::OpKind::Delete {
+                return Err(StorageError::Injected {
+                    op,
+                    n: 0,
+                    path: path.to_string(),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    /// Collects what a tracing subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_release_is_logged_at_error_level_with_table_and_lock() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _log = tracing::subscriber::set_default(subscriber);
+        let s = storage().with_interceptor(Arc::new(FailDeletes));
+        let g = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
+            .await
+            .unwrap();
+        g.release().await.unwrap_err();
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("ERROR"))
+            .unwrap_or_else(|| panic!("no error logged: {log}"));
+        assert!(line.contains("memory://t"), "{line}");
+        assert!(line.contains(".hoodie/lock"), "{line}");
+    }
+
     /// Fails every conditional replace of the lock file once armed.
     #[derive(Debug, Default)]
     struct FailRenewals(std::sync::atomic::AtomicBool);
