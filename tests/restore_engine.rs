@@ -736,3 +736,44 @@ async fn a_restore_whose_second_instant_cannot_be_planned_is_refused_before_anyt
     assert!(e.contains(te), "{e}");
     assert_eq!(f.snapshot().await, before);
 }
+
+/// The metadata table's own children are planned before anything changes too: a pending
+/// metadata-table deltacommit whose marker names another instant's file refuses the restore
+/// with the table (and its metadata table) unchanged.
+#[tokio::test]
+async fn a_restore_whose_metadata_table_child_cannot_be_planned_is_refused_before_anything_changes()
+{
+    let f = fixture(Kind::MorV9, true).await;
+    with_real_metadata_table(&f).await;
+    let s = f.storage();
+    let m = ".hoodie/metadata";
+    let te = "20240101023000000";
+    s.put(
+        &rel(&format!("{m}/.hoodie/timeline/{te}.deltacommit.requested")),
+        bytes::Bytes::new(),
+    )
+    .await
+    .unwrap();
+    s.put(
+        &rel(&format!("{m}/.hoodie/timeline/{te}.deltacommit.inflight")),
+        bytes::Bytes::new(),
+    )
+    .await
+    .unwrap();
+    s.put(
+        &rel(&format!(
+            "{m}/.hoodie/.temp/{te}/files/files-0000-0_0-1-1_{T1}.hfile.marker.CREATE"
+        )),
+        bytes::Bytes::new(),
+    )
+    .await
+    .unwrap();
+    let table = open(&f).await;
+    let before = f.snapshot().await;
+    let e = restore(&table, T1, &opts(true), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(te), "{e}");
+    assert_eq!(f.snapshot().await, before);
+}

@@ -363,6 +363,9 @@ async fn run(
     // comes after the data table's instants are undone, before the data table's restore
     // completes, as in Hudi.
     let mdt = metadata_table_plan(table, target).await?;
+    if mdt.action == MetadataTableAction::Restored {
+        check_metadata_children(table, target).await?;
+    }
     if mdt.action == MetadataTableAction::Deleted {
         if let Some(why) = &mdt.why {
             info!(reason = %why, "deleting the metadata table");
@@ -645,6 +648,27 @@ async fn metadata_table_plan(table: &Table, target: &str) -> Result<MetadataTabl
         ));
     }
     Ok(restored)
+}
+
+/// Make the child plans of the metadata table's own restore (unless an earlier attempt
+/// completed it), so that one that cannot be made refuses the restore before it changes
+/// anything. Reads only; they are made again when the metadata table is restored.
+async fn check_metadata_children(table: &Table, target: &str) -> Result<(), Error> {
+    let Some(mdt) = table.metadata_table().await? else {
+        return Ok(());
+    };
+    let tl = mdt.timeline().await?;
+    if tl
+        .after(target)
+        .any(|i| i.action == Action::Restore && !i.is_pending())
+    {
+        return Ok(());
+    }
+    let planned = plan_metadata_restore(&mdt, &tl, target)
+        .await
+        .map_err(|r| refusal(&mdt, target, r))?;
+    prepare_children(&mdt, &tl, &planned.undo).await?;
+    Ok(())
 }
 
 /// The metadata table's own restore plan: every instant after the point is undone (its writer
