@@ -237,8 +237,10 @@ pub struct DetectionInput<'a> {
     pub max_write_duration: Option<Duration>,
     /// Pending instants judged [`Verdict::EagerWriterSuspected`] earlier, while young (the
     /// daemon remembers them). Under LAZY such a write is never failed as
-    /// [`Verdict::NoHeartbeat`] once old: it stays `eager_writer_suspected` (left alone) unless
-    /// it is overdue or gets a heartbeat file.
+    /// [`Verdict::NoHeartbeat`] once old on the strength of heartbeat files (now or seen
+    /// before): it stays `eager_writer_suspected` (left alone) unless it is overdue or gets a
+    /// heartbeat file. The operator's statement that every writer is LAZY
+    /// ([`LazyWritersEvidence::Assumed`]) outweighs the suspicion.
     pub suspected_eager: &'a BTreeSet<String>,
 }
 
@@ -418,10 +420,16 @@ fn assess_one(
             match input.policy {
                 FailedWritesPolicy::Lazy => match (input.lazy_writers, overdue) {
                     (_, Some(max)) if input.suspected_eager.contains(t) => overdue_verdict(max),
-                    (Some(evidence), None) if input.suspected_eager.contains(t) => done(
+                    // The operator's statement that every writer is LAZY outweighs the suspicion.
+                    (Some(evidence), None)
+                        if input.suspected_eager.contains(t)
+                            && evidence != LazyWritersEvidence::Assumed =>
+                    {
+                        done(
                         Verdict::EagerWriterSuspected,
                         format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}), but it was judged eager_writer_suspected while it was younger than the minimum age: an EAGER writer's write (no heartbeats) that may still be running, such as a long Spark job. Never rolled back as no_heartbeat: left alone until older than a maximum write duration (when one is set); roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
-                    ),
+                        )
+                    }
                     (Some(evidence), _) => done(
                         Verdict::NoHeartbeat,
                         format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or deleted it", evidence.describe()),
@@ -946,7 +954,6 @@ mod tests {
         for evidence in [
             LazyWritersEvidence::HeartbeatFilesNow,
             LazyWritersEvidence::SeenBefore,
-            LazyWritersEvidence::Assumed,
         ] {
             let given = Given {
                 lazy_writers: Some(evidence),
@@ -965,6 +972,16 @@ mod tests {
                 WritersReport::new(LAZY, Some(evidence), None, Some(1), &a).eager_writer_suspected
             );
         }
+        // The operator's statement that every writer is LAZY outweighs the suspicion.
+        let given = Given {
+            lazy_writers: Some(LazyWritersEvidence::Assumed),
+            suspected_eager: &suspected,
+            ..Default::default()
+        };
+        assert_eq!(
+            assess_with(&t, LAZY, &given)[0].verdict,
+            Verdict::NoHeartbeat
+        );
         // Without evidence it is left alone as any write without heartbeat.
         let given = Given {
             suspected_eager: &suspected,
