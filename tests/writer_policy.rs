@@ -485,3 +485,33 @@ fn the_daemon_rolls_back_a_no_heartbeat_write_only_once_heartbeats_were_seen_and
     assert_eq!(dry.status, 200, "{}", dry.body);
     assert!(d.terminate(Duration::from_secs(20)).success());
 }
+
+#[test]
+fn the_daemon_takes_no_orphan_heartbeat_file_for_evidence_of_lazy_writers() {
+    // A heartbeat file of an instant a restore undid (absent from the timeline), and a write
+    // without heartbeat file an hour old: nothing shows LAZY writers, so it is left alone and
+    // nothing is remembered.
+    let t = table();
+    add_write(&t, W1);
+    t.touch(&[".hoodie/.heartbeat/20200101120000000"]);
+    t.age_all(HOUR);
+    let work = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"200ms\"\nmin_instant_age = \"1m\"\nclock_skew_margin = \"0s\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+        t.uri()
+    );
+    let d = Daemon::start(work.path(), &config);
+    d.wait_for("the write to be judged", Duration::from_secs(20), || {
+        verdict(&d, W1).map(|_| ())
+    });
+    wait_polls(&d, "t", 5);
+    assert_eq!(verdict(&d, W1).as_deref(), Some("no_heartbeat_unconfirmed"));
+    assert!(
+        exists(&t, W1),
+        "a write that may be running was rolled back"
+    );
+    let s = d.table("t");
+    assert_eq!(s["status"]["writers"]["lazy_writers_known"], false, "{s}");
+    assert!(!work.path().join("state/writer-evidence/t.json").exists());
+    assert!(d.terminate(Duration::from_secs(20)).success());
+}
