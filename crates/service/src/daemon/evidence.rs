@@ -1,9 +1,11 @@
 //! What the daemon has seen of each table's writers, kept across restarts.
 //!
 //! LAZY writers write a heartbeat file before each write; EAGER writers (Hudi's default) write
-//! none. Once the daemon has seen a heartbeat file on a table (pending or not), the table is known
-//! to have LAZY writers, and a pending write without heartbeat file older than the minimum age is
-//! a dead writer's. That knowledge is kept in `state_dir/writer-evidence/<table>.json`, one small
+//! none. Once the daemon has seen a heartbeat file of an instant on the table's active timeline
+//! (pending or completed; an orphan of an instant absent from it, such as one a restore undid,
+//! does not count), the table is known to have LAZY writers, and a pending write without
+//! heartbeat file older than the minimum age is a dead writer's (unless the daemon suspected it
+//! to be an EAGER writer's while it was young: `suspected.rs`). That knowledge is kept in `state_dir/writer-evidence/<table>.json`, one small
 //! file per table written atomically (temporary file, fsync, rename, fsync of the folder), and
 //! read back at start. A file whose `uri` is not the table's (the name was given to another
 //! table) is ignored. Deleting a table's file makes the daemon forget it: do that when a table's
