@@ -12,12 +12,13 @@
 //! writers change from LAZY to EAGER.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex as StdMutex;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+
+use super::state_files;
 
 /// What was seen on one table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,33 +47,12 @@ impl EvidenceStore {
     /// and the file is replaced the next time a heartbeat is seen on the table. Only a folder
     /// that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let mut seen = BTreeMap::new();
-        let entries = match std::fs::read_dir(dir) {
-            Ok(e) => Some(e),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
-        };
-        for entry in entries.into_iter().flatten() {
-            let entry = entry.with_context(|| format!("cannot read {}", dir.display()))?;
-            let path = entry.path();
-            let Some(name) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".json"))
-            else {
-                continue; // temporary files of an interrupted write, and strangers
-            };
-            match read_evidence(&path) {
-                Ok(evidence) => {
-                    seen.insert(name.to_string(), evidence);
-                }
-                Err(e) => tracing::warn!(
-                    file = %path.display(),
-                    error = %format!("{e:#}"),
-                    "skipping an unreadable writer-evidence file: until a heartbeat is seen again, that table's writes without heartbeat are left alone"
-                ),
-            }
-        }
+        let seen = state_files::load_dir(
+            dir,
+            MAX_FILE_BYTES,
+            "writer-evidence",
+            "until a heartbeat is seen again, that table's writes without heartbeat are left alone",
+        )?;
         Ok(Self {
             dir: dir.to_path_buf(),
             seen: StdMutex::new(seen),
@@ -104,7 +84,7 @@ impl EvidenceStore {
         let dir = self.dir.clone();
         let file = format!("{name}.json");
         let bytes = serde_json::to_vec_pretty(&evidence)?;
-        tokio::task::spawn_blocking(move || write_atomically(&dir, &file, &bytes))
+        tokio::task::spawn_blocking(move || state_files::write_atomically(&dir, &file, &bytes))
             .await
             .context("the state writer task failed")??;
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -118,42 +98,6 @@ impl EvidenceStore {
             .or_insert(evidence)
             .clone())
     }
-}
-
-/// One evidence file, read with a size cap (they are about a hundred bytes).
-fn read_evidence(path: &Path) -> anyhow::Result<WriterEvidence> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).context("cannot open it")?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .context("cannot read it")?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        anyhow::bail!("it is over {MAX_FILE_BYTES} bytes, not a writer-evidence file");
-    }
-    serde_json::from_slice(&bytes).context("it is not a writer-evidence file")
-}
-
-/// Write `dir/file` so that a crash leaves the old file or the new one, never a mix: a temporary
-/// file is written and fsynced, renamed over the target, and the folder fsynced.
-pub(crate) fn write_atomically(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let target = dir.join(file);
-    let tmp = dir.join(format!(".{file}.tmp"));
-    {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, &target)
-        .with_context(|| format!("cannot replace {}", target.display()))?;
-    // The rename is durable once the folder is.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync {}", dir.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]

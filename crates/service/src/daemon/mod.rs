@@ -11,6 +11,7 @@ mod deadline;
 pub mod evidence;
 pub mod http;
 pub mod metrics;
+mod state_files;
 pub mod suspected;
 
 use std::collections::BTreeMap;

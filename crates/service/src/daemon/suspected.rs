@@ -18,6 +18,8 @@ use std::sync::{Arc, Mutex as StdMutex};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::state_files;
+
 /// The suspected writes of one table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,33 +46,12 @@ impl SuspectedStore {
     /// Read every table's suspected writes from `dir` (missing: none yet). An unreadable file is
     /// skipped with a warning that names it; only a folder that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let mut by_table = BTreeMap::new();
-        let entries = match std::fs::read_dir(dir) {
-            Ok(e) => Some(e),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
-        };
-        for entry in entries.into_iter().flatten() {
-            let entry = entry.with_context(|| format!("cannot read {}", dir.display()))?;
-            let path = entry.path();
-            let Some(name) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".json"))
-            else {
-                continue;
-            };
-            match read_file(&path) {
-                Ok(s) => {
-                    by_table.insert(name.to_string(), s);
-                }
-                Err(e) => tracing::warn!(
-                    file = %path.display(),
-                    error = %format!("{e:#}"),
-                    "skipping an unreadable file of suspected EAGER writes: that table's pending writes are judged afresh"
-                ),
-            }
-        }
+        let by_table = state_files::load_dir(
+            dir,
+            MAX_FILE_BYTES,
+            "suspected EAGER writes",
+            "that table's pending writes are judged afresh",
+        )?;
         Ok(Self {
             dir: dir.to_path_buf(),
             by_table: StdMutex::new(by_table),
@@ -114,7 +95,7 @@ impl SuspectedStore {
         let dir = self.dir.clone();
         let file = format!("{name}.json");
         let bytes = serde_json::to_vec_pretty(&doc)?;
-        tokio::task::spawn_blocking(move || super::evidence::write_atomically(&dir, &file, &bytes))
+        tokio::task::spawn_blocking(move || state_files::write_atomically(&dir, &file, &bytes))
             .await
             .context("the state writer task failed")??;
         self.by_table
@@ -139,20 +120,6 @@ pub fn next_suspected<'a>(
         .cloned()
         .chain(suspected_now.into_iter().map(str::to_string))
         .collect()
-}
-
-/// One file, read with a size cap.
-fn read_file(path: &Path) -> anyhow::Result<SuspectedWrites> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).context("cannot open it")?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .context("cannot read it")?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        anyhow::bail!("it is over {MAX_FILE_BYTES} bytes, not a file of suspected writes");
-    }
-    serde_json::from_slice(&bytes).context("it is not a file of suspected writes")
 }
 
 #[cfg(test)]
