@@ -28,6 +28,11 @@ use std::time::Instant as Clock;
 use serde::Serialize;
 use tracing::{info, info_span, warn, Instrument};
 
+use super::metadata_table::restore::{
+    check_metadata_children, delete_metadata_table, metadata_table_plan, restore_metadata_table,
+    MetadataTablePlan,
+};
+pub use super::metadata_table::MetadataTableAction;
 use super::rollback::{
     action_of_plan, apply_plan, assess_table, avro_err, delete_folder, left_pending,
     list_data_files, pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback,
@@ -41,10 +46,9 @@ use crate::plan::restore::{
     plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput, RestoreRefusal, Undo,
 };
 use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
-use crate::protocol::detect::{Assessment, Verdict};
 use crate::protocol::lock::acquire_until;
 use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
-use crate::storage::{FileMeta, RelPath, StorageError};
+use crate::storage::{FileMeta, RelPath};
 use crate::table::files::{BasePath, DataFile};
 use crate::table::{Table, TableType, TableVersion};
 use crate::timeline::{Action, State, Timeline};
@@ -105,20 +109,6 @@ pub struct RestorePreview {
     pub plan: RestorePlan,
 }
 
-/// What a restore does to the metadata table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MetadataTableAction {
-    /// The table has no metadata table in use.
-    NotInUse,
-    /// It is restored to the same point, as Hudi 1.x restores it: its own restore, the
-    /// partitions Hudi drops on restore dropped, then an empty deltacommit.
-    Restored,
-    /// It is deleted (and its partitions cleared in `hoodie.properties`); the next Hudi writer
-    /// with the metadata table enabled rebuilds it from storage.
-    Deleted,
-}
-
 /// One undone instant.
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoneInstant {
@@ -157,12 +147,12 @@ pub struct RestoreDone {
     pub lock_wait_ms: u64,
 }
 
-fn refusal(table: &Table, target: &str, r: RestoreRefusal) -> Error {
+pub(super) fn refusal(table: &Table, target: &str, r: RestoreRefusal) -> Error {
     refused(table, target, format!("{}; nothing was changed", r.0))
 }
 
 /// The pending restores of a timeline with their plans (`None`: unreadable).
-async fn pending_restores(
+pub(super) async fn pending_restores(
     table: &Table,
     timeline: &Timeline,
 ) -> Result<Vec<(String, Option<RestorePlan>)>, Error> {
@@ -208,28 +198,6 @@ async fn make_restore_plan(
     })
     .map_err(|r| refusal(table, target, r))
 }
-
-/// A metadata table is in use, or left behind (a restore interrupted while deleting it, a
-/// writer that disabled it): either way the restore deletes it.
-async fn metadata_table_action(table: &Table) -> Result<MetadataTableAction, Error> {
-    let storage = table.storage();
-    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
-    let found =
-        table.config().metadata_table_enabled() || storage.head(&backup).await?.is_some() || {
-            let top = storage
-                .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
-                .await?;
-            !top.files.is_empty() || !top.dirs.is_empty()
-        };
-    Ok(if found {
-        MetadataTableAction::Deleted
-    } else {
-        MetadataTableAction::NotInUse
-    })
-}
-
-const METADATA_DIR: &str = ".hoodie/metadata";
-const PROPERTIES_BACKUP: &str = ".hoodie/hoodie.properties.backup";
 
 /// Preview a restore to `target`, changing nothing.
 pub async fn preview_restore(
@@ -394,7 +362,7 @@ async fn run(
 /// inflight, one child per instant, (for the data table, the metadata table's restore,) the
 /// completed restore, rollbacks after the point removed. The caller holds the lock.
 #[allow(clippy::too_many_arguments)]
-async fn execute_restore(
+pub(super) async fn execute_restore(
     table: &Table,
     target: &str,
     timeline: &Timeline,
@@ -540,329 +508,9 @@ async fn execute_restore(
     })
 }
 
-/// How a restore handles the metadata table, decided before anything changes.
-#[derive(Debug, Clone)]
-struct MetadataTablePlan {
-    action: MetadataTableAction,
-    /// Why it is deleted rather than restored.
-    why: Option<String>,
-    /// Metadata-table partitions kept (the others are dropped, as Hudi drops them on restore).
-    keep: &'static [&'static str],
-}
-
-impl MetadataTablePlan {
-    fn not_in_use() -> Self {
-        Self {
-            action: MetadataTableAction::NotInUse,
-            why: None,
-            keep: &[],
-        }
-    }
-
-    fn delete(why: impl Into<String>) -> Self {
-        Self {
-            action: MetadataTableAction::Deleted,
-            why: Some(why.into()),
-            keep: &[],
-        }
-    }
-}
-
-/// The metadata-table partitions Hudi keeps through a restore: 1.1 (table version 9) drops every
-/// partition but `files`, `column_stats` and `record_index`; 1.0 (version 8) keeps only `files`
-/// and `record_index`.
-fn kept_partitions(version: TableVersion) -> &'static [&'static str] {
-    match version {
-        TableVersion::V8 => &["files", "record_index"],
-        _ => &["files", "column_stats", "record_index"],
-    }
-}
-
-/// Hudi's choice (restoreToSavepoint): restore the metadata table along with the data table,
-/// unless the restore point is at or before its oldest compaction or before its timeline starts,
-/// in which case it is deleted and rebuilt by the next writer. hudi-keeper also deletes it when
-/// it cannot restore it as Hudi would (its timeline refuses a restore, or the schema its sync
-/// deltacommit records cannot be read).
-async fn metadata_table_plan(table: &Table, target: &str) -> Result<MetadataTablePlan, Error> {
-    let config = table.config();
-    let action = metadata_table_action(table).await?;
-    if action == MetadataTableAction::NotInUse {
-        return Ok(MetadataTablePlan::not_in_use());
-    }
-    if config.version == TableVersion::V6 {
-        // Hudi 0.x restores its metadata table with rollback command blocks in HFile-based log
-        // files, which hudi-keeper does not write; deleting it is Hudi's own other way.
-        return Ok(MetadataTablePlan::delete(
-            "a table version 6 metadata table is restored by Hudi with log blocks hudi-keeper does not write",
-        ));
-    }
-    if !config.metadata_table_enabled() {
-        return Ok(MetadataTablePlan::delete(
-            "the table config lists no metadata partition",
-        ));
-    }
-    let Some(mdt) = table.metadata_table().await? else {
-        return Ok(MetadataTablePlan::delete(
-            "left-overs of a metadata table without its properties",
-        ));
-    };
-
-    let tl = mdt.timeline().await?;
-    let already = tl.after(target).any(|i| i.action == Action::Restore);
-    let keep = kept_partitions(config.version);
-    let restored = MetadataTablePlan {
-        action: MetadataTableAction::Restored,
-        why: None,
-        keep,
-    };
-    if already {
-        // An earlier attempt of this restore got there: finish it.
-        return Ok(restored);
-    }
-    let compactions = tl
-        .completed()
-        .filter(|i| i.action == Action::Commit)
-        .map(|i| i.requested_time.as_str())
-        .min();
-    if let Some(c) = compactions {
-        if target <= c {
-            return Ok(MetadataTablePlan::delete(format!(
-                "the restore point is at or before the metadata table's oldest compaction {c}"
-            )));
-        }
-    }
-    let first = tl.commits().map(|i| i.requested_time.as_str()).next();
-    if first.is_none_or(|f| target < f) {
-        return Ok(MetadataTablePlan::delete(
-            "the restore point is before the metadata table's timeline starts",
-        ));
-    }
-    if let Err(why) = plan_metadata_restore(&mdt, &tl, target).await {
-        return Ok(MetadataTablePlan::delete(format!(
-            "its timeline cannot be restored as Hudi would: {why}"
-        )));
-    }
-    if sync_schema(&mdt, &tl).await?.is_none() {
-        return Ok(MetadataTablePlan::delete(
-            "no completed metadata-table deltacommit records its schema",
-        ));
-    }
-    Ok(restored)
-}
-
-/// Make the child plans of the metadata table's own restore (unless an earlier attempt
-/// completed it), so that one that cannot be made refuses the restore before it changes
-/// anything. Reads only; they are made again when the metadata table is restored.
-async fn check_metadata_children(table: &Table, target: &str) -> Result<(), Error> {
-    let Some(mdt) = table.metadata_table().await? else {
-        return Ok(());
-    };
-    let tl = mdt.timeline().await?;
-    if tl
-        .after(target)
-        .any(|i| i.action == Action::Restore && !i.is_pending())
-    {
-        return Ok(());
-    }
-    let planned = plan_metadata_restore(&mdt, &tl, target)
-        .await
-        .map_err(|r| refusal(&mdt, target, r))?;
-    prepare_children(&mdt, &tl, &planned.undo).await?;
-    Ok(())
-}
-
-/// The metadata table's own restore plan: every instant after the point is undone (its writer
-/// is the data table's, whose lock is held), in Hudi's order.
-async fn plan_metadata_restore(
-    mdt: &Table,
-    timeline: &Timeline,
-    target: &str,
-) -> Result<PlannedRestore, RestoreRefusal> {
-    let assessments: Vec<Assessment> = timeline
-        .pending()
-        .filter(|i| i.action.is_write())
-        .map(|i| Assessment {
-            requested_time: i.requested_time.clone(),
-            action: i.action,
-            state: i.state,
-            heartbeat_age_ms: None,
-            instant_age_ms: None,
-            verdict: Verdict::Expired,
-            reason: "a metadata-table instant after the restore point".into(),
-        })
-        .collect();
-    let pending = pending_restores(mdt, timeline)
-        .await
-        .map_err(|e| RestoreRefusal(e.to_string()))?;
-    plan_restore(&RestoreInput {
-        timeline,
-        layout: mdt.config().timeline_layout,
-        target,
-        require_savepoint: false,
-        assessments: &assessments,
-        pending_restores: &pending,
-        earliest_retained: None,
-    })
-}
-
-/// The schema the metadata table's deltacommits record (`extraMetadata.schema` of its latest
-/// completed deltacommit), for the empty deltacommit that closes its restore.
-async fn sync_schema(mdt: &Table, timeline: &Timeline) -> Result<Option<String>, Error> {
-    let Some(latest) = timeline
-        .completed()
-        .filter(|i| i.action == Action::DeltaCommit)
-        .filter_map(|i| i.file(State::Completed))
-        .max_by(|a, b| a.name.requested_time.cmp(&b.name.requested_time))
-    else {
-        return Ok(None);
-    };
-    let bytes = mdt.storage().get(&latest.path).await?;
-    Ok(crate::format::commit::schema_of(&bytes))
-}
-
-/// Restore the metadata table to `target` as Hudi 1.x does, after the data table's instants
-/// are undone: drop the partitions Hudi drops, run the metadata table's own restore (plan,
-/// children, completed restore, rollbacks after the point removed), then an empty deltacommit.
-/// Each step is skipped when an earlier attempt finished it.
-async fn restore_metadata_table(
-    table: &Table,
-    target: &str,
-    plan: &MetadataTablePlan,
-    options: &RollbackOptions,
-) -> Result<(), Error> {
-    let Some(mdt) = table.metadata_table().await? else {
-        return Err(refused(
-            table,
-            target,
-            "the metadata table disappeared during the restore; run the restore again",
-        ));
-    };
-    let tl = mdt.timeline().await?;
-    let done = tl
-        .after(target)
-        .filter(|i| i.action == Action::Restore && !i.is_pending())
-        .map(|i| i.requested_time.clone())
-        .last();
-    let m = match done {
-        Some(m) => {
-            remove_rollbacks(&mdt, target).await?;
-            m
-        }
-        None => {
-            drop_metadata_partitions(table, plan.keep).await?;
-            let planned = plan_metadata_restore(&mdt, &tl, target)
-                .await
-                .map_err(|r| refusal(&mdt, target, r))?;
-            let parent = table.timeline().await?;
-            let children = prepare_children(&mdt, &tl, &planned.undo).await?;
-            // (Boxed: the metadata table's restore is the same procedure, one level down.)
-            let done = Box::pin(execute_restore(
-                &mdt,
-                target,
-                &tl,
-                &planned,
-                options,
-                None,
-                Clock::now(),
-                None,
-                &[&parent],
-                children,
-            ))
-            .await?;
-            done.restore_instant
-        }
-    };
-    sync_deltacommit(table, &mdt, &m).await
-}
-
-/// The empty deltacommit Hudi writes into the metadata table after its restore (a new instant
-/// after the metadata table's restore `m`), reusing an earlier attempt's.
-async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Error> {
-    let tl = mdt.timeline().await?;
-    let existing = tl
-        .after(m)
-        .find(|i| i.action == Action::DeltaCommit)
-        .cloned();
-    let config = mdt.config();
-    let storage = mdt.storage();
-    let s = match &existing {
-        Some(i) if !i.is_pending() => return Ok(()),
-        Some(i) => i.requested_time.clone(),
-        None => {
-            let parent = table.timeline().await?;
-            let s = new_instant_time(&[&tl, &parent], mdt.zone());
-            let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Requested)?;
-            create_if_absent(storage, &path, Vec::new()).await?;
-            s
-        }
-    };
-    let inflight = timeline_file(config, &s, None, Action::DeltaCommit, State::Inflight)?;
-    create_if_absent(storage, &inflight, Vec::new()).await?;
-    let Some(schema) = sync_schema(mdt, &tl).await? else {
-        return Err(refused(
-            table,
-            &s,
-            "no completed metadata-table deltacommit records its schema",
-        ));
-    };
-    let bytes = crate::format::commit::empty_commit_metadata(&schema, "UPSERT_PREPPED")
-        .map_err(|e| avro_err(mdt, &s, &inflight, e))?;
-    let now = mdt.timeline().await?;
-    let parent = table.timeline().await?;
-    let c = new_instant_time(&[&now, &parent], mdt.zone());
-    let path = timeline_file(config, &s, Some(&c), Action::DeltaCommit, State::Completed)?;
-    create_if_absent(storage, &path, bytes).await?;
-    info!(deltacommit = %s, "metadata table synced after its restore");
-    Ok(())
-}
-
-/// Drop the metadata-table partitions Hudi drops on restore: first out of the table config
-/// (`hoodie.table.metadata.partitions`), then their files. (Hudi moves the folder aside as a
-/// backup; on object stores a move is a copy of every file, and the partition is rebuilt by
-/// the next writer, so hudi-keeper deletes it.)
-async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Error> {
-    let storage = table.storage();
-    let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
-    let text = String::from_utf8_lossy(&storage.get(&props).await?).into_owned();
-    let rewritten = keep_metadata_partitions(&text, keep);
-    let dropped: Vec<String> = table
-        .config()
-        .metadata_partitions
-        .iter()
-        .filter(|p| !keep.contains(&p.as_str()))
-        .cloned()
-        .collect();
-    if rewritten != text {
-        rewrite_properties(table, &text, rewritten).await?;
-    }
-    // Also the backup an interrupted earlier attempt left.
-    storage
-        .delete(&RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?)
-        .await?;
-    // The dropped partitions' folders (also those an interrupted attempt left behind).
-    let listing = storage
-        .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
-        .await?;
-    for dir in listing.dirs {
-        let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
-        if name.starts_with('.') || keep.contains(&name.as_str()) {
-            continue;
-        }
-        delete_folder(
-            storage,
-            &RelPath::parse(&format!("{METADATA_DIR}/{name}")).map_err(StorageError::from)?,
-        )
-        .await?;
-    }
-    if !dropped.is_empty() {
-        info!(partitions = ?dropped, "dropped metadata-table partitions, as Hudi does on restore");
-    }
-    Ok(())
-}
-
 /// A restore's children, prepared before it changes anything (and again on every resume,
 /// from the table as it is then).
-struct Children {
+pub(super) struct Children {
     /// Child rollbacks an earlier attempt scheduled, by the instant they undo.
     pending: BTreeMap<String, PendingRollback>,
     inputs: ChildInputs,
@@ -873,7 +521,7 @@ struct Children {
 
 /// Read what the children of a restore undoing `undo` are made from and make every child
 /// plan not yet scheduled. Reads only.
-async fn prepare_children(
+pub(super) async fn prepare_children(
     table: &Table,
     timeline: &Timeline,
     undo: &[Undo],
@@ -1147,7 +795,7 @@ async fn undo_one(
 
 /// Remove every rollback instant after `target`, newest first: its marker folder (v6 MOR
 /// command blocks), then its completed file, inflight and requested.
-async fn remove_rollbacks(table: &Table, target: &str) -> Result<usize, Error> {
+pub(super) async fn remove_rollbacks(table: &Table, target: &str) -> Result<usize, Error> {
     let timeline = table.timeline().await?;
     let list = rollbacks_to_remove(&timeline, target);
     for rb in &list {
@@ -1164,103 +812,4 @@ async fn remove_rollbacks(table: &Table, target: &str) -> Result<usize, Error> {
         }
     }
     Ok(list.len())
-}
-
-/// Delete the metadata table as Hudi does when a restore cannot keep it: clear its partitions in
-/// `hoodie.properties` (Hudi's update protocol: backup, rewrite, drop the backup), then remove
-/// `.hoodie/metadata`. Each step is idempotent.
-async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
-    let storage = table.storage();
-    let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
-    let text = String::from_utf8_lossy(&storage.get(&props).await?).into_owned();
-    let rewritten = clear_metadata_partitions(&text);
-    if rewritten != text {
-        rewrite_properties(table, &text, rewritten).await?;
-    }
-    // Also the backup an interrupted earlier attempt left.
-    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
-    storage.delete(&backup).await?;
-    let mdt = RelPath::parse(METADATA_DIR).map_err(StorageError::from)?;
-    delete_folder(storage, &mdt).await?;
-    info!(table = %table.uri(), "metadata table deleted; the next writer rebuilds it");
-    Ok(())
-}
-
-/// Replace `hoodie.properties` as Hudi's update protocol does: a backup first (readers fall back
-/// to it), the new file, then the backup removed.
-async fn rewrite_properties(table: &Table, old: &str, new: String) -> Result<(), Error> {
-    let storage = table.storage();
-    let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
-    let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
-    storage
-        .put(&backup, bytes::Bytes::from(old.to_string().into_bytes()))
-        .await?;
-    if table.uri().starts_with("file:") {
-        // Hadoop's checksum of the old bytes would make Hudi's reader reject the new ones.
-        let crc = RelPath::parse(".hoodie/.hoodie.properties.crc").map_err(StorageError::from)?;
-        storage.delete(&crc).await?;
-    }
-    storage
-        .put(&props, bytes::Bytes::from(new.into_bytes()))
-        .await?;
-    storage.delete(&backup).await?;
-    Ok(())
-}
-
-/// `hoodie.properties` text with only the `keep` metadata partitions listed, everything else
-/// kept byte for byte.
-fn keep_metadata_partitions(text: &str, keep: &[&str]) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let body = line.trim_end_matches(['\n', '\r']);
-        match body.split_once('=') {
-            Some((key, value)) if key.trim() == "hoodie.table.metadata.partitions" => {
-                let kept: Vec<&str> = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|p| keep.contains(p))
-                    .collect();
-                out.push_str(key);
-                out.push('=');
-                out.push_str(&kept.join(","));
-                out.push_str(&line[body.len()..]);
-            }
-            _ => out.push_str(line),
-        }
-    }
-    out
-}
-
-/// `hoodie.properties` text with the metadata-table partition lists emptied, everything else
-/// (comments, order, the checksum, which covers only the table name) kept byte for byte.
-fn clear_metadata_partitions(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let body = line.trim_end_matches(['\n', '\r']);
-        let key = body.split(['=', ':']).next().unwrap_or("").trim();
-        if key == "hoodie.table.metadata.partitions"
-            || key == "hoodie.table.metadata.partitions.inflight"
-        {
-            out.push_str(key);
-            out.push('=');
-            out.push_str(&line[body.len()..]);
-        } else {
-            out.push_str(line);
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clearing_metadata_partitions_keeps_every_other_line() {
-        let text = "#Updated at 2026\nhoodie.table.name=t\nhoodie.table.metadata.partitions=files,column_stats\nhoodie.table.metadata.partitions.inflight=\nhoodie.table.checksum=123\n";
-        assert_eq!(
-            clear_metadata_partitions(text),
-            "#Updated at 2026\nhoodie.table.name=t\nhoodie.table.metadata.partitions=\nhoodie.table.metadata.partitions.inflight=\nhoodie.table.checksum=123\n"
-        );
-    }
 }

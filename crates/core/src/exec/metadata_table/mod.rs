@@ -1,0 +1,17 @@
+//! The metadata table (`.hoodie/metadata`): everything a rollback or a restore of the data table
+//! does to it, in one place (hudi-format.md §7, `../shared/v6-metadata-table.md`).
+//!
+//! - [`rollback`]: the metadata table's part of a data-table rollback of instant T with rollback
+//!   instant R: refuse when a compaction covers T, else roll back its deltacommit T (Hudi 1.x:
+//!   with the same R).
+//! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x), or delete
+//!   it for the next writer to rebuild.
+
+pub(super) mod restore;
+pub(super) mod rollback;
+
+pub use restore::MetadataTableAction;
+pub use rollback::MetadataTableOutcome;
+
+/// The metadata table's folder, relative to the data table's base path.
+pub(super) const METADATA_DIR: &str = ".hoodie/metadata";
