@@ -1,12 +1,20 @@
-//! Hudi log blocks (hudi-format.md §9): only the rollback command block hudi-keeper writes into
-//! v6 merge-on-read log files, and a reader of block headers to check them.
+//! Hudi log blocks (hudi-format.md §9): the rollback command block hudi-keeper writes into v6
+//! merge-on-read log files, the HFile data block it writes into v6 metadata-table log files, and a
+//! reader of blocks to check them.
+
+use std::collections::BTreeMap;
+
+use super::hfile::{self, HFileError};
 
 /// The magic at the start of every block.
 pub const MAGIC: &[u8; 6] = b"#HUDI#";
 const LOG_FORMAT_VERSION: i32 = 1;
 const BLOCK_TYPE_COMMAND: i32 = 0;
+/// The block type of an HFile data block (metadata-table log files of v6 tables).
+pub const BLOCK_TYPE_HFILE_DATA: i32 = 4;
 const HEADER_INSTANT_TIME: i32 = 0;
 const HEADER_TARGET_INSTANT_TIME: i32 = 1;
+const HEADER_SCHEMA: i32 = 2;
 const HEADER_COMMAND_BLOCK_TYPE: i32 = 3;
 const ROLLBACK_BLOCK: &str = "0";
 
@@ -18,6 +26,12 @@ pub fn rollback_command_block(instant_time: &str, target_instant_time: &str) -> 
         (HEADER_COMMAND_BLOCK_TYPE, ROLLBACK_BLOCK),
         (HEADER_TARGET_INSTANT_TIME, target_instant_time),
     ];
+    encode_block(BLOCK_TYPE_COMMAND, &headers, &[])
+}
+
+/// One block: magic, size, version, type, header entries, content, an empty footer, and the
+/// trailing total length.
+fn encode_block(block_type: i32, headers: &[(i32, &str)], content: &[u8]) -> Vec<u8> {
     let mut header = Vec::new();
     header.extend_from_slice(&(headers.len() as i32).to_be_bytes());
     for (key, value) in headers {
@@ -26,20 +40,50 @@ pub fn rollback_command_block(instant_time: &str, target_instant_time: &str) -> 
         header.extend_from_slice(value.as_bytes());
     }
     let footer = 0i32.to_be_bytes();
-    let content_len = 0i64;
     // Bytes after the size field, up to and including the trailing length.
-    let block_size = 4 + 4 + header.len() + 8 + footer.len() + 8;
+    let block_size = 4 + 4 + header.len() + 8 + content.len() + footer.len() + 8;
     let mut out = Vec::with_capacity(6 + 8 + block_size);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(block_size as i64).to_be_bytes());
     out.extend_from_slice(&LOG_FORMAT_VERSION.to_be_bytes());
-    out.extend_from_slice(&BLOCK_TYPE_COMMAND.to_be_bytes());
+    out.extend_from_slice(&block_type.to_be_bytes());
     out.extend_from_slice(&header);
-    out.extend_from_slice(&content_len.to_be_bytes());
+    out.extend_from_slice(&(content.len() as i64).to_be_bytes());
+    out.extend_from_slice(content);
     out.extend_from_slice(&footer);
     let total = out.len() as i64;
     out.extend_from_slice(&total.to_be_bytes());
     out
+}
+
+/// The bytes of the HFile data block Hudi 0.14/0.15 appends to a v6 metadata-table log file
+/// (`HoodieHFileDataBlock`): block type 4, headers `SCHEMA` = `schema_json` and `INSTANT_TIME` =
+/// `instant_time` (in the order Hudi 0.15 wrote them in the log files seen), content = an HFile
+/// of `records` ([`hfile::write_hudi_hfile`]: row = record key, value = Avro binary record).
+///
+/// For metadata-table `files` records use
+/// [`metadata_record::LOG_BLOCK_SCHEMA_V6`](super::metadata_record::LOG_BLOCK_SCHEMA_V6) and
+/// [`metadata_record::files_record`](super::metadata_record::files_record).
+pub fn hfile_data_block(
+    instant_time: &str,
+    schema_json: &str,
+    records: &BTreeMap<String, Vec<u8>>,
+) -> Result<Vec<u8>, HFileError> {
+    let content = hfile::write_hudi_hfile(records, schema_json)?;
+    let headers = [
+        (HEADER_SCHEMA, schema_json),
+        (HEADER_INSTANT_TIME, instant_time),
+    ];
+    Ok(encode_block(BLOCK_TYPE_HFILE_DATA, &headers, &content))
+}
+
+/// One block of a log file, as read by [`read_blocks`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogBlock<'a> {
+    /// Type and header entries.
+    pub header: BlockHeader,
+    /// The content (an HFile for an HFile data block; empty for a command block).
+    pub content: &'a [u8],
 }
 
 /// The header of one block: type and `(key, value)` entries.
@@ -53,13 +97,23 @@ pub struct BlockHeader {
 
 /// Read the headers of every block in a log file. `None` if the bytes are not well-formed blocks.
 pub fn read_block_headers(bytes: &[u8]) -> Option<Vec<BlockHeader>> {
+    Some(read_blocks(bytes)?.into_iter().map(|b| b.header).collect())
+}
+
+/// Read every block of a log file: headers and content. `None` if the bytes are not well-formed
+/// blocks.
+pub fn read_blocks(bytes: &[u8]) -> Option<Vec<LogBlock<'_>>> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     let int = |b: &[u8], at: usize| -> Option<i32> {
-        Some(i32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+        Some(i32::from_be_bytes(
+            b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+        ))
     };
     let long = |b: &[u8], at: usize| -> Option<i64> {
-        Some(i64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        Some(i64::from_be_bytes(
+            b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+        ))
     };
     while pos < bytes.len() {
         if bytes.get(pos..pos + 6)? != MAGIC {
@@ -71,20 +125,26 @@ pub fn read_block_headers(bytes: &[u8]) -> Option<Vec<BlockHeader>> {
         if end > bytes.len() {
             return None;
         }
-        let block_type = int(bytes, start + 4)?;
-        let count = usize::try_from(int(bytes, start + 8)?).ok()?;
+        let block = &bytes[..end];
+        let block_type = int(block, start + 4)?;
+        let count = usize::try_from(int(block, start + 8)?).ok()?;
         let mut at = start + 12;
         let mut entries = Vec::with_capacity(count.min(16));
         for _ in 0..count {
-            let key = int(bytes, at)?;
-            let len = usize::try_from(int(bytes, at + 4)?).ok()?;
-            let value = bytes.get(at + 8..at + 8 + len)?;
+            let key = int(block, at)?;
+            let len = usize::try_from(int(block, at + 4)?).ok()?;
+            let value = block.get(at + 8..(at + 8).checked_add(len)?)?;
             entries.push((key, String::from_utf8(value.to_vec()).ok()?));
             at += 8 + len;
         }
-        out.push(BlockHeader {
-            block_type,
-            entries,
+        let content_len = usize::try_from(long(block, at)?).ok()?;
+        let content = block.get(at + 8..(at + 8).checked_add(content_len)?)?;
+        out.push(LogBlock {
+            header: BlockHeader {
+                block_type,
+                entries,
+            },
+            content,
         });
         pos = end;
     }

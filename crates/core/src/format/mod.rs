@@ -2,7 +2,9 @@
 
 pub mod avro;
 pub mod commit;
+pub mod hfile;
 pub mod log_block;
+pub mod metadata_record;
 pub mod restore;
 pub mod rollback;
 pub mod savepoint;

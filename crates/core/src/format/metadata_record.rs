@@ -1,0 +1,127 @@
+//! Metadata-table records of the `files` partition, as Hudi 0.14/0.15 (table version 6) writes
+//! them into `HFILE_DATA_BLOCK`s: Avro binary (no container) under the log block's schema, which
+//! is `HoodieMetadataRecord` with Hudi's five meta fields (`_hoodie_commit_time`, ...) in front.
+//!
+//! The schemas are Hudi 0.15.0's, printed by its own classes (`crates/core/avro/`):
+//! `HoodieMetadataRecord.v6.avsc` is `HoodieMetadataRecord.getClassSchema()`, and
+//! `HoodieMetadataRecord.v6.withMetaFields.avsc` is `HoodieAvroUtils.addMetadataFields` of it,
+//! byte for byte the `SCHEMA` header and file-info `schema` of a real 0.15 metadata-table log
+//! block. Hudi 1.x's schema adds fields (`SecondaryIndexMetadata` at the end, column-stats
+//! fields); only 0.15's matters for v6 tables, and 1.x readers use the block's own schema.
+
+use std::collections::BTreeMap;
+
+/// `HoodieMetadataRecord` as Hudi 0.15.0 defines it.
+pub const METADATA_RECORD_SCHEMA_V6: &str = include_str!("../../avro/HoodieMetadataRecord.v6.avsc");
+/// The schema of a v6 metadata-table data block: [`METADATA_RECORD_SCHEMA_V6`] with Hudi's meta
+/// fields. Goes in the block's `SCHEMA` header and the HFile's `schema` file info.
+pub const LOG_BLOCK_SCHEMA_V6: &str =
+    include_str!("../../avro/HoodieMetadataRecord.v6.withMetaFields.avsc");
+/// The record type of a file listing (`MetadataPartitionType.FILES` record of one partition).
+pub const FILES_RECORD_TYPE: i32 = 2;
+/// The key of the record listing all partitions (type 1), for reference.
+pub const ALL_PARTITIONS_KEY: &str = "__all_partitions__";
+
+fn put_long(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_long(out, s.len() as i64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// The files-partition record of one data-table partition: `(row key, value)` for an HFile data
+/// block. The row key is `partition_key` (the partition path as on disk, `.` for a
+/// non-partitioned table); the value is the Avro binary record under [`LOG_BLOCK_SCHEMA_V6`]:
+/// meta fields null, `key` "" (readers take the key from the row), `type` 2,
+/// `filesystemMetadata` = each file name -> `{size, isDeleted: false}`, all other fields null.
+/// Map entries are written in name order (Hudi writes `HashMap` order; readers do not care).
+pub fn files_record(partition_key: &str, files: &BTreeMap<String, i64>) -> (String, Vec<u8>) {
+    let mut v = Vec::with_capacity(16 + files.keys().map(|k| k.len() + 12).sum::<usize>());
+    // _hoodie_commit_time, _hoodie_commit_seqno, _hoodie_record_key, _hoodie_partition_path,
+    // _hoodie_file_name: union branch 0 (null)
+    v.extend_from_slice(&[0; 5]);
+    put_str(&mut v, ""); // key
+    put_long(&mut v, i64::from(FILES_RECORD_TYPE)); // type
+    put_long(&mut v, 1); // filesystemMetadata: union branch 1 (map)
+    if !files.is_empty() {
+        put_long(&mut v, files.len() as i64);
+        for (name, size) in files {
+            put_str(&mut v, name);
+            put_long(&mut v, *size); // size
+            v.push(0); // isDeleted = false
+        }
+    }
+    put_long(&mut v, 0); // end of map
+                         // BloomFilterMetadata, ColumnStatsMetadata, recordIndexMetadata: null
+    v.extend_from_slice(&[0; 3]);
+    (partition_key.to_string(), v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apache_avro::types::Value;
+
+    fn decode(bytes: &[u8]) -> Vec<(String, Value)> {
+        let schema = apache_avro::Schema::parse_str(LOG_BLOCK_SCHEMA_V6).unwrap();
+        let mut r = bytes;
+        let v = apache_avro::from_avro_datum(&schema, &mut r, None).unwrap();
+        assert!(r.is_empty(), "bytes left after the record");
+        match v {
+            Value::Record(fields) => fields,
+            other => panic!("not a record: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_files_record_decodes_under_the_v6_schema() {
+        let files = BTreeMap::from([
+            (".f1_20240101.log.1_0-1-0".to_string(), 1234i64),
+            ("f2_0-1-0_20240101.parquet".to_string(), 1),
+        ]);
+        let (key, bytes) = files_record("2024/01/p0", &files);
+        assert_eq!(key, "2024/01/p0");
+        let fields = decode(&bytes);
+        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names[5..8], ["key", "type", "filesystemMetadata"]);
+        assert_eq!(fields[5].1, Value::String(String::new()));
+        assert_eq!(fields[6].1, Value::Int(2));
+        let Value::Union(1, map) = &fields[7].1 else {
+            panic!("filesystemMetadata not set: {:?}", fields[7].1)
+        };
+        let Value::Map(map) = map.as_ref() else {
+            panic!("not a map")
+        };
+        assert_eq!(map.len(), 2);
+        assert_eq!(
+            map[".f1_20240101.log.1_0-1-0"],
+            Value::Record(vec![
+                ("size".into(), Value::Long(1234)),
+                ("isDeleted".into(), Value::Boolean(false))
+            ])
+        );
+        for (i, (name, value)) in fields.iter().enumerate() {
+            if i != 5 && i != 6 && i != 7 {
+                assert_eq!(*value, Value::Union(0, Box::new(Value::Null)), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_log_block_schema_is_the_record_schema_with_meta_fields() {
+        let plain: serde_json::Value = serde_json::from_str(METADATA_RECORD_SCHEMA_V6).unwrap();
+        let with: serde_json::Value = serde_json::from_str(LOG_BLOCK_SCHEMA_V6).unwrap();
+        let fields = |v: &serde_json::Value| v["fields"].as_array().unwrap().clone();
+        assert_eq!(fields(&with)[5..], fields(&plain)[..]);
+        assert_eq!(fields(&with)[0]["name"], "_hoodie_commit_time");
+        // no trailing newline: the header bytes must be exactly Hudi's
+        assert!(LOG_BLOCK_SCHEMA_V6.ends_with('}'));
+    }
+}
