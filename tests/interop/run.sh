@@ -20,6 +20,7 @@
 #   run.sh restore <version-key> <dir> <instant> [--savepoint|--to-instant]
 #                                                     (Hudi's own restoreToSavepoint / restoreToInstant)
 #   run.sh commit <version-key> <dir>                 (one more completed upsert commit, p0-p2 + new keys in p3)
+#   run.sh hfile-read <version-key> <hfile> [--native] (Hudi's Avro HFile reader on one file; records as JSON)
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
@@ -355,6 +356,19 @@ cmd_bench_rollback() {
   return $rc
 }
 
+# Hudi's own Avro HFile reader on a standalone HFile: 0.x's HBase-based reader, or with --native
+# hudi-io's native reader (the only one in 1.x). Prints keys and records as JSON (HFileRead.java).
+cmd_hfile_read() {
+  [[ $# == 2 || ( $# == 3 && "${3:-}" == --native ) ]] \
+    || die "usage: run.sh hfile-read <version-key> <hfile> [--native]"
+  local key="$1" file="$2" mod
+  shift 2
+  cmd_build
+  mod="$(module_dir "$key")"
+  timeout "${HJ_TIMEOUT:-900}" java "${JAVA_OPTS[@]}" \
+    -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.HFileRead "$file" "$@"
+}
+
 cmd_versions() {
   cmd_build
   local k
@@ -383,6 +397,7 @@ case "${1:-}" in
     cmd_build; hj_exec "$1" hold-lock --dir "$2" --seconds "$3" ;;
   kill-writer) shift; [[ $# == 3 ]] || die "usage: run.sh kill-writer <version-key> <dir> <logdir>"
     cmd_build; mkdir -p "$3"; kill_failed_writer "$1" "$2" "$3" ;;
+  hfile-read) shift; cmd_hfile_read "$@" ;;
   dump) shift; [[ $# == 2 ]] || die "usage: run.sh dump <version-key> <timeline-file>"; cmd_build; hj "$1" dump --file "$2" ;;
   *) sed -n '2,/^set -euo/p' "$0" | grep '^#' >&2; exit 2 ;;
 esac
