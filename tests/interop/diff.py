@@ -269,6 +269,147 @@ def mdt_data_files(root):
     return sorted(out)
 
 
+BLOCK_TYPES = {0: "COMMAND", 1: "DELETE", 2: "CORRUPT", 3: "AVRO_DATA", 4: "HFILE_DATA", 5: "PARQUET_DATA",
+               6: "CDC_DATA"}
+COMMAND_TYPES = {"0": "ROLLBACK_BLOCK"}
+
+
+def log_blocks(path):
+    """The blocks of a Hudi log file (format v1: `#HUDI#`, block size, version, type, header as count +
+    (key, length, bytes), ...; the next block starts 14 + size bytes after this one's magic), each as
+    its type plus its INSTANT_TIME and, for command blocks, TARGET_INSTANT_TIME and COMMAND_BLOCK_TYPE
+    headers. A file that does not parse ends its list with an "unparsed at <offset>" entry."""
+    with open(path, "rb") as f:
+        b = f.read()
+    out, off = [], 0
+    while off < len(b):
+        if b[off:off + 6] != b"#HUDI#" or off + 26 > len(b):
+            out.append({"unparsed_at": off})
+            break
+        size, _version, btype, count = struct.unpack(">qiii", b[off + 6:off + 26])
+        block = {"type": BLOCK_TYPES.get(btype, str(btype))}
+        h = off + 26
+        try:
+            for _ in range(count):
+                key, ln = struct.unpack(">ii", b[h:h + 8])
+                name = HEADER_TYPES.get(key, str(key))
+                if name != "SCHEMA":
+                    block[name] = b[h + 8:h + 8 + ln].decode("utf-8", "replace")
+                h += 8 + ln
+        except struct.error:
+            out.append({"unparsed_at": off})
+            break
+        if "COMMAND_BLOCK_TYPE" in block:
+            block["COMMAND_BLOCK_TYPE"] = COMMAND_TYPES.get(block["COMMAND_BLOCK_TYPE"], block["COMMAND_BLOCK_TYPE"])
+        out.append(block)
+        if size <= 0:
+            out.append({"unparsed_at": off})
+            break
+        off += 14 + size
+    return out
+
+
+def side_times(names, known):
+    """time -> placeholder for the 17-digit times in `names` that are not in `known`: R1, R2, ... in
+    ascending order (a 20-digit suffixed time keeps its suffix: <R>006 -> R1006)."""
+    unknown = sorted({t for n in names for t in TIME_RE.findall(n) if t not in known})
+    return {t: "R%d" % (i + 1) for i, t in enumerate(unknown)}
+
+
+def subst(mapping, text):
+    return TIME_RE.sub(lambda x: mapping.get(x.group(1), x.group(1)), text)
+
+
+def mdt_log_blocks(root, files):
+    """<MDT partition>/<log file> -> its blocks (see log_blocks), for the MDT's log files."""
+    base = os.path.join(root, ".hoodie", "metadata")
+    return {f: log_blocks(os.path.join(base, f)) for f in files if ".log." in os.path.basename(f)}
+
+
+def mdt_deltacommit_summary(root, mdt_meta, instant):
+    """The completed MDT deltacommit <instant>: per partition, its write stats' file names, file ids,
+    previous commits, record counts and log files (v6: JSON commit metadata). None if absent; a
+    string if it is not JSON (v8/v9 write Avro)."""
+    path = os.path.join(root, timeline_dir(root, mdt_meta), instant + ".deltacommit")
+    cands = [path] + [os.path.join(os.path.dirname(path), n) for n in sorted(os.listdir(os.path.dirname(path)))
+                      if n.startswith(instant + "_") and n.endswith(".deltacommit")] \
+        if os.path.isdir(os.path.dirname(path)) else [path]
+    for c in cands:
+        if os.path.isfile(c):
+            try:
+                md = json.load(open(c, encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                return "not JSON: %s" % os.path.basename(c)
+            out = {}
+            for part, stats in sorted((md.get("partitionToWriteStats") or {}).items()):
+                out[part] = sorted(({"file": os.path.basename(w.get("path") or ""), "fileId": w.get("fileId"),
+                                     "prevCommit": w.get("prevCommit"), "numWrites": w.get("numWrites"),
+                                     "numInserts": w.get("numInserts"), "numUpdateWrites": w.get("numUpdateWrites"),
+                                     "numDeletes": w.get("numDeletes"),
+                                     "logFiles": sorted(w.get("logFiles") or [])} for w in stats),
+                                   key=lambda x: json.dumps(x, sort_keys=True))
+            return out
+    return None
+
+
+def diff_rollback_mdt(ours, hudis, known, report, diffs):
+    """Rollback mode, metadata table: timeline names; data file names under .hoodie/metadata/<p>/
+    (log files named with version and write token, base files); the blocks of each log file by kind,
+    instant and (command blocks) target instant and command; and the completed MDT deltacommit at each
+    data-table rollback instant R (its partitionToWriteStats). Times only one
+    side has are replaced by R1, R2, ... per side in ascending order."""
+    mdt = os.path.join(".hoodie", "metadata", ".hoodie")
+    if not (os.path.isdir(os.path.join(ours, mdt)) or os.path.isdir(os.path.join(hudis, mdt))):
+        return
+    mo, mh = timeline_files(ours, mdt), timeline_files(hudis, mdt)
+    fo, fh = mdt_data_files(ours), mdt_data_files(hudis)
+    tl_o, tl_h = timeline_files(ours), timeline_files(hudis)
+    mknown = (times_in(mo) & times_in(mh)) | known | \
+        ({t for n in fo for t in TIME_RE.findall(n)} & {t for n in fh for t in TIME_RE.findall(n)})
+    bo, bh = mdt_log_blocks(ours, fo), mdt_log_blocks(hudis, fh)
+
+    def header_times(blocks):
+        return {v for bl in blocks.values() for blk in bl for k, v in blk.items()
+                if k in ("INSTANT_TIME", "TARGET_INSTANT_TIME")}
+    # e.g. the failed instant T, the target of both sides' MDT rollback command blocks
+    mknown |= {t[:17] for t in header_times(bo) & header_times(bh)}
+    maps = {}
+    for side, tl, mtl, files, blocks in (("ours", tl_o, mo, fo, bo), ("hudis", tl_h, mh, fh, bh)):
+        maps[side] = side_times(tl + mtl + files + sorted(header_times(blocks)), mknown)
+    mo_n = sorted(subst(maps["ours"], re.sub(r"_(\d{14,20})(?=\.)", "_C", n)) for n in mo)
+    mh_n = sorted(subst(maps["hudis"], re.sub(r"_(\d{14,20})(?=\.)", "_C", n)) for n in mh)
+    report["mdt_timeline"] = {"ours": mo_n, "hudis": mh_n}
+    d = compare(mo_n, mh_n)
+    if d["only_in_ours"] or d["only_in_hudis"]:
+        diffs["mdt_timeline"] = d
+    fo_n, fh_n = [subst(maps["ours"], n) for n in fo], [subst(maps["hudis"], n) for n in fh]
+    report["mdt_data_files"] = {"ours": sorted(fo_n), "hudis": sorted(fh_n)}
+    d = compare(fo_n, fh_n)
+    if d["only_in_ours"] or d["only_in_hudis"]:
+        diffs["mdt_data_files"] = d
+
+    def norm_blocks(side, blocks):
+        return {subst(maps[side], f): [{k: subst(maps[side], v) if isinstance(v, str) else v for k, v in blk.items()}
+                                       for blk in bl] for f, bl in blocks.items()}
+    nbo, nbh = norm_blocks("ours", bo), norm_blocks("hudis", bh)
+    bd = {f: {"ours": nbo.get(f), "hudis": nbh.get(f)} for f in sorted(set(nbo) & set(nbh)) if nbo[f] != nbh[f]}
+    if bd:
+        diffs["mdt_log_blocks"] = bd
+    report["mdt_log_blocks"] = {"ours": nbo, "hudis": nbh}
+
+    # the MDT deltacommit at each rollback instant R of the data table that only this side has
+    rb = {}
+    for side, root, tl in (("ours", ours, tl_o), ("hudis", hudis, tl_h)):
+        rs = sorted({p[0] for p in map(parse_instant_file, tl) if p and p[2] == "rollback"})
+        rb[side] = {subst(maps[side], r): json.loads(subst(maps[side], json.dumps(mdt_deltacommit_summary(root, mdt, r))))
+                    for r in rs}
+    report["mdt_rollback_deltacommits"] = rb
+    if rb["ours"] != rb["hudis"]:
+        diffs["mdt_rollback_deltacommits"] = {k: {"ours": rb["ours"].get(k), "hudis": rb["hudis"].get(k)}
+                                              for k in sorted(set(rb["ours"]) | set(rb["hudis"]))
+                                              if rb["ours"].get(k) != rb["hudis"].get(k)}
+
+
 def diff_restore(ours, hudis, restore_point, mdt_deleted=False):
     report = {"mode": "restore", "ours": ours, "hudis": hudis, "differences": {}, "info": {}}
     diffs = report["differences"]
@@ -420,13 +561,7 @@ def main():
     report["timeline"] = {"ours": normalize(tl_o, known), "hudis": normalize(tl_h, known)}
     if d["only_in_ours"] or d["only_in_hudis"]:
         report["differences"]["timeline"] = d
-    mdt = os.path.join(".hoodie", "metadata", ".hoodie")
-    if os.path.isdir(os.path.join(ours, mdt)) or os.path.isdir(os.path.join(hudis, mdt)):
-        mo, mh = timeline_files(ours, mdt), timeline_files(hudis, mdt)
-        mknown = times_in(mo) & times_in(mh) | known
-        d = compare(normalize(mo, mknown), normalize(mh, mknown))
-        if d["only_in_ours"] or d["only_in_hudis"]:
-            report["differences"]["mdt_timeline"] = d
+    diff_rollback_mdt(ours, hudis, known, report, report["differences"])
     do, dh = data_files(ours), data_files(hudis)
     for part in sorted(set(do) | set(dh)):
         d = compare(do.get(part, []), dh.get(part, []))

@@ -6,7 +6,7 @@
 #   run.sh versions
 #   run.sh generate <version-key> <scenario|all> <dir>
 #   run.sh rollback <version-key> <dir>
-#   run.sh verify   <version-key> <dir> [--expect <records.json>]
+#   run.sh verify   <version-key> <dir> [--expect <records.json>] [--native-hfile-reader|--hbase-hfile-reader]
 #   run.sh diff     [--restore] <ours-dir> <hudis-dir>   (--restore: two restores of one table)
 #   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
 #   run.sh selftest [root]                            (generate+verify+diff per version)
@@ -239,10 +239,22 @@ cmd_rollback() {
 }
 
 cmd_verify() {
-  [[ $# -ge 2 ]] || die "usage: run.sh verify <version-key> <dir> [--expect <records.json>]"
+  local usage="usage: run.sh verify <version-key> <dir> [--expect <records.json>] [--native-hfile-reader|--hbase-hfile-reader]"
+  [[ $# -ge 2 ]] || die "$usage"
   local key="$1" dir="$2" expect="$2/expected-records.json"
   shift 2
-  if [[ $# -ge 2 && "$1" == --expect ]]; then expect="$2"; fi
+  while (( $# )); do
+    case "$1" in
+      --expect) [[ $# -ge 2 ]] || die "$usage"; expect="$2"; shift 2 ;;
+      # _hoodie.hfile.use.native.reader, put into the Hadoop configuration of every Hudi client the
+      # validator builds (0.15.0 and 1.0.1 read it there); 1.1.1 has only the native reader
+      --native-hfile-reader) export INTEROP_HFILE_NATIVE_READER=true; shift ;;
+      --hbase-hfile-reader)
+        [[ "$key" != 1.1 ]] || die "Hudi 1.1.1 has no HBase HFile reader"
+        export INTEROP_HFILE_NATIVE_READER=false; shift ;;
+      *) die "$usage" ;;
+    esac
+  done
   cmd_build
   [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (verify needs the scenario of the table)"
   # the follow-up write mutates the table: validate a scratch copy, keep <dir> as it is

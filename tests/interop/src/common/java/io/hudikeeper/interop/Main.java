@@ -146,13 +146,63 @@ public final class Main {
       c.set("fs.file.impl", localFs.getName());
       c.setBoolean("fs.file.impl.disable.cache", true);
     }
+    String nativeReader = nativeHFileReader();
+    if (nativeReader != null) {
+      // 0.15.0 and 1.0.1 read it from the storage (Hadoop) configuration, not from any Hudi config:
+      // HoodieLogFileReader passes storage.getConf().getBoolean(key, default) to HoodieHFileDataBlock.
+      c.set(HFILE_NATIVE_READER_KEY, nativeReader);
+    }
     return HadoopFSUtils.getStorageConf(c);
+  }
+
+  /** HoodieReaderConfig.USE_NATIVE_HFILE_READER (0.15.0: default false; 1.0.1: default true; 1.1.1: gone). */
+  static final String HFILE_NATIVE_READER_KEY = "_hoodie.hfile.use.native.reader";
+
+  /**
+   * INTEROP_EXTRA_PROPS="k=v;k=v": writer properties that override the scenario's in every JVM (an
+   * entry without '=' is an error).
+   */
+  static Properties extraProps() {
+    Properties p = new Properties();
+    String spec = System.getenv().getOrDefault("INTEROP_EXTRA_PROPS", "");
+    for (String kv : spec.split(";")) {
+      if (kv.isBlank()) {
+        continue;
+      }
+      int eq = kv.indexOf('=');
+      if (eq <= 0) {
+        throw new IllegalArgumentException("INTEROP_EXTRA_PROPS entry is not key=value: " + kv);
+      }
+      p.setProperty(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+    }
+    return p;
+  }
+
+  /**
+   * The HFile reader this JVM asks Hudi for: INTEROP_HFILE_NATIVE_READER (true|false, set by
+   * {@code run.sh verify --native-hfile-reader|--hbase-hfile-reader}), else
+   * {@code _hoodie.hfile.use.native.reader} in INTEROP_EXTRA_PROPS; null: Hudi's default.
+   */
+  static String nativeHFileReader() {
+    String v = System.getenv("INTEROP_HFILE_NATIVE_READER");
+    if (v == null || v.isEmpty()) {
+      v = extraProps().getProperty(HFILE_NATIVE_READER_KEY);
+    }
+    if (v != null && !v.equals("true") && !v.equals("false")) {
+      throw new IllegalArgumentException(HFILE_NATIVE_READER_KEY + " must be true or false, got " + v);
+    }
+    return v;
   }
 
   static HoodieWriteConfig writeConfig(Scenario s, String base, Properties extra) {
     Properties p = s.writeProps(s.timelineMarkers);
     if (extra != null) {
       p.putAll(extra);
+    }
+    p.putAll(extraProps());
+    if (nativeHFileReader() != null) {
+      // the write side too (0.15's HoodieAppendHandle gives its HFile blocks the write config's value)
+      p.setProperty(HFILE_NATIVE_READER_KEY, nativeHFileReader());
     }
     return HoodieWriteConfig.newBuilder().withPath(base).withSchema(Data.schemaJson()).forTable(Scenario.TABLE_NAME)
         .withProperties(p).build();

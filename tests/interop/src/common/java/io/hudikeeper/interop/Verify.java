@@ -25,7 +25,10 @@ import org.apache.hudi.common.table.timeline.HoodieTimeline;
 import org.apache.hudi.common.table.view.FileSystemViewManager;
 import org.apache.hudi.common.table.view.HoodieTableFileSystemView;
 import org.apache.hudi.common.util.Option;
+import org.apache.hudi.metadata.HoodieBackedTableMetadata;
 import org.apache.hudi.storage.StorageConfiguration;
+import org.apache.hudi.storage.StoragePath;
+import org.apache.hudi.storage.StoragePathInfo;
 import org.apache.hadoop.fs.Path;
 import org.apache.parquet.avro.AvroParquetReader;
 import org.apache.parquet.hadoop.ParquetReader;
@@ -107,6 +110,10 @@ final class Verify {
     report.put("dir", dir.getAbsolutePath());
     report.put("hudi_version", Main.hudiVersion());
     report.put("scenario", s.name);
+    String nativeReader = Main.nativeHFileReader();
+    report.put("hfile_reader_requested", nativeReader == null ? "Hudi's default"
+        : Main.HFILE_NATIVE_READER_KEY + "=" + nativeReader);
+    report.put("hfile_reader_storage_conf", conf.unwrap().get(Main.HFILE_NATIVE_READER_KEY));
     HoodieTableMetaClient mc = Main.metaClient(conf, base);
     report.put("table_version", Main.tableVersion(mc));
 
@@ -214,6 +221,9 @@ final class Verify {
       Map<String, Set<String>> mdtView = viewFiles(mc, true, disk.keySet());
       List<String> mdtDiff = diffFileSets(mdtView, fsView, List.of());
       check("mdt_view_equals_fs_view", mdtDiff.isEmpty(), mdtDiff);
+      // 7b. the metadata table's own partition and file lists; 7c. every record of its files partition
+      checkMdtFileLists(mc, diskSets);
+      checkMdtFilesPartitionRecords();
     }
 
     // 8. records
@@ -406,6 +416,167 @@ final class Verify {
       view.close();
     }
     return out;
+  }
+
+  /**
+   * {@code mdt_partitions_and_files_equal_listing}: HoodieBackedTableMetadata's getAllPartitionPaths()
+   * must be the partitions on disk (a partition a failed write created, p3, included: its folder stays
+   * after a rollback), and getAllFilesInPartition() of each must be exactly the data files on disk.
+   * Unlike the file-system view, this sees files the view would hide (e.g. of an instant the timeline
+   * no longer has) and partitions no listing asked for.
+   */
+  private void checkMdtFileLists(HoodieTableMetaClient mc, Map<String, Set<String>> disk) throws Exception {
+    List<String> diffs = new ArrayList<>();
+    Map<String, Integer> counts = new TreeMap<>();
+    HoodieMetadataConfig mdc = HoodieMetadataConfig.newBuilder().enable(true).build();
+    try (HoodieBackedTableMetadata md = new HoodieBackedTableMetadata(new HoodieJavaEngineContext(conf),
+        HoodieTableMetaClient.reload(mc).getStorage(), mdc, base)) {
+      Set<String> mdtParts = new TreeSet<>(md.getAllPartitionPaths());
+      for (String p : mdtParts) {
+        if (!disk.containsKey(p)) {
+          diffs.add("partition only in the metadata table: '" + p + "'");
+        }
+      }
+      // A partition folder without data files (p3 after the rollback of the write that created it)
+      // is not a partition for the metadata table: Hudi 0.15's own rollback leaves it out too.
+      List<String> emptyFolders = new ArrayList<>();
+      for (Map.Entry<String, Set<String>> e : disk.entrySet()) {
+        if (e.getValue().isEmpty()) {
+          emptyFolders.add(e.getKey());
+        } else if (!mdtParts.contains(e.getKey())) {
+          diffs.add("partition with data files only in the listing: '" + e.getKey() + "'");
+        }
+      }
+      report.set("info_partition_folders_without_data_files", Main.JSON.valueToTree(emptyFolders));
+      report.set("info_mdt_partitions", Main.JSON.valueToTree(mdtParts));
+      Set<String> all = new TreeSet<>(mdtParts);
+      all.addAll(disk.keySet());
+      for (String p : all) {
+        StoragePath path = p.isEmpty() ? new StoragePath(base) : new StoragePath(base, p);
+        Set<String> files = new TreeSet<>();
+        for (StoragePathInfo i : md.getAllFilesInPartition(path)) {
+          files.add(i.getPath().getName());
+        }
+        counts.put(p, files.size());
+        Set<String> want = disk.getOrDefault(p, Set.of());
+        for (String f : files) {
+          if (!want.contains(f)) {
+            diffs.add("only in the metadata table: " + relFile(p, f));
+          }
+        }
+        for (String f : want) {
+          if (!files.contains(f)) {
+            diffs.add("only in the listing: " + relFile(p, f));
+          }
+        }
+      }
+    }
+    check("mdt_partitions_and_files_equal_listing", diffs.isEmpty(), diffs.isEmpty() ? counts : diffs);
+  }
+
+  /**
+   * {@code mdt_files_partition_records_readable}: every log block of every log file of the metadata
+   * table's files partition is read with Hudi's log reader, and every record of each HFile data block
+   * is decoded (the merged view skips blocks of rolled-back instants; this reads them all). The HFile
+   * reader Hudi used is reported: the value HoodieLogFileReader gave the block (field
+   * hFileReaderConfig, 0.15/1.0) and the class HoodieFileReaderFactory.getContentReader returns for it.
+   */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  private void checkMdtFilesPartitionRecords() throws Exception {
+    File files = new File(dir, ".hoodie/metadata/files");
+    List<String> details = new ArrayList<>();
+    Set<String> readers = new TreeSet<>();
+    boolean pass = true;
+    int records = 0;
+    int hfileBlocks = 0;
+    File[] logs = files.listFiles((d, n) -> n.contains(".log.") && !n.endsWith(".crc"));
+    if (logs == null || logs.length == 0) {
+      check("mdt_files_partition_records_readable", false, "no log file in " + files);
+      return;
+    }
+    java.util.Arrays.sort(logs);
+    org.apache.hudi.storage.HoodieStorage storage =
+        Main.metaClient(conf, base + "/.hoodie/metadata").getStorage();
+    Schema schema = org.apache.hudi.avro.model.HoodieMetadataRecord.getClassSchema();
+    for (File f : logs) {
+      List<String> blocks = new ArrayList<>();
+      try (org.apache.hudi.common.table.log.HoodieLogFormat.Reader r =
+               org.apache.hudi.common.table.log.HoodieLogFormat.newReader(storage,
+                   new HoodieLogFile(new StoragePath(f.toURI().toString())), schema)) {
+        while (r.hasNext()) {
+          org.apache.hudi.common.table.log.block.HoodieLogBlock b = r.next();
+          String kind = b.getBlockType().name();
+          if (b instanceof org.apache.hudi.common.table.log.block.HoodieHFileDataBlock) {
+            hfileBlocks++;
+            int n = 0;
+            try (org.apache.hudi.common.util.collection.ClosableIterator<HoodieRecord<Object>> it =
+                     ((org.apache.hudi.common.table.log.block.HoodieDataBlock) b)
+                         .<Object>getRecordIterator(HoodieRecord.HoodieRecordType.AVRO)) {
+              while (it.hasNext()) {
+                HoodieRecord<Object> rec = it.next();
+                if (rec.getData() == null) {
+                  throw new IllegalStateException("record without data in " + f.getName());
+                }
+                n++;
+              }
+            }
+            records += n;
+            kind += "(" + n + " records)";
+            // after the read: the block's content is loaded by then
+            readers.add(hfileReaderOf(b, storage, schema));
+          } else if (b instanceof org.apache.hudi.common.table.log.block.HoodieCommandBlock) {
+            kind += "(target " + b.getLogBlockHeader()
+                .get(org.apache.hudi.common.table.log.block.HoodieLogBlock.HeaderMetadataType.TARGET_INSTANT_TIME) + ")";
+          }
+          blocks.add(kind);
+        }
+      } catch (Exception e) {
+        pass = false;
+        blocks.add("cannot read: " + e + (e.getCause() == null ? "" : " caused by " + e.getCause()));
+      }
+      details.add(f.getName() + ": " + blocks);
+    }
+    details.add(hfileBlocks + " HFile data blocks, " + records + " records, HFile reader " + readers);
+    report.set("hfile_reader_used", Main.JSON.valueToTree(readers));
+    check("mdt_files_partition_records_readable", pass, details);
+  }
+
+  /**
+   * Which HFile reader Hudi builds for this block: {@code native} or {@code hbase}, with the reader
+   * class, from the block's own reader config (the value HoodieLogFileReader read from the storage
+   * configuration) and the same factory call the block makes. 1.1.1 has no such config (native only).
+   */
+  private static String hfileReaderOf(Object block, org.apache.hudi.storage.HoodieStorage storage, Schema schema) {
+    try {
+      org.apache.hudi.common.config.HoodieConfig cfg = new org.apache.hudi.common.config.HoodieConfig();
+      String flag = "no hFileReaderConfig field";
+      try {
+        java.lang.reflect.Field fld = block.getClass().getDeclaredField("hFileReaderConfig");
+        fld.setAccessible(true);
+        cfg = (org.apache.hudi.common.config.HoodieConfig) fld.get(block);
+        flag = Main.HFILE_NATIVE_READER_KEY + "=" + cfg.getString(Main.HFILE_NATIVE_READER_KEY);
+      } catch (NoSuchFieldException e) {
+        // 1.1.1: only the native reader exists
+      }
+      // the log reader reads blocks lazily and drops the bytes after decoding: load them again
+      java.lang.reflect.Method inflate =
+          org.apache.hudi.common.table.log.block.HoodieLogBlock.class.getDeclaredMethod("inflate");
+      inflate.setAccessible(true);
+      inflate.invoke(block);
+      byte[] content = ((org.apache.hudi.common.table.log.block.HoodieLogBlock) block).getContent().orElse(null);
+      if (content == null) {
+        return "unknown (block content not loaded; " + flag + ")";
+      }
+      Object reader = org.apache.hudi.io.storage.HoodieIOFactory.getIOFactory(storage)
+          .getReaderFactory(HoodieRecord.HoodieRecordType.AVRO)
+          .getContentReader(cfg, new StoragePath("/in-memory.hfile"), org.apache.hudi.common.model.HoodieFileFormat.HFILE,
+              storage, content, Option.of(schema));
+      String cls = reader.getClass().getSimpleName();
+      ((AutoCloseable) reader).close();
+      return (cls.contains("HBase") ? "hbase" : cls.contains("Native") ? "native" : "?") + " (" + cls + "; " + flag + ")";
+    } catch (Exception e) {
+      return "unknown (" + e + ")";
+    }
   }
 
   private static List<String> diffFileSets(Map<String, Set<String>> a, Map<String, Set<String>> b,
