@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::fixtures::{bump, rel, Fixture, Kind, T1, T2, TF};
+use common::fixtures::{bump, rel, Fixture, Kind, MDT_INIT, T1, T2, TF};
 use hudi_keeper_core::exec::rollback::{
     preview, rollback, MetadataTableOutcome, RollbackOptions, Selection,
 };
@@ -62,6 +62,10 @@ fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> 
                         }
                     }
                     _ if rollback_times.iter().any(|t| t == seg) => "<R>".to_string(),
+                    // The metadata-table deltacommit that records a v6 rollback is named R.
+                    Some((time, rest)) if rollback_times.iter().any(|t| t == time) => {
+                        format!("<R>.{rest}")
+                    }
                     _ => seg.to_string(),
                 })
                 .collect();
@@ -161,6 +165,75 @@ async fn cow_v8_rollback_deletes_only_the_failed_files_and_completes() {
 }
 
 #[tokio::test]
+async fn v9_append_markers_get_a_rollback_command_block_named_with_the_instant_and_the_log_stays() {
+    // Hudi 1.0.1 / 1.1.1 on table version 8+: a log file with an APPEND marker is kept and a
+    // rollback command block goes into a new log file named with the instant (rolled over past
+    // the existing version), as Hudi's own rollback of such a table does (tests/interop_mdt_compaction.rs).
+    let f = Fixture::build(Kind::MorV9, false).await;
+    let log = format!(".fg3-0_{TF}.log.1_0-0-0");
+    f.storage()
+        .put(
+            &rel(&format!("p1/{log}")),
+            bytes::Bytes::from_static(b"#HUDI#failed-append"),
+        )
+        .await
+        .unwrap();
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/.temp/{TF}/p1/{log}.marker.APPEND")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].log_blocks_written, 1);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    assert!(
+        after.contains_key(&format!("p1/{log}")),
+        "the log file stays"
+    );
+    let block = &after[&format!("p1/.fg3-0_{TF}.log.2_0-0-0")];
+    assert!(is_rollback_block_for(block, &r, TF));
+    // The CREATE-marked log file and the new base file are deleted as before.
+    assert!(!after.contains_key(&format!("p1/.fg1-0_{TF}.log.1_0-9-9")));
+    assert!(!after.contains_key(&format!("p1/fg4-0_0-9-9_{TF}.parquet")));
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!(".hoodie/.temp/{r}/"))));
+    let plan = RollbackPlan::from_avro(&after[&format!(".hoodie/timeline/{r}.rollback.requested")])
+        .unwrap();
+    let append = plan
+        .requests
+        .iter()
+        .flatten()
+        .find(|q| q.files_to_be_deleted.is_empty())
+        .expect("a command-block request");
+    assert_eq!(append.file_id.as_deref(), Some("fg3-0"));
+    assert_eq!(append.latest_base_instant.as_deref(), Some(TF));
+    assert_eq!(
+        append.log_blocks_to_be_deleted,
+        Some(BTreeMap::from([(
+            format!("memory://fixture/wh/t/p1/{log}"),
+            1
+        )]))
+    );
+    let (_, meta) = completed_rollback(&f, ".hoodie/timeline").await;
+    let p1 = &meta.partition_metadata["p1"];
+    assert_eq!(
+        p1.rollback_log_files,
+        Some(BTreeMap::from([(
+            format!("memory://fixture/wh/t/p1/.fg3-0_{TF}.log.2_0-0-0"),
+            block.len() as i64
+        )]))
+    );
+    assert_eq!(p1.log_files_from_failed_commit, Some(BTreeMap::new()));
+}
+
+#[tokio::test]
 async fn v6_mor_appends_get_a_rollback_command_block_in_a_new_log_version() {
     let f = Fixture::build(Kind::MorV6, false).await;
     let table = open(&f).await;
@@ -221,15 +294,133 @@ async fn v9_mor_with_metadata_table_rolls_back_the_metadata_deltacommit_with_the
     assert!(!after.contains_key(&format!("p1/.fg1-0_{TF}.log.1_0-9-9")));
 }
 
+/// Table version 6 (Hudi 0.15) with a metadata table whose deltacommit of the failed write
+/// completed: the rollback is recorded in the metadata table as a deltacommit at R (for
+/// merge-on-read an HFile data block of files-partition records in a new log version of the
+/// `files` slice), then the metadata table's deltacommit of the failed write is rolled back at
+/// R006 with a rollback command block, as Hudi 0.15 does.
 #[tokio::test]
-async fn v6_with_metadata_table_is_refused_and_nothing_changes() {
+async fn v6_mor_with_metadata_table_records_the_rollback_and_rolls_back_its_deltacommit() {
+    use hudi_keeper_core::format::hfile;
+    use hudi_keeper_core::format::log_block::read_blocks;
+    let f = Fixture::build(Kind::MorV6, true).await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::RolledBack);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    let m = ".hoodie/metadata";
+    // The deltacommit at R, completed, listing the log file it appended.
+    for s in [".requested", ".inflight", ""] {
+        assert!(
+            after.contains_key(&format!("{m}/.hoodie/{r}.deltacommit{s}")),
+            "{r}.deltacommit{s}"
+        );
+    }
+    let slice = format!("{m}/files/.files-0000-0_{MDT_INIT}");
+    let records_log = format!("{slice}.log.4_0-0-0");
+    let stats = String::from_utf8(after[&format!("{m}/.hoodie/{r}.deltacommit")].clone()).unwrap();
+    assert!(stats.contains(".log.4_0-0-0"), "{stats}");
+    // Its block: an HFile of one files record, for p1, listing the data table's rollback log
+    // file and the failed write's log file.
+    let blocks = read_blocks(&after[&records_log]).expect("log blocks");
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].header.block_type, 4);
+    let hf = hfile::read(blocks[0].content).expect("an HFile");
+    let rows: Vec<String> = hf
+        .cells
+        .iter()
+        .map(|c| String::from_utf8_lossy(&c.row).into_owned())
+        .collect();
+    assert_eq!(rows, vec!["p1".to_string()]);
+    let value = String::from_utf8_lossy(&hf.cells[0].value).into_owned();
+    assert!(
+        value.contains(&format!(".fg1-0_{T1}.log.1_0-9-9")),
+        "{value}"
+    );
+    assert!(
+        value.contains(&format!(".fg1-0_{T1}.log.2_1-0-1")),
+        "{value}"
+    );
+    // The metadata table's rollback of TF at R006: a command block for the log file TF
+    // appended, TF's timeline files gone.
+    let own = format!("{r}006");
+    let block = &after[&format!("{slice}.log.5_1-0-1")];
+    assert!(is_rollback_block_for(block, &own, TF));
+    assert!(after.contains_key(&format!("{slice}.log.3_0-0-0")));
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/.hoodie/{TF}"))));
+    let (name, mdt_meta) = completed_rollback(&f, &format!("{m}/.hoodie")).await;
+    assert_eq!(name, format!("{m}/.hoodie/{own}.rollback"));
+    assert_eq!(mdt_meta.commits_rollback, vec![TF.to_string()]);
+    // No marker folder is left in the metadata table.
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/.hoodie/.temp"))));
+}
+
+/// Copy-on-write, and a failed write that never reached the metadata table: only the
+/// deltacommit at R, with no block and no write stats, as Hudi 0.15 writes it.
+#[tokio::test]
+async fn v6_cow_rollback_is_recorded_in_the_metadata_table_without_a_block() {
     let f = Fixture::build(Kind::CowV6, true).await;
+    let m = ".hoodie/metadata";
+    for s in [".requested", ".inflight", ""] {
+        f.delete(&format!("{m}/.hoodie/{TF}.deltacommit{s}")).await;
+    }
+    let logs_before: Vec<String> = f
+        .snapshot()
+        .await
+        .into_keys()
+        .filter(|k| k.starts_with(&format!("{m}/files/")))
+        .collect();
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
+    let r = &done[0].rollback_instant;
+    let after = f.snapshot().await;
+    let completed: serde_json::Value =
+        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
+    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    assert_eq!(completed["operationType"], "UPSERT_PREPPED");
+    let logs_after: Vec<String> = after
+        .into_keys()
+        .filter(|k| k.starts_with(&format!("{m}/files/")))
+        .collect();
+    assert_eq!(logs_after, logs_before);
+}
+
+/// A pending metadata-table deltacommit of another write (Hudi 0.15 rolls it back first; a v6
+/// block cannot be attributed by its file name): refused before anything changes.
+#[tokio::test]
+async fn v6_with_a_pending_metadata_table_deltacommit_is_refused_and_nothing_changes() {
+    let f = Fixture::build(Kind::CowV6, true).await;
+    let m = ".hoodie/metadata";
+    f.put(
+        &format!("{m}/.hoodie/20240101030000000.deltacommit.requested"),
+        b"",
+    )
+    .await;
+    f.put(
+        &format!("{m}/.hoodie/20240101030000000.deltacommit.inflight"),
+        b"",
+    )
+    .await;
     let before = f.snapshot().await;
     let table = open(&f).await;
     let err = rollback(&table, &Selection::AllFailed, &opts(), None)
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("metadata table"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("pending deltacommit 20240101030000000"),
+        "{err}"
+    );
     assert_eq!(f.snapshot().await, before);
 }
 
@@ -495,6 +686,18 @@ async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollbac
 }
 
 #[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v6_mor_mdt() {
+    let n = crash_at_every_call(Kind::MorV6, true).await;
+    eprintln!("v6 mor + metadata table: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v6_cow_mdt() {
+    let n = crash_at_every_call(Kind::CowV6, true).await;
+    eprintln!("v6 cow + metadata table: {n} injection points");
+}
+
+#[tokio::test]
 async fn a_recent_pending_rollback_is_left_to_whoever_is_running_it() {
     let f = Fixture::build(Kind::CowV8, false).await;
     let table = open(&f).await;
@@ -562,9 +765,9 @@ fn assert_unchanged(
     assert!(changed.is_empty(), "{ctx}: the table changed: {changed:?}");
 }
 
-/// The metadata table's compaction after the failed write's deltacommit (layout 2).
-async fn compact_metadata_table_after_the_failed_write(f: &Fixture) {
-    let tc = "20240101020000001";
+/// A completed metadata-table compaction requested at `tc` (layout 2). The failed write's
+/// metadata-table deltacommit `TF` completed at `bump(TF)`.
+async fn compact_metadata_table_at(f: &Fixture, tc: &str) {
     let dir = ".hoodie/metadata/.hoodie/timeline";
     for (name, bytes) in [
         (format!("{dir}/{tc}.compaction.requested"), &b""[..]),
@@ -578,6 +781,15 @@ async fn compact_metadata_table_after_the_failed_write(f: &Fixture) {
     }
 }
 
+/// The metadata table's compaction requested after the failed write's deltacommit completed:
+/// the compacted files may include it.
+async fn compact_metadata_table_after_the_failed_write(f: &Fixture) {
+    assert!(COMPACTED_AFTER > bump(TF).as_str());
+    compact_metadata_table_at(f, COMPACTED_AFTER).await;
+}
+
+const COMPACTED_AFTER: &str = "20240101020001000";
+
 #[tokio::test]
 async fn a_metadata_table_compacted_after_the_instant_is_refused_before_anything_changes() {
     // A fresh rollback.
@@ -590,6 +802,7 @@ async fn a_metadata_table_compacted_after_the_instant_is_refused_before_anything
         .unwrap_err();
     assert!(matches!(err, Error::Refused { .. }), "{err}");
     assert!(err.to_string().contains("compacted"), "{err}");
+    assert!(err.to_string().contains("restore"), "the way out: {err}");
     assert_unchanged(&before, &f.snapshot().await, "refused");
     // The dry run says so too.
     let err = preview(&table, &Selection::AllFailed, &opts())
@@ -615,6 +828,49 @@ async fn a_metadata_table_compacted_after_the_instant_is_refused_before_anything
         .unwrap_err();
     assert!(err.to_string().contains("compacted"), "{err}");
     assert_unchanged(&before, &f.snapshot().await, "refused");
+
+    // A compaction scheduled after the deltacommit completed and still pending may list its
+    // files: refused too (stricter than Hudi, whose check sees completed compactions only).
+    let f = Fixture::build(Kind::MorV9, true).await;
+    let dir = ".hoodie/metadata/.hoodie/timeline";
+    f.storage()
+        .put(
+            &rel(&format!("{dir}/{COMPACTED_AFTER}.compaction.requested")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("pending"), "{err}");
+    assert_unchanged(&before, &f.snapshot().await, "refused");
+}
+
+#[tokio::test]
+async fn a_metadata_table_compaction_requested_before_the_deltacommit_completed_does_not_block_the_rollback(
+) {
+    // Hudi 1.1.1's rule: the compaction (requested between TF and its metadata-table
+    // deltacommit's completion) cannot include the deltacommit, which is rolled back.
+    let tc = "20240101020000001";
+    assert!(TF < tc && tc < bump(TF).as_str());
+    let f = Fixture::build(Kind::MorV9, true).await;
+    compact_metadata_table_at(&f, tc).await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::RolledBack);
+    let after = f.snapshot().await;
+    let m = ".hoodie/metadata";
+    assert!(!after.contains_key(&format!("{m}/files/.files-0000-0_{TF}.log.1_0-1-0")));
+    assert!(!after
+        .keys()
+        .any(|k| k.contains(&format!("{m}/.hoodie/timeline/{TF}"))));
+    // The compaction stays as it was.
+    assert!(after.contains_key(&format!("{m}/.hoodie/timeline/{tc}_{}.commit", bump(tc))));
 }
 
 #[tokio::test]

@@ -71,11 +71,18 @@ impl Fixture {
         Storage::from_store(Arc::clone(&self.store), &self.root, &self.uri)
     }
 
-    async fn put(&self, path: &str, bytes: &[u8]) {
+    pub async fn put(&self, path: &str, bytes: &[u8]) {
         self.storage()
             .put(&rel(path), Bytes::copy_from_slice(bytes))
             .await
             .expect("fixture write");
+    }
+
+    pub async fn delete(&self, path: &str) {
+        self.storage()
+            .delete(&rel(path))
+            .await
+            .expect("fixture delete");
     }
 
     /// Every object of the table with its bytes.
@@ -189,9 +196,10 @@ impl Fixture {
                     .await;
             }
             Kind::MorV9 => {
+                // Hudi 1.x writers mark a new log file (named with the instant) CREATE.
                 let log = format!(".fg1-0_{TF}.log.1_0-9-9");
                 f.put(&format!("p1/{log}"), b"#HUDI#failed-blocks").await;
-                f.put(&format!(".hoodie/.temp/{TF}/p1/{log}.marker.APPEND"), b"")
+                f.put(&format!(".hoodie/.temp/{TF}/p1/{log}.marker.CREATE"), b"")
                     .await;
             }
             _ => {
@@ -201,7 +209,9 @@ impl Fixture {
                     .await;
             }
         }
-        if mdt {
+        if mdt && !kind.layout2() {
+            f.put_v6_metadata_table().await;
+        } else if mdt {
             let m = ".hoodie/metadata";
             f.put(
                 &format!("{m}/.hoodie/hoodie.properties"),
@@ -235,7 +245,59 @@ impl Fixture {
     }
 }
 
+/// The base instant of the v6 fixture metadata table's `files` file slice (its initialization).
+pub const MDT_INIT: &str = "00000000000000010";
+
 impl Fixture {
+    /// A table-version-6 metadata table (timeline layout 1) as Hudi 0.15 leaves it: the `files`
+    /// partition's one file group (base file of the initialization), one log version per
+    /// deltacommit appended to that slice, and completed deltacommits (JSON commit metadata
+    /// with their write stats) of T1, T2 and the failed write TF (which completed its
+    /// metadata-table deltacommit before it died).
+    async fn put_v6_metadata_table(&self) {
+        let m = ".hoodie/metadata";
+        self.put(
+            &format!("{m}/.hoodie/hoodie.properties"),
+            b"hoodie.table.name=fx_metadata\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version=6\nhoodie.timeline.layout.version=1\nhoodie.table.timeline.timezone=UTC\n",
+        )
+        .await;
+        self.put(
+            &format!("{m}/files/files-0000-0_0-0-0_{MDT_INIT}.hfile"),
+            b"hfile",
+        )
+        .await;
+        let schema = "{\"type\":\"record\",\"name\":\"HoodieMetadataRecord\"}";
+        for (i, t) in [MDT_INIT, T1, T2, TF].into_iter().enumerate() {
+            self.put(&format!("{m}/.hoodie/{t}.deltacommit.requested"), b"")
+                .await;
+            self.put(&format!("{m}/.hoodie/{t}.deltacommit.inflight"), b"")
+                .await;
+            let stats = if i == 0 {
+                serde_json::json!({})
+            } else {
+                let log = format!(".files-0000-0_{MDT_INIT}.log.{i}_0-0-0");
+                self.put(&format!("{m}/files/{log}"), t.as_bytes()).await;
+                serde_json::json!({ "files": [{
+                    "fileId": "files-0000-0",
+                    "path": format!("files/{log}"),
+                    "prevCommit": MDT_INIT,
+                    "fileSizeInBytes": t.len(),
+                }]})
+            };
+            let metadata = serde_json::json!({
+                "partitionToWriteStats": stats,
+                "compacted": false,
+                "extraMetadata": { "schema": schema },
+                "operationType": "UPSERT_PREPPED",
+            });
+            self.put(
+                &format!("{m}/.hoodie/{t}.deltacommit"),
+                metadata.to_string().as_bytes(),
+            )
+            .await;
+        }
+    }
+
     /// A write in progress at instant `t` (requested + inflight, one data file and its marker),
     /// without a heartbeat: the caller starts one for it.
     pub async fn start_write(&self, t: &str) {

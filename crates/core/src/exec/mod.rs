@@ -1,6 +1,7 @@
 //! The executor: runs plans through storage in Hudi's order, resumable after a crash at any
 //! step.
 
+mod log_append;
 mod metadata_table;
 pub mod restore;
 pub mod rollback;

@@ -12,11 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
-use bytes::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 use tracing::{info, info_span, warn, Instrument};
 
+use super::log_append::{append_block, Slice};
 use super::metadata_table::rollback::{metadata_table_refusal, rollback_metadata_table};
 pub use super::metadata_table::MetadataTableOutcome;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
@@ -36,8 +36,8 @@ use crate::protocol::heartbeat::{heartbeat_path, HeartbeatPolicy};
 use crate::protocol::lock::{acquire_until, LockOptions};
 use crate::protocol::markers::{marker_dir, read_markers};
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
-use crate::table::files::{log_file_name, BasePath, DataFile};
-use crate::table::{Table, TableVersion};
+use crate::table::files::{BasePath, DataFile};
+use crate::table::Table;
 use crate::timeline::{Action, Instant, State, Timeline};
 use crate::Error;
 
@@ -46,6 +46,9 @@ const DELETE_BATCH: usize = 10_000;
 
 /// The write token Java uses when it rolls a log file over without a task context.
 const UNKNOWN_WRITE_TOKEN: &str = "1-0-1";
+/// The write token of a v8/v9 rollback's command-block log file: what Hudi's Java engine gives
+/// its one task (partition 0, stage 0, attempt 0), as its rollbacks name the file.
+const V8_ROLLBACK_WRITE_TOKEN: &str = "0-0-0";
 
 /// How rollbacks are chosen and run.
 #[derive(Debug, Clone)]
@@ -557,19 +560,6 @@ impl Wanted {
     }
 }
 
-/// Refuse table kinds whose rollback hudi-keeper cannot do as Hudi would.
-pub(super) fn check_supported(table: &Table, target: &str) -> Result<(), Error> {
-    let c = table.config();
-    if c.version == TableVersion::V6 && c.metadata_table_enabled() {
-        return Err(refused(
-            table,
-            target,
-            "this is a table version 6 (Hudi 0.14/0.15) table with the metadata table enabled; Hudi 0.x records a rollback there as a new metadata-table deltacommit of HFile blocks, which hudi-keeper does not write. Nothing was changed. Roll it back with Hudi (a clean under the LAZY policy does it), or disable the metadata table (hoodie.metadata.enable=false, which deletes it) first",
-        ));
-    }
-    Ok(())
-}
-
 async fn make_plan(
     table: &Table,
     work: &Work,
@@ -631,7 +621,6 @@ pub async fn preview(
 ) -> Result<Vec<RollbackPreview>, Error> {
     let mut out = Vec::new();
     for work in select(table, selection, options).await? {
-        check_supported(table, &work.target)?;
         let timeline = table.timeline().await?;
         let pending = work.pending.as_ref().map(|p| (p.instant.as_str(), p.state));
         if let Some(reason) =
@@ -762,7 +751,7 @@ async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Resu
             "another rollback of this instant was scheduled meanwhile; nothing was changed, run again to resume it",
         ));
     }
-    if let Some(reason) = metadata_table_refusal(table, t).await? {
+    if let Some(reason) = metadata_table_refusal(table, t, None).await? {
         return Err(refused(table, t, format!("{reason}; nothing was changed")));
     }
     let mdt_timeline = match table.metadata_table().await? {
@@ -813,7 +802,6 @@ async fn run_one(
     progress: Option<&dyn Progress>,
 ) -> Result<RollbackDone, Error> {
     let started = Clock::now();
-    check_supported(table, &work.target)?;
     let t = work.target.clone();
     let resumed = work.pending.is_some();
     table.stop_point(
@@ -875,7 +863,7 @@ async fn execute(
         {
             return Err(refused(table, t, reason));
         }
-    } else if let Some(reason) = metadata_table_refusal(table, t).await? {
+    } else if let Some(reason) = metadata_table_refusal(table, t, Some(r)).await? {
         withdraw(table, r).await?;
         return Err(refused(
             table,
@@ -1008,8 +996,15 @@ pub(super) async fn apply_plan(
 
     let mut rollback_log_files: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for (partition, file_id, base_instant, _) in &resolved.log_blocks {
+        // v8/v9 (Hudi 1.0.1 / 1.1.1 RollbackHelper): the new log file is named with the instant
+        // itself, with the write token of Hudi's Java engine; v6: the slice's base instant.
+        let (base_instant, token) = if table.config().version == crate::table::TableVersion::V6 {
+            (base_instant.as_str(), UNKNOWN_WRITE_TOKEN)
+        } else {
+            (t, V8_ROLLBACK_WRITE_TOKEN)
+        };
         let (rel, len) =
-            write_command_block(storage, r, t, partition, file_id, base_instant).await?;
+            write_command_block(storage, r, t, partition, file_id, base_instant, token).await?;
         rollback_log_files
             .entry(partition.clone())
             .or_default()
@@ -1086,7 +1081,7 @@ async fn finish(
             format!("the instant completed while rollback {r} was running; its rollback stays pending for an operator to look at"),
         ));
     }
-    if let Some(reason) = metadata_table_refusal(table, t).await? {
+    if let Some(reason) = metadata_table_refusal(table, t, Some(r)).await? {
         return Err(refused(
             table,
             t,
@@ -1094,7 +1089,18 @@ async fn finish(
         ));
     }
     // The metadata table, before the data table's timeline changes.
-    let mdt = rollback_metadata_table(table, t, r, options).await?;
+    // Table version 6 records the rollback's log files in the metadata table's `files`
+    // partition, from the rollback metadata (the same that is completed below).
+    let records = crate::plan::metadata_table::rollback_file_records(&rollback_metadata(
+        r,
+        t,
+        action,
+        plan,
+        resolved,
+        rollback_log_files,
+        started,
+    ));
+    let mdt = rollback_metadata_table(table, t, r, &records, options).await?;
     table.stop_point("after the metadata table's rollback", None)?;
 
     // The target's own timeline files: inflight first, then requested.
@@ -1180,7 +1186,7 @@ async fn refusal_before_changes(
             )));
         }
     }
-    Ok(metadata_table_refusal(table, t)
+    Ok(metadata_table_refusal(table, t, pending.map(|(r, _)| r))
         .await?
         .map(|reason| format!("{reason}; nothing was changed")))
 }
@@ -1216,8 +1222,12 @@ pub(super) fn rollback_metadata(
                 ..Default::default()
             });
         if let Some(logs) = &req.log_blocks_to_be_deleted {
-            if req.files_to_be_deleted.is_empty() {
-                // As Java records them: the plan's keys and sizes.
+            // As Java records them: the plan's keys and sizes on table version 6 (whose requests
+            // name the older slice's base instant); none from 1.x's requests for v8/v9 APPEND
+            // markers (base instant = the instant itself; Hudi 1.0.1 / 1.1.1's RollbackHelper
+            // fills only rollbackLogFiles).
+            let v8_form = req.latest_base_instant.as_deref() == Some(t);
+            if req.files_to_be_deleted.is_empty() && !v8_form {
                 p.log_files_from_failed_commit
                     .get_or_insert_with(BTreeMap::new)
                     .extend(logs.iter().map(|(k, v)| (k.clone(), *v)));
@@ -1261,72 +1271,19 @@ async fn write_command_block(
     partition: &str,
     file_id: &str,
     base_instant: &str,
+    write_token: &str,
 ) -> Result<(RelPath, i64), Error> {
-    let part = RelPath::parse(partition).map_err(StorageError::from)?;
-    let rmarkers = marker_dir(r)?.join_rel(&part);
-    // An earlier attempt's block?
-    for m in storage.list_dir(&rmarkers).await?.files {
-        let Some(log) = m.file_name().strip_suffix(".marker.APPEND") else {
-            continue;
-        };
-        let Some(DataFile::Log {
-            file_id: f,
-            instant,
-            ..
-        }) = DataFile::parse(log)
-        else {
-            continue;
-        };
-        if f != file_id || instant != base_instant {
-            continue;
-        }
-        let rel = part.join(log).map_err(StorageError::from)?;
-        if let Some(bytes) = storage.get_opt(&rel).await? {
-            if is_rollback_block_for(&bytes, r, t) {
-                return Ok((rel, bytes.len() as i64));
-            }
-        }
-    }
+    let slice = Slice {
+        partition,
+        file_id,
+        base_instant,
+        write_token,
+    };
     let block = rollback_command_block(r, t);
-    let listing = storage.list_dir(&part).await?;
-    let mut version = listing
-        .files
-        .iter()
-        .filter_map(|m| match DataFile::parse(m.file_name()) {
-            Some(DataFile::Log {
-                file_id: f,
-                instant,
-                version,
-                ..
-            }) if f == file_id && instant == base_instant => Some(version),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    for _ in 0..16 {
-        version += 1;
-        let name = log_file_name(file_id, base_instant, version, UNKNOWN_WRITE_TOKEN);
-        let rel = part.join(&name).map_err(StorageError::from)?;
-        let marker = rmarkers
-            .join(&format!("{name}.marker.APPEND"))
-            .map_err(StorageError::from)?;
-        create_if_absent(storage, &marker, Vec::new()).await?;
-        match storage
-            .put_if_absent(&rel, Bytes::from(block.clone()))
-            .await
-        {
-            Ok(()) => return Ok((rel, block.len() as i64)),
-            Err(StorageError::AlreadyExists { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(Error::Refused {
-        table: storage.uri().to_string(),
-        instant: t.to_string(),
-        reason: format!(
-            "could not find a free log version for file group {file_id} in `{partition}`"
-        ),
+    append_block(storage, t, &marker_dir(r)?, &slice, &block, |bytes| {
+        is_rollback_block_for(bytes, r, t)
     })
+    .await
 }
 
 /// Delete every object below `dir`. Missing objects count as deleted.

@@ -1,7 +1,8 @@
-//! `HoodieCommitMetadata` in Avro (the layout-2 form of a completed commit or deltacommit): the
+//! `HoodieCommitMetadata`: in Avro (the layout-2 form of a completed commit or deltacommit), the
 //! schema a metadata-table deltacommit records, and the empty deltacommit Hudi 1.x writes into
 //! the metadata table after restoring it (`partitionToWriteStats: {}`, the metadata record
-//! schema in `extraMetadata`).
+//! schema in `extraMetadata`); in JSON (layout 1, table version 6), the write stats a rollback
+//! reads and the metadata-table deltacommit Hudi 0.15 writes for a rollback.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -56,6 +57,147 @@ pub fn empty_commit_metadata(schema_text: &str, operation: &str) -> Result<Vec<u
     write_single_record(SCHEMA_JSON, schema()?, record)
 }
 
+/// One write stat of a layout-1 (table version 6) commit metadata file, which is JSON: the fields
+/// a rollback reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonWriteStat {
+    /// The partition (the map key it is listed under).
+    pub partition: String,
+    /// The file group.
+    pub file_id: String,
+    /// The file written, relative to the base path (`files/.files-0000-0_…log.5_0-0-0`).
+    pub path: String,
+    /// The file slice's base instant the write went to (`prevCommit`), when it names one.
+    pub prev_commit: Option<String>,
+    /// The file's size after the write.
+    pub file_size: i64,
+}
+
+/// The write stats of a JSON commit metadata file (`partitionToWriteStats`), or why it cannot be
+/// read. A stat without a `path` is skipped (Hudi writes none such for files it wrote).
+pub fn json_write_stats(bytes: &[u8]) -> Result<Vec<JsonWriteStat>, String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let stats = v
+        .get("partitionToWriteStats")
+        .and_then(|s| s.as_object())
+        .ok_or("no partitionToWriteStats")?;
+    let mut out = Vec::new();
+    for (partition, list) in stats {
+        for stat in list.as_array().into_iter().flatten() {
+            let Some(path) = stat.get("path").and_then(|p| p.as_str()) else {
+                continue;
+            };
+            let text = |k: &str| {
+                stat.get(k)
+                    .and_then(|x| x.as_str())
+                    .filter(|s| !s.is_empty() && *s != "null")
+                    .map(str::to_string)
+            };
+            out.push(JsonWriteStat {
+                partition: partition.clone(),
+                file_id: text("fileId").unwrap_or_default(),
+                path: path.to_string(),
+                prev_commit: text("prevCommit"),
+                file_size: stat
+                    .get("fileSizeInBytes")
+                    .and_then(|x| x.as_i64())
+                    .unwrap_or(0),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A log file a metadata-table deltacommit appended, for its JSON commit metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendedLog {
+    /// The metadata-table partition (`files`).
+    pub partition: String,
+    /// The file group (`files-0000-0`).
+    pub file_id: String,
+    /// The file slice's base instant.
+    pub base_instant: String,
+    /// The base file of the slice, if it has one.
+    pub base_file: Option<String>,
+    /// The slice's log files before this one, by name.
+    pub earlier_logs: Vec<String>,
+    /// The log file written (its name).
+    pub log_file: String,
+    /// Its log version.
+    pub log_version: u32,
+    /// Its size.
+    pub size: i64,
+    /// Records written.
+    pub records: i64,
+}
+
+/// The JSON commit metadata (layout 1) of a metadata-table deltacommit, as Hudi 0.15 writes it:
+/// a write stat per appended log file (none for a rollback that appended no log file),
+/// `compacted` false, the metadata record schema in `extraMetadata`, operation
+/// `UPSERT_PREPPED`.
+pub fn json_deltacommit_metadata(appended: &[AppendedLog], schema_text: &str) -> Vec<u8> {
+    use serde_json::json;
+    let mut by_partition = serde_json::Map::new();
+    for a in appended {
+        let mut logs = a.earlier_logs.clone();
+        logs.push(a.log_file.clone());
+        let stat = json!({
+            "fileId": a.file_id,
+            "path": format!("{}/{}", a.partition, a.log_file),
+            "cdcStats": null,
+            "prevCommit": a.base_instant,
+            "numWrites": a.records,
+            "numDeletes": 0,
+            "numUpdateWrites": a.records,
+            "numInserts": 0,
+            "totalWriteBytes": a.size,
+            "totalWriteErrors": 0,
+            "tempPath": null,
+            "partitionPath": a.partition,
+            "totalLogRecords": 0,
+            "totalLogFilesCompacted": 0,
+            "totalLogSizeCompacted": 0,
+            "totalUpdatedRecordsCompacted": 0,
+            "totalLogBlocks": 0,
+            "totalCorruptLogBlock": 0,
+            "totalRollbackBlocks": 0,
+            "fileSizeInBytes": a.size,
+            "minEventTime": null,
+            "maxEventTime": null,
+            "runtimeStats": null,
+            "logVersion": a.log_version,
+            "logOffset": 0,
+            "baseFile": a.base_file.clone().unwrap_or_default(),
+            "logFiles": logs,
+            "recordsStats": null,
+        });
+        if let Some(list) = by_partition
+            .entry(a.partition.clone())
+            .or_insert_with(|| serde_json::Value::Array(vec![]))
+            .as_array_mut()
+        {
+            list.push(stat);
+        }
+    }
+    let v = json!({
+        "partitionToWriteStats": by_partition,
+        "compacted": false,
+        "extraMetadata": { "schema": schema_text },
+        "operationType": "UPSERT_PREPPED",
+    });
+    serde_json::to_vec_pretty(&v).unwrap_or_default()
+}
+
+/// The `extraMetadata.schema` of a JSON (layout 1) commit metadata file, if it has one.
+pub fn json_schema_of(bytes: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    v.get("extraMetadata")?
+        .get("schema")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +212,39 @@ mod tests {
             matches!(field(&v, "operationType"), Some(Value::String(s)) if s == "UPSERT_PREPPED")
         );
         assert_eq!(schema_of(b"{}"), None);
+    }
+
+    #[test]
+    fn a_json_deltacommit_lists_its_log_file_and_reads_back() {
+        let appended = AppendedLog {
+            partition: "files".into(),
+            file_id: "files-0000-0".into(),
+            base_instant: "00000000000000010".into(),
+            base_file: Some("files-0000-0_0-0-0_00000000000000010.hfile".into()),
+            earlier_logs: vec![".files-0000-0_00000000000000010.log.1_0-0-0".into()],
+            log_file: ".files-0000-0_00000000000000010.log.2_0-0-0".into(),
+            log_version: 2,
+            size: 1234,
+            records: 3,
+        };
+        let bytes = json_deltacommit_metadata(&[appended], "{\"type\":\"record\"}");
+        assert_eq!(
+            json_schema_of(&bytes).as_deref(),
+            Some("{\"type\":\"record\"}")
+        );
+        let stats = json_write_stats(&bytes).unwrap();
+        assert_eq!(
+            stats,
+            vec![JsonWriteStat {
+                partition: "files".into(),
+                file_id: "files-0000-0".into(),
+                path: "files/.files-0000-0_00000000000000010.log.2_0-0-0".into(),
+                prev_commit: Some("00000000000000010".into()),
+                file_size: 1234,
+            }]
+        );
+        let empty = json_deltacommit_metadata(&[], "{}");
+        assert_eq!(json_write_stats(&empty).unwrap(), vec![]);
+        assert!(json_write_stats(b"{}").is_err());
     }
 }

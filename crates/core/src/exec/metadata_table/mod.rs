@@ -4,11 +4,15 @@
 //! - [`rollback`]: the metadata table's part of a data-table rollback of instant T with rollback
 //!   instant R: refuse when a compaction covers T, else roll back its deltacommit T (Hudi 1.x:
 //!   with the same R).
+//! - [`v6`]: the same on a table-version-6 table, as Hudi 0.15 does it: a metadata-table
+//!   deltacommit at R recording the rollback (an HFile data block of files-partition records
+//!   for merge-on-read), then the rollback of its deltacommit T at `R006`.
 //! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x), or delete
 //!   it for the next writer to rebuild.
 
 pub(super) mod restore;
 pub(super) mod rollback;
+pub(super) mod v6;
 
 pub use restore::MetadataTableAction;
 pub use rollback::MetadataTableOutcome;

@@ -7,15 +7,15 @@ use serde::Serialize;
 use tracing::{info_span, Instrument};
 
 use crate::exec::rollback::{
-    avro_err, confirm_gone, list_data_files, pending_rollbacks, plan_err, refused,
+    apply_plan, avro_err, delete_folder, list_data_files, pending_rollbacks, plan_err, refused,
     rollback_metadata, RollbackOptions, Wanted,
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::rollback::RollbackPlan;
 use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
-use crate::storage::RelPath;
+use crate::protocol::markers::marker_dir;
 use crate::table::files::BasePath;
-use crate::table::{Table, TableType};
+use crate::table::{Table, TableType, TableVersion, TimelineLayout};
 use crate::timeline::{Action, Instant, State, Timeline};
 use crate::Error;
 
@@ -28,8 +28,12 @@ pub enum MetadataTableOutcome {
     /// The metadata table had no completed deltacommit of the instant: nothing to undo there
     /// (its own next write rolls back a pending one).
     NothingToUndo,
-    /// The metadata table's deltacommit of the instant was rolled back with the same instant.
+    /// The metadata table's deltacommit of the instant was rolled back (Hudi 1.x: with the same
+    /// instant; table version 6: after a deltacommit recording the rollback, at `R006`).
     RolledBack,
+    /// Table version 6: the rollback was recorded in the metadata table (a deltacommit at the
+    /// rollback instant), which had no completed deltacommit of the instant to undo.
+    Recorded,
 }
 
 /// Why the metadata table's deltacommit of `t` cannot be rolled back: Hudi refuses when a
@@ -38,6 +42,7 @@ pub enum MetadataTableOutcome {
 pub(in crate::exec) async fn metadata_table_refusal(
     table: &Table,
     t: &str,
+    r: Option<&str>,
 ) -> Result<Option<String>, Error> {
     if !table.config().metadata_table_enabled() {
         return Ok(None);
@@ -46,6 +51,9 @@ pub(in crate::exec) async fn metadata_table_refusal(
         return Ok(None);
     };
     let timeline = mdt.timeline().await?;
+    if table.config().version == TableVersion::V6 {
+        return super::v6::refusal(&mdt, &timeline, t, r).await;
+    }
     let (pending, _) = pending_rollbacks(&mdt, &timeline).await?;
     if pending.contains_key(t) {
         return Ok(None);
@@ -53,29 +61,65 @@ pub(in crate::exec) async fn metadata_table_refusal(
     Ok(compacted_after(&timeline, t))
 }
 
-/// The refusal when the metadata table (`timeline`) compacted after its completed deltacommit
-/// of `t`.
+/// The refusal when a metadata-table compaction may include the metadata table's completed
+/// deltacommit of `t` (table versions 8 and 9).
+///
+/// Hudi 1.1.1 (`HoodieBackedTableMetadataWriter.validateRollback`, called only for a completed
+/// deltacommit) refuses when the deltacommit's *completion* time is at or before the requested
+/// time of the latest completed compaction; 1.0.1 compared the instant's *requested* time and so
+/// also refused a deltacommit that completed after the compaction was scheduled. The 1.1.1 rule
+/// is safe because a compaction plan only takes log files whose deltacommit completed before the
+/// compaction's requested time (`BaseHoodieCompactionPlanGenerator`, `isCompletedBefore`, in
+/// 1.0.1 as in 1.1.1): a deltacommit that completed later is not in the compacted base file, its
+/// log files belong to the file slice after the compaction, and deleting them undoes it. The
+/// newest compaction has the largest requested time, so if any compaction includes the
+/// deltacommit, this one is refused too. hudi-keeper is stricter than Hudi where Hudi's check
+/// cannot see: a pending compaction requested after the deltacommit completed may list its files
+/// (deleting them would break the compaction), so it refuses too; times of different lengths
+/// (0.x's suffixed compaction times) are compared as strings instead of skipped; and without a
+/// completion time it falls back to 1.0.1's rule on the requested time.
 pub(in crate::exec) fn compacted_after(timeline: &Timeline, t: &str) -> Option<String> {
-    let completed = timeline
+    let deltacommit = timeline
         .find(t)
-        .any(|i| i.action == Action::DeltaCommit && !i.is_pending());
-    if !completed {
-        return None;
+        .find(|i| i.action == Action::DeltaCommit && !i.is_pending())?;
+    // A deltacommit completes after it was requested: without its completion time, the
+    // requested time is all that is known.
+    let completed = deltacommit.completion_time.as_deref().unwrap_or(t);
+    let latest = |pending: bool| {
+        timeline
+            .instants()
+            .iter()
+            .filter(|i| {
+                if pending {
+                    i.is_pending() && i.pending_action == Action::Compaction
+                } else {
+                    !i.is_pending() && i.action == Action::Commit
+                }
+            })
+            .map(|i| i.requested_time.as_str())
+            .max()
+    };
+    if let Some(c) = latest(false).filter(|c| completed <= *c) {
+        return Some(format!(
+            "the metadata table compacted at {c}, after this instant's metadata-table deltacommit completed ({completed}), so the compacted files may include it; undoing it needs a restore to a commit before the instant (hudi-keeper restore --to-instant)"
+        ));
     }
-    let last_compaction = timeline
-        .completed()
-        .filter(|i| i.action == Action::Commit)
-        .map(|i| i.requested_time.clone())
-        .max()?;
-    (last_compaction.len() == t.len() && t <= last_compaction.as_str()).then(|| format!("the metadata table compacted at {last_compaction}, after this instant's deltacommit; undoing it needs a restore"))
+    if let Some(c) = latest(true).filter(|c| completed <= *c) {
+        return Some(format!(
+            "a metadata-table compaction ({c}, pending) was scheduled after this instant's metadata-table deltacommit completed ({completed}) and may include it; let a writer complete the compaction, then restore to a commit before the instant (hudi-keeper restore --to-instant)"
+        ));
+    }
+    None
 }
 
 /// Roll back the metadata table's deltacommit of `t` with the same rollback instant `r`, as Hudi
-/// 1.x does (listing-based: its log files named with `t` are deleted).
+/// 1.x does (listing-based: its log files named with `t` are deleted); on table version 6 as
+/// Hudi 0.15 does ([`super::v6`], which writes `records` into the `files` partition).
 pub(in crate::exec) async fn rollback_metadata_table(
     table: &Table,
     t: &str,
     r: &str,
+    records: &BTreeMap<String, BTreeMap<String, i64>>,
     options: &RollbackOptions,
 ) -> Result<MetadataTableOutcome, Error> {
     if !table.config().metadata_table_enabled() {
@@ -84,6 +128,9 @@ pub(in crate::exec) async fn rollback_metadata_table(
     let Some(mdt) = table.metadata_table().await? else {
         return Ok(MetadataTableOutcome::NotInUse);
     };
+    if table.config().version == TableVersion::V6 {
+        return super::v6::roll_back(table, &mdt, t, r, records, options).await;
+    }
     let timeline = mdt.timeline().await?;
     let (pending, _) = pending_rollbacks(&mdt, &timeline).await?;
     let started = Clock::now();
@@ -149,7 +196,7 @@ pub(in crate::exec) async fn rollback_metadata_table(
 
 /// Layout 2 `revertCompleteToInflight`: make sure requested and inflight files exist, then
 /// delete the completed file.
-async fn revert_to_inflight(mdt: &Table, instant: &Instant) -> Result<(), Error> {
+pub(super) async fn revert_to_inflight(mdt: &Table, instant: &Instant) -> Result<(), Error> {
     let config = mdt.config();
     let t = &instant.requested_time;
     for state in [State::Requested, State::Inflight] {
@@ -164,7 +211,7 @@ async fn revert_to_inflight(mdt: &Table, instant: &Instant) -> Result<(), Error>
     Ok(())
 }
 
-async fn execute_mdt(
+pub(super) async fn execute_mdt(
     mdt: &Table,
     t: &str,
     r: &str,
@@ -186,26 +233,10 @@ async fn execute_mdt(
     if let Some(done) = timeline.find(t).find(|i| !i.is_pending()) {
         revert_to_inflight(mdt, done).await?;
     }
-    let all: Vec<RelPath> = resolved
-        .deletes
-        .values()
-        .flat_map(|v| v.iter().map(|(_, rel)| rel.clone()))
-        .collect();
     mdt.stop_point("before the metadata table's deletes", None)?;
-    let mut deleted = Vec::with_capacity(all.len());
-    for (path, result) in storage
-        .delete_many_with(all, options.delete_concurrency, || {})
-        .await
-    {
-        result.map_err(|source| Error::Delete {
-            table: mdt.uri().to_string(),
-            instant: t.to_string(),
-            path: path.to_string(),
-            source: Box::new(source),
-        })?;
-        deleted.push(path);
-    }
-    confirm_gone(mdt, t, &deleted).await?;
+    // Deletes (proven gone), then command blocks for the log files it appended to older file
+    // slices (table version 6).
+    let rollback_log_files = apply_plan(mdt, t, r, &resolved, options, None).await?;
     let timeline = mdt.timeline().await?;
     let mut own: Vec<_> = timeline
         .find(t)
@@ -222,12 +253,24 @@ async fn execute_mdt(
         Action::DeltaCommit,
         plan,
         &resolved,
-        &BTreeMap::new(),
+        &rollback_log_files,
         started,
     );
-    let c = new_instant_time(&[&timeline], mdt.zone());
-    let path = timeline_file(config, r, Some(&c), Action::Rollback, State::Completed)?;
+    let completion = match config.timeline_layout {
+        TimelineLayout::V1 => None,
+        TimelineLayout::V2 => Some(new_instant_time(&[&timeline], mdt.zone())),
+    };
+    let path = timeline_file(
+        config,
+        r,
+        completion.as_deref(),
+        Action::Rollback,
+        State::Completed,
+    )?;
     let bytes = metadata.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
     create_if_absent(storage, &path, bytes).await?;
+    if !rollback_log_files.is_empty() {
+        delete_folder(storage, &marker_dir(r)?).await?;
+    }
     Ok(())
 }

@@ -1,0 +1,387 @@
+//! The metadata table of a table-version-6 table (Hudi 0.14/0.15) in a data-table rollback of
+//! instant T at rollback instant R, as Hudi 0.15's `HoodieBackedTableMetadataWriter.update(
+//! HoodieRollbackMetadata, R)` does it (`../shared/v6-metadata-table.md`, checked against Hudi
+//! 0.15's own rollbacks in the interop harness):
+//!
+//! 1. a metadata-table deltacommit at R (requested, inflight, completed): for a merge-on-read
+//!    rollback that appended log files, one HFile data block of files-partition records (each
+//!    data partition's rollback log files and the failed commit's log files) appended to the
+//!    `files` file slice as a new log version; for a copy-on-write rollback, no block, and the
+//!    deltacommit is completed with no write stats;
+//! 2. when the metadata table holds a completed deltacommit T, its own rollback at `R006`:
+//!    listing-based, a rollback command block for each log file T appended (a new log version),
+//!    T's files deleted, T's timeline files removed, `R006.rollback` completed.
+//!
+//! Both steps are resumable: a completed deltacommit R is skipped, a block an earlier attempt
+//! wrote is found through its APPEND marker and reused, a pending `R006` rollback is resumed
+//! with its own plan.
+
+use std::collections::BTreeMap;
+use std::time::Instant as Clock;
+
+use tracing::{info, info_span, Instrument};
+
+use super::rollback::{execute_mdt, revert_to_inflight, MetadataTableOutcome};
+use crate::exec::log_append::{append_block, Slice};
+use crate::exec::rollback::{
+    avro_err, delete_folder, list_data_files, pending_rollbacks, plan_err, refused,
+    RollbackOptions, Wanted,
+};
+use crate::exec::timeline_ops::{create_if_absent, timeline_file};
+use crate::format::commit::{
+    json_deltacommit_metadata, json_schema_of, json_write_stats, AppendedLog,
+};
+use crate::format::log_block::{hfile_data_block, read_block_headers, BLOCK_TYPE_HFILE_DATA};
+use crate::format::metadata_record::{
+    files_record, LOG_BLOCK_SCHEMA_V6, METADATA_RECORD_SCHEMA_V6,
+};
+use crate::plan::metadata_table::{plan_completed_deltacommit_rollback, ROLLBACK_SUFFIX};
+use crate::protocol::markers::marker_dir;
+use crate::storage::{RelPath, StorageError};
+use crate::table::files::{BasePath, DataFile};
+use crate::table::Table;
+use crate::timeline::{Action, State, Timeline};
+use crate::Error;
+
+/// The metadata-table partition that lists files.
+const FILES: &str = "files";
+/// The write token of the log file a metadata-table deltacommit appends (Hudi 0.15's).
+const DELTACOMMIT_WRITE_TOKEN: &str = "0-0-0";
+/// The header key of a log block's instant time.
+const HEADER_INSTANT_TIME: i32 = 0;
+/// Suffixed metadata-table instants of the indexer, which Hudi's EAGER pre-step leaves alone.
+const INDEXER_SUFFIX: &str = "004";
+
+/// The metadata table's own rollback instant for data-table rollback `r`.
+pub(in crate::exec) fn mdt_rollback_instant(r: &str) -> String {
+    format!("{r}{ROLLBACK_SUFFIX}")
+}
+
+/// Why the metadata table cannot take the rollback of `t` (at `r`, when it is known) now, read
+/// before anything changes (and again under the lock right before the metadata table changes):
+/// - another metadata-table write is pending (Hudi 0.15 rolls pending metadata-table
+///   deltacommits back first under its EAGER policy; hudi-keeper leaves that to Hudi, since a
+///   pending v6 deltacommit's appended blocks cannot be told apart by file name);
+/// - a metadata-table compaction completed after its completed deltacommit of `t` (undoing it
+///   needs a restore);
+/// - the `files` partition has no single file slice to append to.
+pub(in crate::exec) async fn refusal(
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+    r: Option<&str>,
+) -> Result<Option<String>, Error> {
+    let own_rollback = r.map(mdt_rollback_instant);
+    let (pending_rbs, _) = pending_rollbacks(mdt, timeline).await?;
+    let resuming_own = pending_rbs.contains_key(t);
+    for i in timeline.pending() {
+        let x = i.requested_time.as_str();
+        if Some(x) == r && i.action == Action::DeltaCommit {
+            continue; // ours, from an earlier attempt
+        }
+        if resuming_own && x == t && i.action == Action::DeltaCommit {
+            continue; // reverted to inflight by its own pending rollback
+        }
+        if i.action == Action::Rollback && (Some(x) == own_rollback.as_deref() || resuming_own) {
+            continue;
+        }
+        if x.len() > 17 && x.ends_with(INDEXER_SUFFIX) {
+            continue;
+        }
+        let what = match i.action {
+            Action::Commit | Action::Compaction => "compaction",
+            Action::DeltaCommit => "deltacommit",
+            other => other.as_str(),
+        };
+        return Ok(Some(format!(
+            "the metadata table has a pending {what} {x} (a writer stopped during its metadata-table write, or a table service is running). Hudi 0.15 rolls pending metadata-table deltacommits back before it records a rollback there; hudi-keeper leaves that to Hudi: the next Hudi write to this table does it, after which hudi-keeper can roll this instant back"
+        )));
+    }
+    if let Some(reason) = compacted_after_v6(timeline, t) {
+        return Ok(Some(reason));
+    }
+    if let Err(why) = files_slice(mdt).await? {
+        return Ok(Some(why));
+    }
+    Ok(None)
+}
+
+/// Whether a metadata-table compaction (`<instant>001` in 0.x) completed after the metadata
+/// table's completed deltacommit of `t`: its records may be in the compacted base file, which
+/// no rollback block reaches. (Hudi 0.15's own check compares equal-length times only, and a
+/// suffixed compaction time never has the length of a data-table instant; hudi-keeper compares
+/// the compaction's data-table part.)
+fn compacted_after_v6(timeline: &Timeline, t: &str) -> Option<String> {
+    let completed = timeline
+        .find(t)
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending());
+    if !completed {
+        return None;
+    }
+    let c = timeline
+        .completed()
+        .filter(|i| i.action == Action::Commit)
+        .map(|i| i.requested_time.clone())
+        .filter(|c| c.get(..t.len()).is_some_and(|p| p >= t))
+        .max()?;
+    Some(format!("the metadata table compacted at {c}, after this instant's deltacommit; undoing it needs a restore (`hudi-keeper restore --to-instant` to a commit before it)"))
+}
+
+/// The latest file slice of the `files` partition's one file group: (file id, base instant,
+/// base file name, log file names), or why there is none to append to.
+async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String>, Error> {
+    let part = RelPath::parse(FILES).map_err(StorageError::from)?;
+    let listing = mdt.storage().list_dir(&part).await?;
+    let mut groups: BTreeMap<String, FilesSlice> = BTreeMap::new();
+    for m in &listing.files {
+        let Some(f) = DataFile::parse(m.file_name()) else {
+            continue;
+        };
+        let g = groups
+            .entry(f.file_id().to_string())
+            .or_insert_with(|| FilesSlice {
+                file_id: f.file_id().to_string(),
+                ..Default::default()
+            });
+        if f.instant() > g.base_instant.as_str() {
+            g.base_instant = f.instant().to_string();
+            g.base_file = None;
+            g.logs.clear();
+        }
+        if f.instant() == g.base_instant {
+            match f {
+                DataFile::Base { .. } => g.base_file = Some(m.file_name().to_string()),
+                DataFile::Log { version, .. } => {
+                    g.logs.push((version, m.file_name().to_string()));
+                }
+            }
+        }
+    }
+    let mut groups = groups.into_values();
+    Ok(match (groups.next(), groups.next()) {
+        (Some(mut g), None) => {
+            g.logs.sort();
+            Ok(g)
+        }
+        (None, _) => Err("the metadata table's `files` partition has no file group to record the rollback in".into()),
+        (Some(_), Some(_)) => Err("the metadata table's `files` partition has more than one file group, which Hudi 0.15 does not write; hudi-keeper does not know which one to record the rollback in".into()),
+    })
+}
+
+#[derive(Debug, Clone, Default)]
+struct FilesSlice {
+    file_id: String,
+    base_instant: String,
+    base_file: Option<String>,
+    /// (version, name)
+    logs: Vec<(u32, String)>,
+}
+
+/// Whether `bytes` is one HFile data block written for instant `r`.
+fn is_data_block_for(bytes: &[u8], r: &str) -> bool {
+    match read_block_headers(bytes).as_deref() {
+        Some([h]) => {
+            h.block_type == BLOCK_TYPE_HFILE_DATA
+                && h.entries
+                    .iter()
+                    .any(|(k, v)| *k == HEADER_INSTANT_TIME && v == r)
+        }
+        _ => false,
+    }
+}
+
+/// The metadata table's part of rolling back `t` at `r` (see the module docs). `records` are
+/// the files-partition records of the data table's rollback
+/// ([`crate::plan::metadata_table::rollback_file_records`]).
+pub(in crate::exec) async fn roll_back(
+    table: &Table,
+    mdt: &Table,
+    t: &str,
+    r: &str,
+    records: &BTreeMap<String, BTreeMap<String, i64>>,
+    options: &RollbackOptions,
+) -> Result<MetadataTableOutcome, Error> {
+    let timeline = mdt.timeline().await?;
+    if let Some(reason) = refusal(mdt, &timeline, t, Some(r)).await? {
+        return Err(refused(table, t, reason));
+    }
+    let files_enabled = table
+        .config()
+        .metadata_partitions
+        .iter()
+        .any(|p| p == FILES);
+    let none = BTreeMap::new();
+    let records = if files_enabled { records } else { &none };
+    record_deltacommit(mdt, &timeline, t, r, records)
+        .instrument(info_span!("metadata_table", deltacommit = %r))
+        .await?;
+    mdt.stop_point("after the metadata table's deltacommit", None)?;
+
+    let own = mdt_rollback_instant(r);
+    let outcome = undo_deltacommit(table, mdt, t, &own, options).await?;
+    // The marker folders of both (also those a run stopped after completing left behind).
+    for instant in [r, own.as_str()] {
+        delete_folder(mdt.storage(), &marker_dir(instant)?).await?;
+    }
+    Ok(outcome)
+}
+
+/// The metadata table's rollback of its completed deltacommit `t` at `own` (resumed when
+/// pending; nothing when `t` never completed there).
+async fn undo_deltacommit(
+    table: &Table,
+    mdt: &Table,
+    t: &str,
+    own: &str,
+    options: &RollbackOptions,
+) -> Result<MetadataTableOutcome, Error> {
+    let timeline = mdt.timeline().await?;
+    let (pending, _) = pending_rollbacks(mdt, &timeline).await?;
+    let started = Clock::now();
+    if let Some(p) = pending.get(t) {
+        execute_mdt(mdt, t, &p.instant, &p.plan, p.state, options, started)
+            .instrument(info_span!("metadata_table", rollback_instant = %p.instant))
+            .await?;
+        return Ok(MetadataTableOutcome::RolledBack);
+    }
+    if timeline
+        .find(own)
+        .any(|i| i.action == Action::Rollback && !i.is_pending())
+    {
+        return Ok(MetadataTableOutcome::RolledBack);
+    }
+    let Some(instant) = timeline
+        .find(t)
+        .find(|i| i.action == Action::DeltaCommit && !i.is_pending())
+    else {
+        return Ok(MetadataTableOutcome::Recorded);
+    };
+    let Some(done) = instant.file(State::Completed) else {
+        return Ok(MetadataTableOutcome::Recorded);
+    };
+    let bytes = mdt.storage().get(&done.path).await?;
+    let stats = json_write_stats(&bytes).map_err(|why| {
+        refused(
+            table,
+            t,
+            format!(
+                "the metadata table's deltacommit `{}` is unreadable ({why}), so the blocks it appended cannot be found",
+                done.path
+            ),
+        )
+    })?;
+    let named = list_data_files(mdt.storage(), &Wanted::of([t.to_string()], [])).await?;
+    let named: Vec<RelPath> = named.into_iter().map(|f| f.path).collect();
+    let base = BasePath::from_uri(mdt.uri());
+    let plan = plan_completed_deltacommit_rollback(t, &stats, &named, &base)
+        .map_err(|e| plan_err(mdt, e))?;
+    let path = timeline_file(mdt.config(), own, None, Action::Rollback, State::Requested)?;
+    let plan_bytes = plan.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
+    mdt.stop_point("before the metadata table's rollback", None)?;
+    create_if_absent(mdt.storage(), &path, plan_bytes).await?;
+    revert_to_inflight(mdt, instant).await?;
+    execute_mdt(mdt, t, own, &plan, State::Requested, options, started)
+        .instrument(info_span!("metadata_table", rollback_instant = %own))
+        .await?;
+    Ok(MetadataTableOutcome::RolledBack)
+}
+
+/// The metadata-table deltacommit at `r` that records the rollback (skipped when it is
+/// completed already).
+async fn record_deltacommit(
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+    r: &str,
+    records: &BTreeMap<String, BTreeMap<String, i64>>,
+) -> Result<(), Error> {
+    if timeline
+        .find(r)
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending())
+    {
+        return Ok(());
+    }
+    let storage = mdt.storage();
+    let config = mdt.config();
+    for state in [State::Requested, State::Inflight] {
+        let path = timeline_file(config, r, None, Action::DeltaCommit, state)?;
+        create_if_absent(storage, &path, Vec::new()).await?;
+    }
+    let mut appended = Vec::new();
+    if !records.is_empty() {
+        let slice = files_slice(mdt)
+            .await?
+            .map_err(|why| refused(mdt, t, why))?;
+        let rows: BTreeMap<String, Vec<u8>> = records
+            .iter()
+            .map(|(key, files)| files_record(key, files))
+            .collect();
+        let block = hfile_data_block(r, LOG_BLOCK_SCHEMA_V6, &rows).map_err(|e| {
+            refused(
+                mdt,
+                t,
+                format!("the metadata table's records could not be written as an HFile: {e}"),
+            )
+        })?;
+        let (rel, size) = append_block(
+            storage,
+            t,
+            &marker_dir(r)?,
+            &Slice {
+                partition: FILES,
+                file_id: &slice.file_id,
+                base_instant: &slice.base_instant,
+                write_token: DELTACOMMIT_WRITE_TOKEN,
+            },
+            &block,
+            |bytes| is_data_block_for(bytes, r),
+        )
+        .await?;
+        let log_version = match DataFile::parse(rel.file_name()) {
+            Some(DataFile::Log { version, .. }) => version,
+            _ => 0,
+        };
+        appended.push(AppendedLog {
+            partition: FILES.to_string(),
+            file_id: slice.file_id.clone(),
+            base_instant: slice.base_instant.clone(),
+            base_file: slice.base_file.clone(),
+            earlier_logs: slice
+                .logs
+                .iter()
+                .filter(|(v, _)| *v < log_version)
+                .map(|(_, n)| n.clone())
+                .collect(),
+            log_file: rel.file_name().to_string(),
+            log_version,
+            size,
+            records: rows.len() as i64,
+        });
+    }
+    let schema = latest_schema(mdt, timeline).await?;
+    let bytes = json_deltacommit_metadata(&appended, &schema);
+    let path = timeline_file(config, r, None, Action::DeltaCommit, State::Completed)?;
+    mdt.stop_point("before completing the metadata table's deltacommit", None)?;
+    create_if_absent(storage, &path, bytes).await?;
+    info!(
+        records = records.len(),
+        "rollback recorded in the metadata table"
+    );
+    Ok(())
+}
+
+/// The record schema the metadata table's deltacommits record in `extraMetadata` (its latest
+/// completed deltacommit's), else Hudi 0.15's.
+async fn latest_schema(mdt: &Table, timeline: &Timeline) -> Result<String, Error> {
+    let latest = timeline
+        .completed()
+        .filter(|i| i.action == Action::DeltaCommit)
+        .filter_map(|i| i.file(State::Completed))
+        .max_by(|a, b| a.name.requested_time.cmp(&b.name.requested_time));
+    if let Some(f) = latest {
+        if let Some(s) = json_schema_of(&mdt.storage().get(&f.path).await?) {
+            return Ok(s);
+        }
+    }
+    Ok(METADATA_RECORD_SCHEMA_V6.trim().to_string())
+}
