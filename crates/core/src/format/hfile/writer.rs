@@ -266,13 +266,8 @@ pub fn write<'a>(
     file.block(ROOT_INDEX_MAGIC, &[])?;
     file.total_uncompressed += BLOCK_HEADER_SIZE as u64;
 
-    let avg = |total: u64| {
-        if entry_count == 0 {
-            0
-        } else {
-            (total / entry_count) as i32
-        }
-    };
+    // HBase: (int) (total / entryCount), 0 for an empty file
+    let avg = |total: u64| total.checked_div(entry_count).unwrap_or(0) as i32;
     info.insert(KEY_VALUE_VERSION.into(), 1i32.to_be_bytes().to_vec());
     info.insert(MAX_MEMSTORE_TS_KEY.into(), 0i64.to_be_bytes().to_vec());
     info.insert(
