@@ -1,5 +1,6 @@
-//! Rollback planning (hudi-format.md §5.1-5.4): which files of a failed instant to delete, and,
-//! on v6 merge-on-read tables, which log files need a rollback command block. Pure.
+//! Rollback planning (hudi-format.md §5.1-5.4): which files of a failed instant to delete, and
+//! which log files need a rollback command block (v6 merge-on-read appends to older slices; on
+//! v8/v9 log files with an APPEND marker). Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,7 +94,9 @@ pub struct PlannedRollback {
     pub plan: RollbackPlan,
     /// Every file it deletes.
     pub deletes: Vec<PlannedDelete>,
-    /// v6 MOR: log files that get a rollback command block.
+    /// Log files that get a rollback command block: on v6 MOR those a failed write appended to
+    /// in an older file slice; on v8/v9 those an APPEND marker names (the block goes into a new
+    /// log file of the file group named with the instant).
     pub log_blocks: Vec<(String, RelPath)>,
     /// Markers naming files that do not exist (harmless; reported).
     pub markers_without_files: usize,
@@ -147,6 +150,8 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
     let mut deletes: BTreeMap<RelPath, bool> = BTreeMap::new();
     // (partition, fileId, baseInstant) -> {log file name -> size}
     let mut appends: BTreeMap<(String, String, String), BTreeMap<String, i64>> = BTreeMap::new();
+    // v8/v9: log files an APPEND marker names, each with its file group; they are kept.
+    let mut v8_appends: BTreeMap<RelPath, String> = BTreeMap::new();
     let mut markers_without_files = 0;
 
     if let Some(markers) = input.markers {
@@ -182,6 +187,26 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
                             .insert(m.file_name.clone(), 1);
                     }
                 }
+                (IoType::Append, DataFile::Log { instant, .. })
+                    if input.version != TableVersion::V6 =>
+                {
+                    // Hudi 1.0.1 and 1.1.1 on table version 8+ (MarkerBasedRollbackStrategy.
+                    // createRollbackRequestForAppend): the log file is not deleted; a rollback
+                    // command block for the instant goes into a new log file of the file group
+                    // named with the instant. Java takes any log file here; a log file of
+                    // another instant cannot come from a 1.x writer (its log files carry their
+                    // own instant), so it is refused rather than guessed at.
+                    if instant != t {
+                        return Err(PlanError::NotAttributable {
+                            instant: t.clone(),
+                            path: rel.to_string(),
+                            reason: format!(
+                                "an APPEND marker names a log file of instant {instant} on a table of version 8 or later"
+                            ),
+                        });
+                    }
+                    v8_appends.insert(rel, file.file_id().to_string());
+                }
                 _ => {
                     if file.instant() != t {
                         return Err(PlanError::NotAttributable {
@@ -211,7 +236,11 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
     }
 
     // Cross-check: every data file named with the instant is the instant's, markers or not.
+    // A log file with an APPEND marker (v8/v9) stays, as in Java.
     for f in input.data_files.iter().filter(|_| input.cross_check) {
+        if v8_appends.contains_key(&f.path) {
+            continue;
+        }
         if let Some(file) = DataFile::parse(f.path.file_name()) {
             if file.instant() == t {
                 deletes.entry(f.path.clone()).or_insert(false);
@@ -282,6 +311,22 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             log_blocks_to_be_deleted: Some(logs),
         });
     }
+    for (rel, file_id) in v8_appends {
+        // As Java records them: one request per marker, the instant as base instant, the
+        // qualified path with the placeholder size 1.
+        let partition = partition_of(&rel);
+        requests.push(RollbackRequest {
+            partition_path: partition.clone(),
+            file_id: Some(file_id),
+            latest_base_instant: Some(t.clone()),
+            files_to_be_deleted: vec![],
+            log_blocks_to_be_deleted: Some(BTreeMap::from([(
+                input.base.render_qualified(&rel),
+                1,
+            )])),
+        });
+        log_blocks.push((partition, rel));
+    }
     Ok(PlannedRollback {
         plan: RollbackPlan {
             instant_to_rollback: Some(instant_info),
@@ -299,7 +344,8 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
 pub struct ResolvedPlan {
     /// Files to delete, by partition.
     pub deletes: BTreeMap<String, Vec<(String, RelPath)>>,
-    /// v6 MOR command-block requests: (partition, fileId, base instant, {log file: size}).
+    /// Command-block requests: (partition, fileId, base instant, {log file: size}). v6: the
+    /// slice's base instant and bare file names; v8/v9: the instant itself and qualified paths.
     pub log_blocks: Vec<(String, String, String, BTreeMap<String, i64>)>,
 }
 
@@ -459,7 +505,8 @@ mod tests {
             Some(vec![
                 marker("p1", &format!("a_0-1-2_{T}.parquet"), IoType::Create),
                 marker("p3", &format!("never_0-1-2_{T}.parquet"), IoType::Create),
-                marker("p1", &format!(".a_{T}.log.1_0-1-2"), IoType::Append),
+                // What Hudi 1.x writers write for a new log file: a CREATE marker.
+                marker("p1", &format!(".a_{T}.log.1_0-1-2"), IoType::Create),
             ]),
             &files,
         )
@@ -563,6 +610,81 @@ mod tests {
             reqs[0].log_blocks_to_be_deleted,
             Some(BTreeMap::from([(old_log.to_string(), 1)]))
         );
+    }
+
+    #[test]
+    fn v8_and_v9_append_markers_get_command_blocks_and_the_log_file_stays() {
+        // Hudi 1.0.1 / 1.1.1 MarkerBasedRollbackStrategy.createRollbackRequestForAppend on table
+        // version 8+: one request per APPEND marker, the instant as base instant, the qualified
+        // path with the placeholder size 1, nothing deleted (not even by the listing cross-check).
+        for version in [TableVersion::V8, TableVersion::V9] {
+            let log = format!(".a_{T}.log.1_0-1-2");
+            let files = [
+                meta(&format!("p1/{log}"), 777),
+                meta(&format!("p3/n_0-1-2_{T}.parquet"), 10),
+            ];
+            let p = plan(
+                version,
+                TableType::MergeOnRead,
+                Some(vec![
+                    marker("p1", &log, IoType::Append),
+                    marker("p3", &format!("n_0-1-2_{T}.parquet"), IoType::Create),
+                ]),
+                &files,
+            )
+            .unwrap();
+            let deleted: Vec<&str> = p.deletes.iter().map(|d| d.path.as_str()).collect();
+            assert_eq!(
+                deleted,
+                vec![format!("p3/n_0-1-2_{T}.parquet")],
+                "{version:?}"
+            );
+            assert_eq!(
+                p.log_blocks,
+                vec![(
+                    "p1".to_string(),
+                    RelPath::parse(&format!("p1/{log}")).unwrap()
+                )]
+            );
+            let reqs = p.plan.requests.unwrap();
+            let append = reqs
+                .iter()
+                .find(|r| r.files_to_be_deleted.is_empty())
+                .expect("a command-block request");
+            assert_eq!(append.partition_path, "p1");
+            assert_eq!(append.file_id.as_deref(), Some("a"));
+            assert_eq!(append.latest_base_instant.as_deref(), Some(T));
+            assert_eq!(
+                append.log_blocks_to_be_deleted,
+                Some(BTreeMap::from([(format!("file:/t/p1/{log}"), 1)]))
+            );
+            // And the plan resolves to one command block in that file group, named with T.
+            let resolved = resolve_plan(
+                &RollbackPlan {
+                    instant_to_rollback: p.plan.instant_to_rollback.clone(),
+                    requests: Some(reqs.clone()),
+                    version: Some(1),
+                },
+                &BasePath::from_uri("file:///t"),
+            )
+            .unwrap();
+            assert_eq!(resolved.log_blocks.len(), 1);
+            assert_eq!(resolved.log_blocks[0].1, "a");
+            assert_eq!(resolved.log_blocks[0].2, T);
+        }
+        // A v8 APPEND marker naming another instant's log file is not guessed at.
+        let err = plan(
+            TableVersion::V8,
+            TableType::MergeOnRead,
+            Some(vec![marker(
+                "p1",
+                ".a_20240101000000000.log.1_0-1-2",
+                IoType::Append,
+            )]),
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(err, PlanError::NotAttributable { .. }), "{err}");
     }
 
     #[test]
