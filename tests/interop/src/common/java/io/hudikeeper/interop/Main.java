@@ -232,7 +232,7 @@ public final class Main {
     HoodieTableMetaClient mc = Compat.initTable(conf, base, s.tableProps());
     ArrayNode instants = JSON.createArrayNode();
     try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
-        writeConfig(s, base, null))) {
+        writeConfig(s, base, s.makingProps()))) {
       for (int c = 1; c <= Data.COMPLETED_COMMITS; c++) {
         String t = client.startCommit();
         List<HoodieRecord> recs = Data.hoodieRecords(Data.commitBatch(c));
@@ -546,7 +546,7 @@ public final class Main {
     String base = base(dir);
     StorageConfiguration<Configuration> conf = storageConf(s.mdtDone);
     HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
-        writeConfig(s, base, null));
+        writeConfig(s, base, s.makingProps()));
     String t = client.startCommit();
     OUT.println("STARTED " + t);
     OUT.flush();
@@ -555,6 +555,9 @@ public final class Main {
     }
     List<HoodieRecord> recs = Data.hoodieRecords(Data.failedBatch());
     List<WriteStatus> ws = client.upsert(recs, t);
+    if (s.appendMarkers) {
+      appendMarkers(new File(dir, ".hoodie/.temp/" + t));
+    }
     if (s.mdtDone) {
       System.setProperty("interop.block.instant", t);
       client.commit(t, ws); // blocks in BlockingLocalFileSystem before the DT completed file exists
@@ -566,6 +569,33 @@ public final class Main {
     }
     readyToDie(t, "wrote " + files);
     return 0;
+  }
+
+  /**
+   * {@code -append}: turns the CREATE markers of the failed write's log files into APPEND markers (the
+   * marker's {@code .crc} side file with it). Hudi 1.x writers mark a new log file CREATE; Hudi's 1.x
+   * rollback treats an APPEND marker on a v8/v9 table differently (a rollback command block).
+   */
+  static void appendMarkers(File markerDir) throws IOException {
+    List<java.nio.file.Path> found = new ArrayList<>();
+    try (java.util.stream.Stream<java.nio.file.Path> w = java.nio.file.Files.walk(markerDir.toPath())) {
+      w.filter(f -> f.getFileName().toString().matches("^\\..*\\.log\\.\\d+(_[^.]+)?\\.marker\\.CREATE$"))
+          .forEach(found::add);
+    }
+    if (found.isEmpty()) {
+      throw new IllegalStateException("-append: no log-file CREATE marker under " + markerDir);
+    }
+    for (java.nio.file.Path m : found) {
+      String name = m.getFileName().toString();
+      String renamed = name.substring(0, name.length() - "CREATE".length()) + "APPEND";
+      java.nio.file.Files.move(m, m.resolveSibling(renamed));
+      java.nio.file.Path crc = m.resolveSibling("." + name + ".crc");
+      if (java.nio.file.Files.exists(crc)) {
+        java.nio.file.Files.move(crc, m.resolveSibling("." + renamed + ".crc"));
+      }
+      OUT.println("APPEND_MARKER " + markerDir.toPath().relativize(m.resolveSibling(renamed)));
+    }
+    OUT.flush();
   }
 
   static List<String> pending(HoodieTableMetaClient mc) {
