@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{enabled, failed_checks, run_sh, tables_root, verify_with_each_hfile_reader};
 use common::{bin, stderr, stdout};
 
 const SCENARIOS: &[&str] = &[
@@ -282,5 +282,157 @@ fn hudis_validator_catches_left_over_and_missing_files() {
     assert!(
         !out.status.success(),
         "validator accepted a missing file {committed}"
+    );
+}
+
+/// The log files of the metadata table's `files` partition of `table`, oldest version first.
+fn mdt_files_logs(table: &Path) -> Vec<PathBuf> {
+    let dir = table.join(".hoodie/metadata/files");
+    let mut logs: Vec<(u64, PathBuf)> = std::fs::read_dir(&dir)
+        .expect("read the MDT files partition")
+        .flatten()
+        .map(|e| e.path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            if name.ends_with(".crc") || !name.contains(".log.") {
+                return None;
+            }
+            let version = name
+                .split(".log.")
+                .nth(1)?
+                .split('_')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((version, p))
+        })
+        .collect();
+    logs.sort();
+    logs.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Removes `file` and its Hadoop checksum side file `.<name>.crc`.
+fn remove_with_crc(file: &Path) {
+    std::fs::remove_file(file).expect("remove");
+    let name = file.file_name().and_then(|n| n.to_str()).expect("name");
+    let _ = std::fs::remove_file(file.with_file_name(format!(".{name}.crc")));
+}
+
+/// The validator reads the metadata table with the HFile reader it is asked for, under 0.15: a
+/// metadata-table log block whose HFile names an unknown comparator class is refused by HBase's
+/// reader (it loads that class) and read by the native one (which does not), and a files-partition
+/// log file removed from the metadata table fails both.
+#[test]
+fn hudis_validator_reads_the_metadata_table_with_either_hfile_reader() {
+    if !enabled() {
+        return;
+    }
+    let dir = tables("0.15");
+    let reference = dir.join("mor-mdt-direct-hudi-rollback");
+    let work = tempfile::tempdir().expect("tempdir");
+
+    // The HFile block of the rollback's own metadata-table deltacommit, its comparator renamed.
+    let broken = work.path().join("broken-comparator");
+    copy(&reference, &broken);
+    let newest = mdt_files_logs(&broken)
+        .pop()
+        .expect("an MDT files log file");
+    let mut bytes = std::fs::read(&newest).expect("read");
+    let name = b"org.apache.hudi.io.storage.HoodieHBaseKVComparator";
+    let at = bytes
+        .windows(name.len())
+        .position(|w| w == name)
+        .expect("the comparator class name in the HFile trailer");
+    bytes[at + name.len() - 1] = b'X';
+    remove_with_crc(&newest);
+    std::fs::write(&newest, &bytes).expect("write");
+    let runs = verify_with_each_hfile_reader("0.15", &broken);
+    let (hbase, native) = (&runs[0], &runs[1]);
+    assert_eq!(hbase.0, "--hbase-hfile-reader");
+    assert!(
+        !hbase.1.status.success() && stdout(&hbase.1).contains("HoodieHBaseKVComparatoX"),
+        "HBase's reader accepted an unknown comparator class: {}",
+        stdout(&hbase.1)
+    );
+    assert!(
+        native.1.status.success(),
+        "the native reader, which ignores the comparator, failed: {}",
+        stdout(&native.1)
+    );
+    assert!(
+        stdout(&native.1).contains("native (HoodieNativeAvroHFileReader"),
+        "{}",
+        stdout(&native.1)
+    );
+
+    // The metadata table without the files log of the rollback's deltacommit.
+    let removed = work.path().join("removed-files-log");
+    copy(&reference, &removed);
+    remove_with_crc(
+        &mdt_files_logs(&removed)
+            .pop()
+            .expect("an MDT files log file"),
+    );
+    for (flag, out) in verify_with_each_hfile_reader("0.15", &removed) {
+        assert!(
+            !out.status.success(),
+            "verify {flag} accepted a metadata table without its newest files log"
+        );
+        let failed = failed_checks(&stdout(&out));
+        assert!(
+            failed.contains(&"mdt_partitions_and_files_equal_listing".to_string()),
+            "verify {flag}: {failed:?}"
+        );
+    }
+}
+
+/// `run.sh diff` compares the metadata table of two rollbacks: the failed table against Hudi's
+/// rollback differs in the MDT's files and its rollback deltacommit, and a log file whose block was
+/// replaced by another kind of block differs in its blocks even though every name is the same.
+#[test]
+fn diff_compares_the_metadata_tables_of_two_rollbacks() {
+    if !enabled() {
+        return;
+    }
+    let dir = tables("0.15");
+    let reference = dir.join("mor-mdt-direct-mdtdone-hudi-rollback");
+    let reference_s = reference.to_str().expect("utf-8");
+    let same = run_sh(&["diff", reference_s, reference_s]);
+    assert!(same.status.success(), "{}", stdout(&same));
+
+    let failed = run_sh(&[
+        "diff",
+        dir.join("mor-mdt-direct-mdtdone").to_str().expect("utf-8"),
+        reference_s,
+    ]);
+    assert!(!failed.status.success());
+    let report: serde_json::Value = serde_json::from_str(&stdout(&failed)).expect("diff JSON");
+    for key in ["mdt_data_files", "mdt_rollback_deltacommits"] {
+        assert!(
+            report["differences"].get(key).is_some(),
+            "no {key} difference: {}",
+            report["differences"]
+        );
+    }
+
+    // The MDT rollback's command block replaced by the HFile block before it: same file names.
+    let work = tempfile::tempdir().expect("tempdir");
+    let swapped = work.path().join("swapped");
+    copy(&reference, &swapped);
+    let logs = mdt_files_logs(&swapped);
+    let (data, command) = (&logs[logs.len() - 2], &logs[logs.len() - 1]);
+    std::fs::copy(data, command).expect("copy a block over");
+    let _ = std::fs::remove_file(command.with_file_name(format!(
+        ".{}.crc",
+        command.file_name().and_then(|n| n.to_str()).expect("name")
+    )));
+    let out = run_sh(&["diff", swapped.to_str().expect("utf-8"), reference_s]);
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("diff JSON");
+    assert!(
+        report["differences"].get("mdt_log_blocks").is_some()
+            && report["differences"].get("mdt_data_files").is_none(),
+        "{}",
+        report["differences"]
     );
 }

@@ -41,3 +41,50 @@ pub fn tables_root() -> PathBuf {
         Err(_) => workspace().join("target/interop-tables"),
     }
 }
+
+/// The HFile readers `run.sh verify` can make Hudi use for the metadata table of a `version` table:
+/// HBase's (0.15.0's default) and Hudi's native one for 0.15 and 1.0 (`_hoodie.hfile.use.native.reader`
+/// false and true); 1.1.1 has only the native reader.
+pub fn hfile_reader_flags(version: &str) -> &'static [&'static str] {
+    match version {
+        "1.1" => &["--native-hfile-reader"],
+        _ => &["--hbase-hfile-reader", "--native-hfile-reader"],
+    }
+}
+
+/// `run.sh verify <version> <dir>` once per HFile reader of [`hfile_reader_flags`], the runs at the
+/// same time (each verifies its own scratch copy): (flag, output), in the order of the flags.
+pub fn verify_with_each_hfile_reader(version: &str, dir: &Path) -> Vec<(&'static str, Output)> {
+    let dir = dir.to_str().expect("utf-8 path");
+    std::thread::scope(|s| {
+        let runs: Vec<_> = hfile_reader_flags(version)
+            .iter()
+            .map(|flag| {
+                (
+                    *flag,
+                    s.spawn(move || run_sh(&["verify", version, dir, flag])),
+                )
+            })
+            .collect();
+        runs.into_iter()
+            .map(|(flag, h)| (flag, h.join().expect("verify thread")))
+            .collect()
+    })
+}
+
+/// The `checks` of a `run.sh verify` JSON report that failed, by name.
+pub fn failed_checks(report: &str) -> Vec<String> {
+    let v: serde_json::Value = match serde_json::from_str(report) {
+        Ok(v) => v,
+        Err(_) => return vec![format!("not a JSON report: {report}")],
+    };
+    v["checks"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter(|c| c["ok"] == false)
+                .filter_map(|c| c["check"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
