@@ -222,7 +222,31 @@ PY
     rm -f "$ref/.hoodie/lock" "$ref/.hoodie/.lock.crc"
   fi
   mkdir -p "$ref.logs"
-  INTEROP_LOCK_LOG="$ref.logs/locks.log" hj "$key" rollback --dir "$ref" >"$ref.logs/rollback.stdout" 2>"$ref.logs/rollback.stderr" \
+  local ref_key="$key" ref_props="${INTEROP_EXTRA_PROPS:-}"
+  if [[ "$sc" == *-mdtcompact* && "$key" == 1.0 ]]; then
+    # Hudi 1.0.1 refuses this rollback (its validateRollback compares the failed instant's requested
+    # time with the metadata table's compaction). Show it on a scratch copy, then make the reference
+    # with Hudi 1.1.1 writing table version 8 (1.1.1 compares the completion time instead).
+    local scratch="$dir-hudi-1.0-refusal"
+    rm -rf "$scratch"; cp -a "$ref" "$scratch"
+    if INTEROP_LOCK_LOG="$ref.logs/locks-1.0.log" hj 1.0 rollback --dir "$scratch" >"$ref.logs/rollback-1.0.stdout" 2>"$ref.logs/rollback-1.0.stderr"; then
+      die "Hudi 1.0.1 rolled back $sc; expected its refusal (earlier than the latest compaction)"
+    fi
+    grep -q "earlier than the latest compaction" "$ref.logs/rollback-1.0.stdout" "$ref.logs/rollback-1.0.stderr" \
+      || { cat "$ref.logs/rollback-1.0.stderr" >&2; die "Hudi 1.0.1's rollback failed for another reason"; }
+    rm -rf "$scratch"
+    python3 - "$dir/scenario.json" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["hudi_own_rollback"] = "refused by Hudi 1.0.1 (earlier than the latest compaction); reference made by Hudi 1.1.1 with hoodie.write.table.version=8"
+json.dump(d, open(p, "w"), indent=2)
+PY
+    cp "$dir/scenario.json" "$ref/scenario.json"
+    ref_key=1.1
+    ref_props="hoodie.write.table.version=8${ref_props:+;$ref_props}"
+  fi
+  INTEROP_EXTRA_PROPS="$ref_props" INTEROP_LOCK_LOG="$ref.logs/locks.log" hj "$ref_key" rollback --dir "$ref" >"$ref.logs/rollback.stdout" 2>"$ref.logs/rollback.stderr" \
     || { cat "$ref.logs/rollback.stdout" "$ref.logs/rollback.stderr" >&2; die "Hudi rollback of the reference copy failed"; }
   log "  done in $((SECONDS - t0))s: $dir (failed write), $ref (Hudi's rollback)"
 }

@@ -12,7 +12,8 @@ import java.util.Properties;
 /**
  * A scenario: table type, metadata table on/off, marker kind, how the failed write dies, and how the
  * table is partitioned.
- * Name grammar: {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested][-twice][-urlenc|-hive|-slash|-nopart]}.
+ * Name grammar:
+ * {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtcompact|-requested][-append][-urlenc|-hive|-slash|-nopart]}.
  */
 public final class Scenario {
   public static final String TABLE_NAME = "interop";
@@ -27,6 +28,17 @@ public final class Scenario {
   public final boolean mdtDone;
   /** The failed writer is killed right after startCommit(): only the requested instant exists. */
   public final boolean requestedOnly;
+  /**
+   * {@code -mdtcompact}: as {@code -mdtdone}, with {@code hoodie.metadata.compact.max.delta.commits=1} for
+   * the writers that make the table, so that the failed write's own upsert compacts the metadata table
+   * after the failed instant started and before its metadata-table deltacommit completed.
+   */
+  public final boolean mdtCompact;
+  /**
+   * {@code -append}: the failed write's log-file markers are APPEND markers (renamed from the CREATE
+   * markers Hudi 1.x writes; Hudi's 1.x rollback has a separate rule for APPEND markers on v8/v9).
+   */
+  public final boolean appendMarkers;
   /** How records are mapped to partition folders (the name's last suffix; none: {@link Partitioning#PLAIN}). */
   public final Partitioning partitioning;
 
@@ -118,13 +130,15 @@ public final class Scenario {
   }
 
   private Scenario(String name, boolean mor, boolean mdt, boolean timelineMarkers, boolean mdtDone,
-                   boolean requestedOnly, Partitioning partitioning) {
+                   boolean requestedOnly, boolean mdtCompact, boolean appendMarkers, Partitioning partitioning) {
     this.name = name;
     this.mor = mor;
     this.mdt = mdt;
     this.timelineMarkers = timelineMarkers;
     this.mdtDone = mdtDone;
     this.requestedOnly = requestedOnly;
+    this.mdtCompact = mdtCompact;
+    this.appendMarkers = appendMarkers;
     this.partitioning = partitioning;
   }
 
@@ -140,6 +154,11 @@ public final class Scenario {
       // JVM of this scenario otherwise behaves as without the suffix
       p = java.util.Arrays.copyOf(p, p.length - 1);
     }
+    boolean appendMarkers = false;
+    if (p.length > 3 && p[p.length - 1].equals("append")) {
+      appendMarkers = true;
+      p = java.util.Arrays.copyOf(p, p.length - 1);
+    }
     if (p.length < 3 || p.length > 4) {
       throw new IllegalArgumentException("bad scenario name " + name);
     }
@@ -148,19 +167,25 @@ public final class Scenario {
     boolean tl = req(p[2], "timeline", "direct");
     boolean mdtDone = false;
     boolean requestedOnly = false;
+    boolean mdtCompact = false;
     if (p.length == 4) {
-      if (p[3].equals("mdtdone")) {
+      if (p[3].equals("mdtdone") || p[3].equals("mdtcompact")) {
         if (!mdt) {
-          throw new IllegalArgumentException("-mdtdone needs the metadata table (mdt)");
+          throw new IllegalArgumentException("-" + p[3] + " needs the metadata table (mdt)");
         }
         mdtDone = true;
+        mdtCompact = p[3].equals("mdtcompact");
       } else if (p[3].equals("requested")) {
         requestedOnly = true;
       } else {
         throw new IllegalArgumentException("bad scenario suffix " + p[3]);
       }
     }
-    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, requestedOnly, partitioning);
+    if (appendMarkers && (!mor || requestedOnly)) {
+      throw new IllegalArgumentException("-append needs a merge-on-read table whose failed write wrote log files");
+    }
+    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, requestedOnly, mdtCompact,
+        appendMarkers, partitioning);
   }
 
   private static boolean req(String v, String yes, String no) {
@@ -257,6 +282,19 @@ public final class Scenario {
   }
 
   /**
+   * Extra write properties of the JVMs that make the table (the completed commits and the failed
+   * write), not of Hudi's reference rollback nor of verify: {@code -mdtcompact} compacts the metadata
+   * table at the start of every write.
+   */
+  public Properties makingProps() {
+    Properties p = new Properties();
+    if (mdtCompact) {
+      p.setProperty("hoodie.metadata.compact.max.delta.commits", "1");
+    }
+    return p;
+  }
+
+  /**
    * The lock provider. Environment variable INTEROP_LOCK chooses it for every JVM of a run:
    * unset or {@code filesystem}: FileSystemBasedLockProvider (a traced subclass, same lock file);
    * {@code zookeeper,<host:port>,<base_path>,<lock_key>}: ZookeeperBasedLockProvider.
@@ -292,6 +330,8 @@ public final class Scenario {
     n.put("embedded_timeline_server", timelineMarkers);
     n.put("failure_point", mdtDone ? "after-mdt-commit-before-dt-complete"
         : requestedOnly ? "after-start-commit" : "after-write-before-commit");
+    n.put("metadata_table_compacts_during_failed_write", mdtCompact);
+    n.put("append_markers", appendMarkers);
     n.put("heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS);
     n.put("heartbeat_tolerable_misses", HEARTBEAT_TOLERABLE_MISSES);
     n.put("lock_provider", "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider (traced subclass)");
