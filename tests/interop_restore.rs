@@ -188,14 +188,13 @@ fn restore_case(key: &str, scenario: &str, by: SavepointBy) {
     let done: serde_json::Value = serde_json::from_str(&stdout(&done)).expect("json");
     let undone = done["restore"]["undone"].as_array().expect("undone").len();
     let took_ms = done["restore"]["duration_ms"].as_u64().unwrap_or(0);
-    // The metadata table is restored in place, as Hudi 1.1 restores it.
+    // The metadata table is restored in place, as Hudi restores it (1.x; 0.15 with its sync
+    // deltacommit).
     let mdt_action = done["restore"]["metadata_table"].as_str().unwrap_or("");
-    // (Version 6: deleted, as Hudi deletes it when it cannot restore it; hudi-keeper does not
-    // write 0.x metadata-table log blocks.)
-    let expected_mdt = match (scenario.contains("-mdt-"), key) {
-        (false, _) => "not_in_use",
-        (true, "0.15") => "deleted",
-        (true, _) => "restored",
+    let expected_mdt = if scenario.contains("-mdt-") {
+        "restored"
+    } else {
+        "not_in_use"
     };
     assert_eq!(mdt_action, expected_mdt);
     let mdt_deleted = mdt_action == "deleted";
@@ -268,7 +267,7 @@ fn hudi_1_0_mor_with_metadata_table_restore_of_a_hudi_keeper_savepoint_matches_h
 }
 
 #[test]
-fn hudi_0_15_mor_with_metadata_table_restore_deletes_the_metadata_table_and_hudi_rebuilds_it() {
+fn hudi_0_15_mor_with_metadata_table_restore_of_a_hudi_savepoint_matches_hudis_restore() {
     restore_case("0.15", "mor-mdt-direct", SavepointBy::Hudi);
 }
 

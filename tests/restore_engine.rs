@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::fixtures::{rel, Fixture, Kind, T1, T2, TF};
+use common::fixtures::{rel, Fixture, Kind, MDT_INIT, T1, T2, TF};
 use hudi_keeper_core::exec::restore::{
     preview_restore, restore, MetadataTableAction, RestoreOptions,
 };
@@ -367,8 +367,182 @@ async fn a_metadata_table_is_deleted_and_cleared_from_the_table_properties() {
     assert!(!after.contains_key(".hoodie/hoodie.properties.backup"));
 }
 
+/// The fixture's v6 metadata table with real contents, as Hudi 0.15 writes them: a base HFile
+/// listing the partitions, one HFile data block per deltacommit (T1, T2 and the failed write's)
+/// with the files each wrote, in the log versions the fixture's commit metadata names.
+async fn with_real_v6_metadata_table(f: &Fixture) {
+    use hudi_keeper_core::format::hfile::write_hudi_hfile;
+    use hudi_keeper_core::format::log_block::hfile_data_block;
+    use hudi_keeper_core::format::metadata_record::{
+        file_list_record, files_record, LOG_BLOCK_SCHEMA_V6,
+    };
+    let s = f.storage();
+    s.put(
+        &rel("p2/.hoodie_partition_metadata"),
+        b"commitTime=1\n".to_vec().into(),
+    )
+    .await
+    .unwrap();
+    let files = |names: &[&str]| -> BTreeMap<String, i64> {
+        names.iter().map(|n| (n.to_string(), 11)).collect()
+    };
+    let m = ".hoodie/metadata/files";
+    let parts = [("p1", 0i64, false), ("p2", 0, false)];
+    let base: BTreeMap<String, Vec<u8>> = [
+        file_list_record("__all_partitions__", 1, parts.iter().copied()),
+        files_record("p2", &files(&[&format!("fg2-0_0-1-1_{T1}.parquet")])),
+    ]
+    .into_iter()
+    .collect();
+    s.put(
+        &rel(&format!("{m}/files-0000-0_0-0-0_{MDT_INIT}.hfile")),
+        write_hudi_hfile(&base, LOG_BLOCK_SCHEMA_V6).unwrap().into(),
+    )
+    .await
+    .unwrap();
+    let mut t2 = vec![format!("fg3-0_0-1-1_{T2}.parquet")];
+    let mut tf = vec![format!("fg4-0_0-9-9_{TF}.parquet")];
+    if f.kind == Kind::MorV6 {
+        t2.push(format!(".fg1-0_{T1}.log.2_0-1-1"));
+        tf.push(format!(".fg1-0_{T1}.log.1_0-9-9"));
+    }
+    let blocks = [
+        (T1, vec![format!("fg1-0_0-1-1_{T1}.parquet")]),
+        (T2, t2),
+        (TF, tf),
+    ];
+    for (i, (t, names)) in blocks.iter().enumerate() {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let rows: BTreeMap<String, Vec<u8>> =
+            [files_record("p1", &files(&names))].into_iter().collect();
+        s.put(
+            &rel(&format!("{m}/.files-0000-0_{MDT_INIT}.log.{}_0-0-0", i + 1)),
+            hfile_data_block(t, LOG_BLOCK_SCHEMA_V6, &rows)
+                .unwrap()
+                .into(),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// Record key -> file name -> (size, deleted).
+type FilesRecords = BTreeMap<String, BTreeMap<String, (i64, bool)>>;
+
+/// The instant and `files` records of the one HFile data block in `bytes`.
+fn block_records(bytes: &[u8]) -> (String, FilesRecords) {
+    use hudi_keeper_core::format::log_block::read_blocks;
+    use hudi_keeper_core::format::metadata_record::decode_v6_files_record;
+    let blocks = read_blocks(bytes).expect("log blocks");
+    assert_eq!(blocks.len(), 1);
+    let instant = blocks[0]
+        .header
+        .entries
+        .iter()
+        .find(|(k, _)| *k == 0)
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let contents = hudi_keeper_core::format::hfile::read(blocks[0].content).unwrap();
+    let records = contents
+        .cells
+        .iter()
+        .map(|c| {
+            let (_, files) = decode_v6_files_record(&c.value).unwrap();
+            (String::from_utf8(c.row.clone()).unwrap(), files)
+        })
+        .collect();
+    (instant, records)
+}
+
 #[tokio::test]
-async fn a_version_6_metadata_table_is_deleted_as_hudi_deletes_it_when_it_cannot_restore_it() {
+async fn a_version_6_metadata_table_is_restored_in_place_as_hudi_0_15_restores_it() {
+    let f = fixture(Kind::MorV6, true).await;
+    with_real_v6_metadata_table(&f).await;
+    let table = open(&f).await;
+    let preview = preview_restore(&table, T1, &opts(true)).await.unwrap();
+    assert_eq!(preview.metadata_table, MetadataTableAction::Restored);
+    let done = restore(&table, T1, &opts(true), None).await.unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Restored);
+    let after = f.snapshot().await;
+    let m = ".hoodie/metadata";
+    // Its deltacommits after the point are undone with rollback command blocks (new log
+    // versions); its own restore completed, its child rollbacks gone.
+    for t in [T2, TF] {
+        assert!(!after
+            .keys()
+            .any(|k| k.starts_with(&format!("{m}/.hoodie/{t}"))));
+        assert!(
+            after
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.")))
+                .any(|(_, v)| {
+                    hudi_keeper_core::format::log_block::read_block_headers(v).is_some_and(|h| {
+                        h.len() == 1
+                            && h[0].block_type == 0
+                            && h[0].entries.iter().any(|(k, v)| *k == 1 && v == t)
+                    })
+                }),
+            "no rollback block for {t}"
+        );
+    }
+    assert!(after.contains_key(&format!("{m}/.hoodie/{T1}.deltacommit")));
+    let mtl = format!("{m}/.hoodie");
+    assert_eq!(restore_files(&after, &mtl).len(), 3);
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{mtl}/")) && k.contains(".rollback")));
+    // Then the sync deltacommit at <new>003, whose block adds what the data table's children
+    // appended and the logs T2 and the failed write left (the metadata table no longer lists
+    // them), as Hudi 0.15's restore does.
+    let syncs: Vec<&String> = after
+        .keys()
+        .filter(|k| {
+            k.starts_with(&format!("{mtl}/"))
+                && k.ends_with("003.deltacommit")
+                && !k[mtl.len() + 1..].contains('/')
+        })
+        .collect();
+    assert_eq!(syncs.len(), 1, "{syncs:?}");
+    let s = syncs[0]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".deltacommit");
+    assert_eq!(s.len(), 20);
+    let meta: serde_json::Value = serde_json::from_slice(&after[syncs[0]]).unwrap();
+    let path = meta["partitionToWriteStats"]["files"][0]["path"]
+        .as_str()
+        .unwrap();
+    let (instant, records) = block_records(&after[&format!("{m}/{path}")]);
+    assert_eq!(instant, s);
+    let p1: Vec<&String> = records["p1"].keys().collect();
+    let logs: Vec<String> = after
+        .keys()
+        .filter(|k| k.starts_with(&format!("p1/.fg1-0_{T1}.log.")))
+        .map(|k| k[3..].to_string())
+        .collect();
+    assert_eq!(logs.len(), 4, "{logs:?}");
+    assert_eq!(p1, logs.iter().collect::<Vec<_>>());
+    assert!(records["p1"]
+        .values()
+        .all(|(size, deleted)| *size > 0 && !deleted));
+    assert_eq!(records.len(), 1, "{records:?}");
+    // No marker folder left in the metadata table.
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{mtl}/.temp/"))));
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_that_restores_a_v6_metadata_table_then_rerun_ends_alike(
+) {
+    let n = crash_at_every_call_with(Kind::MorV6, true, true).await;
+    eprintln!("mor v6 + metadata table restored: {n} injection points");
+}
+
+#[tokio::test]
+async fn a_version_6_metadata_table_hudi_keeper_cannot_read_is_deleted_for_the_next_writer_to_rebuild(
+) {
     let f = fixture(Kind::CowV6, true).await;
     let table = open(&f).await;
     let done = restore(&table, T1, &opts(true), None).await.unwrap();
@@ -474,7 +648,7 @@ fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> 
                     // New instants (the metadata table's sync deltacommit) have new times.
                     Some((times, rest))
                         if times.split('_').next().is_some_and(|t| {
-                            t.len() == 17
+                            (t.len() == 17 || (t.len() == 20 && t.ends_with("003")))
                                 && t.bytes().all(|b| b.is_ascii_digit())
                                 && ![T1, T2, TF].contains(&t)
                         }) =>
@@ -514,8 +688,10 @@ async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
 
 async fn build(kind: Kind, mdt: bool, real_mdt: bool) -> Fixture {
     let f = fixture(kind, mdt).await;
-    if real_mdt {
+    if real_mdt && kind.layout2() {
         with_real_metadata_table(&f).await;
+    } else if real_mdt {
+        with_real_v6_metadata_table(&f).await;
     }
     f
 }

@@ -4,16 +4,17 @@
 //! Under the table lock, held for the whole restore:
 //! 1. plan (`plan::restore`) from the timeline read under the lock; refuse before any change;
 //! 2. decide the metadata table's fate as Hudi's `restoreToSavepoint` does: restore it, or
-//!    (restore point at or before its oldest compaction, before its timeline, or a version 6
-//!    table) delete it now: its partitions cleared in `hoodie.properties`, `.hoodie/metadata`
-//!    removed, rebuilt by the next writer;
+//!    (restore point at or before its oldest compaction, before its timeline, or what
+//!    `metadata_table::restore::metadata_table_plan` names) delete it now: its partitions
+//!    cleared in `hoodie.properties`, `.hoodie/metadata` removed, rebuilt by the next writer;
 //! 3. `R.restore.requested` (the plan), empty `R.restore.inflight`;
 //! 4. one child rollback per instant, in plan order, each `r.rollback.requested` (a
 //!    listing-based plan) and `r.rollback.inflight`, the instant's completed file first, then its
 //!    files (v6 MOR: rollback command blocks for log files it appended to), then its inflight and
 //!    requested files; children are never completed;
-//! 5. the metadata table, when restored: the partitions Hudi drops on restore dropped, then the
-//!    same procedure (3, 4, 6, 7) one level down, then the empty deltacommit Hudi writes after it;
+//! 5. the metadata table, when restored: (1.x) the partitions Hudi drops on restore dropped,
+//!    then the same procedure (3, 4, 6, 7) one level down, then the deltacommit Hudi writes
+//!    after it (1.x: empty; version 6: `files` records syncing it with storage);
 //! 6. the completed restore (`HoodieRestoreMetadata`);
 //! 7. every rollback instant after the restore point removed, newest first (marker folder,
 //!    completed file, inflight, requested), as Hudi does.

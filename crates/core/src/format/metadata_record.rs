@@ -43,25 +43,98 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 /// `filesystemMetadata` = each file name -> `{size, isDeleted: false}`, all other fields null.
 /// Map entries are written in name order (Hudi writes `HashMap` order; readers do not care).
 pub fn files_record(partition_key: &str, files: &BTreeMap<String, i64>) -> (String, Vec<u8>) {
-    let mut v = Vec::with_capacity(16 + files.keys().map(|k| k.len() + 12).sum::<usize>());
+    let entries = files.iter().map(|(n, s)| (n.as_str(), *s, false));
+    file_list_record(partition_key, FILES_RECORD_TYPE, entries)
+}
+
+/// A `files`-partition record of any type (1: the partition list, 2: one partition's files):
+/// `(row key, value)` as [`files_record`] makes it, each entry `(name, size, isDeleted)`, in
+/// the order given.
+pub fn file_list_record<'a>(
+    key: &str,
+    record_type: i32,
+    entries: impl ExactSizeIterator<Item = (&'a str, i64, bool)>,
+) -> (String, Vec<u8>) {
+    let mut v = Vec::with_capacity(16 + entries.len() * 64);
     // _hoodie_commit_time, _hoodie_commit_seqno, _hoodie_record_key, _hoodie_partition_path,
     // _hoodie_file_name: union branch 0 (null)
     v.extend_from_slice(&[0; 5]);
     put_str(&mut v, ""); // key
-    put_long(&mut v, i64::from(FILES_RECORD_TYPE)); // type
+    put_long(&mut v, i64::from(record_type)); // type
     put_long(&mut v, 1); // filesystemMetadata: union branch 1 (map)
-    if !files.is_empty() {
-        put_long(&mut v, files.len() as i64);
-        for (name, size) in files {
+    if entries.len() > 0 {
+        put_long(&mut v, entries.len() as i64);
+        for (name, size, deleted) in entries {
             put_str(&mut v, name);
-            put_long(&mut v, *size); // size
-            v.push(0); // isDeleted = false
+            put_long(&mut v, size); // size
+            v.push(u8::from(deleted)); // isDeleted
         }
     }
     put_long(&mut v, 0); // end of map
                          // BloomFilterMetadata, ColumnStatsMetadata, recordIndexMetadata: null
     v.extend_from_slice(&[0; 3]);
-    (partition_key.to_string(), v)
+    (key.to_string(), v)
+}
+
+/// A decoded `files`-partition record: its type and `filesystemMetadata` (name -> (size,
+/// isDeleted); empty when null).
+pub type DecodedFilesRecord = (i32, BTreeMap<String, (i64, bool)>);
+
+/// [`decode_files_record`] of a record written under [`LOG_BLOCK_SCHEMA_V6`] (as hudi-keeper
+/// writes them).
+pub fn decode_v6_files_record(bytes: &[u8]) -> Result<DecodedFilesRecord, String> {
+    let schema = apache_avro::Schema::parse_str(LOG_BLOCK_SCHEMA_V6).map_err(|e| e.to_string())?;
+    decode_files_record(&schema, bytes)
+}
+
+/// Decode one `files`-partition record written under `schema` (the writer schema of its block
+/// or base file). Errors name what is wrong.
+pub fn decode_files_record(
+    schema: &apache_avro::Schema,
+    bytes: &[u8],
+) -> Result<DecodedFilesRecord, String> {
+    use apache_avro::types::Value;
+    let mut r = bytes;
+    let value = apache_avro::from_avro_datum(schema, &mut r, None).map_err(|e| e.to_string())?;
+    if !r.is_empty() {
+        return Err(format!("{} bytes after the record", r.len()));
+    }
+    let Value::Record(fields) = value else {
+        return Err("not a record".into());
+    };
+    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    let unwrap = |v: &Value| match v {
+        Value::Union(_, inner) => inner.as_ref().clone(),
+        other => other.clone(),
+    };
+    let record_type = match field("type").map(unwrap) {
+        Some(Value::Int(t)) => t,
+        other => return Err(format!("no record type ({other:?})")),
+    };
+    let mut files = BTreeMap::new();
+    match field("filesystemMetadata").map(unwrap) {
+        None | Some(Value::Null) => {}
+        Some(Value::Map(map)) => {
+            for (name, info) in map {
+                let Value::Record(info) = unwrap(&info) else {
+                    return Err(format!("entry `{name}` is not a record"));
+                };
+                let get = |n: &str| info.iter().find(|(k, _)| k == n).map(|(_, v)| unwrap(v));
+                let size = match get("size") {
+                    Some(Value::Long(s)) => s,
+                    Some(Value::Int(s)) => i64::from(s),
+                    other => return Err(format!("entry `{name}` has no size ({other:?})")),
+                };
+                let deleted = match get("isDeleted") {
+                    Some(Value::Boolean(b)) => b,
+                    other => return Err(format!("entry `{name}` has no isDeleted ({other:?})")),
+                };
+                files.insert(name, (size, deleted));
+            }
+        }
+        Some(other) => return Err(format!("filesystemMetadata is not a map ({other:?})")),
+    }
+    Ok((record_type, files))
 }
 
 #[cfg(test)]
@@ -112,6 +185,32 @@ mod tests {
                 assert_eq!(*value, Value::Union(0, Box::new(Value::Null)), "{name}");
             }
         }
+    }
+
+    #[test]
+    fn records_with_deletions_round_trip_through_the_decoder() {
+        let schema = apache_avro::Schema::parse_str(LOG_BLOCK_SCHEMA_V6).unwrap();
+        let entries = [("p2", 0i64, true), ("p3", 0, false)];
+        let (key, bytes) = file_list_record(ALL_PARTITIONS_KEY, 1, entries.iter().copied());
+        assert_eq!(key, ALL_PARTITIONS_KEY);
+        let (t, files) = decode_files_record(&schema, &bytes).unwrap();
+        assert_eq!(t, 1);
+        assert_eq!(
+            files,
+            BTreeMap::from([
+                ("p2".to_string(), (0, true)),
+                ("p3".to_string(), (0, false))
+            ])
+        );
+        let (_, bytes) = files_record("p0", &BTreeMap::from([("a".to_string(), 7i64)]));
+        assert_eq!(
+            decode_files_record(&schema, &bytes).unwrap(),
+            (2, BTreeMap::from([("a".to_string(), (7, false))]))
+        );
+        assert!(decode_files_record(&schema, &bytes[..10]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_files_record(&schema, &longer).is_err());
     }
 
     #[test]

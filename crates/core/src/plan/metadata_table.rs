@@ -10,6 +10,8 @@
 //!   and the log files T appended to older file slices get a rollback command block
 //!   ([`plan_completed_deltacommit_rollback`]).
 
+pub mod files_listing;
+
 use std::collections::BTreeMap;
 
 use crate::format::commit::JsonWriteStat;

@@ -7,12 +7,14 @@
 //! - [`v6`]: the same on a table-version-6 table, as Hudi 0.15 does it: a metadata-table
 //!   deltacommit at R recording the rollback (an HFile data block of files-partition records
 //!   for merge-on-read), then the rollback of its deltacommit T at `R006`.
-//! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x), or delete
-//!   it for the next writer to rebuild.
+//! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x; on table
+//!   version 6 as Hudi 0.15 does, with [`v6_restore`]'s sync deltacommit), or delete it for the
+//!   next writer to rebuild.
 
 pub(super) mod restore;
 pub(super) mod rollback;
 pub(super) mod v6;
+pub(super) mod v6_restore;
 
 pub use restore::MetadataTableAction;
 pub use rollback::MetadataTableOutcome;

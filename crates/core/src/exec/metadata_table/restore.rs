@@ -1,5 +1,6 @@
-//! What a restore does to the metadata table: restore it to the same point as Hudi 1.x does, or
-//! delete it (its partitions cleared in `hoodie.properties`) for the next writer to rebuild.
+//! What a restore does to the metadata table: restore it to the same point as Hudi does (1.x;
+//! table version 6 as Hudi 0.15, with [`super::v6_restore`]), or delete it (its partitions
+//! cleared in `hoodie.properties`) for the next writer to rebuild.
 
 use std::time::Instant as Clock;
 
@@ -25,8 +26,9 @@ use crate::Error;
 pub enum MetadataTableAction {
     /// The table has no metadata table in use.
     NotInUse,
-    /// It is restored to the same point, as Hudi 1.x restores it: its own restore, the
-    /// partitions Hudi drops on restore dropped, then an empty deltacommit.
+    /// It is restored to the same point, as Hudi restores it: its own restore, then (1.x) the
+    /// partitions Hudi drops on restore dropped and an empty deltacommit, or (table version 6,
+    /// as Hudi 0.15) a deltacommit bringing its file lists in line with storage.
     Restored,
     /// It is deleted (and its partitions cleared in `hoodie.properties`); the next Hudi writer
     /// with the metadata table enabled rebuilds it from storage.
@@ -97,8 +99,9 @@ fn kept_partitions(version: TableVersion) -> &'static [&'static str] {
 /// Hudi's choice (restoreToSavepoint): restore the metadata table along with the data table,
 /// unless the restore point is at or before its oldest compaction or before its timeline starts,
 /// in which case it is deleted and rebuilt by the next writer. hudi-keeper also deletes it when
-/// it cannot restore it as Hudi would (its timeline refuses a restore, or the schema its sync
-/// deltacommit records cannot be read).
+/// it cannot restore it as Hudi would (its timeline refuses a restore, the schema its sync
+/// deltacommit records cannot be read, or on table version 6 what
+/// [`super::v6_restore::refusal`] names).
 pub(in crate::exec) async fn metadata_table_plan(
     table: &Table,
     target: &str,
@@ -107,13 +110,6 @@ pub(in crate::exec) async fn metadata_table_plan(
     let action = metadata_table_action(table).await?;
     if action == MetadataTableAction::NotInUse {
         return Ok(MetadataTablePlan::not_in_use());
-    }
-    if config.version == TableVersion::V6 {
-        // Hudi 0.x restores its metadata table with rollback command blocks in HFile-based log
-        // files, which hudi-keeper does not write; deleting it is Hudi's own other way.
-        return Ok(MetadataTablePlan::delete(
-            "a table version 6 metadata table is restored by Hudi with log blocks hudi-keeper does not write",
-        ));
     }
     if !config.metadata_table_enabled() {
         return Ok(MetadataTablePlan::delete(
@@ -160,6 +156,13 @@ pub(in crate::exec) async fn metadata_table_plan(
         return Ok(MetadataTablePlan::delete(format!(
             "its timeline cannot be restored as Hudi would: {why}"
         )));
+    }
+    if config.version == TableVersion::V6 {
+        // Hudi 0.15's own conditions, and what hudi-keeper needs to do it as Hudi does.
+        if let Some(why) = super::v6_restore::refusal(table, &mdt, &tl, target).await? {
+            return Ok(MetadataTablePlan::delete(why));
+        }
+        return Ok(restored);
     }
     if sync_schema(&mdt, &tl).await?.is_none() {
         return Ok(MetadataTablePlan::delete(
@@ -271,7 +274,10 @@ pub(in crate::exec) async fn restore_metadata_table(
             m
         }
         None => {
-            drop_metadata_partitions(table, plan.keep).await?;
+            if table.config().version != TableVersion::V6 {
+                // (Hudi 0.15 drops no metadata-table partition on restore.)
+                drop_metadata_partitions(table, plan.keep).await?;
+            }
             let planned = plan_metadata_restore(&mdt, &tl, target)
                 .await
                 .map_err(|r| refusal(&mdt, target, r))?;
@@ -294,6 +300,9 @@ pub(in crate::exec) async fn restore_metadata_table(
             done.restore_instant
         }
     };
+    if table.config().version == TableVersion::V6 {
+        return super::v6_restore::sync(table, &mdt, &m).await;
+    }
     sync_deltacommit(table, &mdt, &m).await
 }
 

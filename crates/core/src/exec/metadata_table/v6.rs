@@ -44,9 +44,9 @@ use crate::timeline::{Action, State, Timeline};
 use crate::Error;
 
 /// The metadata-table partition that lists files.
-const FILES: &str = "files";
+pub(super) const FILES: &str = "files";
 /// The write token of the log file a metadata-table deltacommit appends (Hudi 0.15's).
-const DELTACOMMIT_WRITE_TOKEN: &str = "0-0-0";
+pub(super) const DELTACOMMIT_WRITE_TOKEN: &str = "0-0-0";
 /// The header key of a log block's instant time.
 const HEADER_INSTANT_TIME: i32 = 0;
 /// Suffixed metadata-table instants of the indexer, which Hudi's EAGER pre-step leaves alone.
@@ -129,7 +129,7 @@ fn compacted_after_v6(timeline: &Timeline, t: &str) -> Option<String> {
 
 /// The latest file slice of the `files` partition's one file group: (file id, base instant,
 /// base file name, log file names), or why there is none to append to.
-async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String>, Error> {
+pub(super) async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String>, Error> {
     let part = RelPath::parse(FILES).map_err(StorageError::from)?;
     let listing = mdt.storage().list_dir(&part).await?;
     let mut groups: BTreeMap<String, FilesSlice> = BTreeMap::new();
@@ -169,16 +169,16 @@ async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String>, Error> {
 }
 
 #[derive(Debug, Clone, Default)]
-struct FilesSlice {
-    file_id: String,
-    base_instant: String,
-    base_file: Option<String>,
+pub(super) struct FilesSlice {
+    pub(super) file_id: String,
+    pub(super) base_instant: String,
+    pub(super) base_file: Option<String>,
     /// (version, name)
-    logs: Vec<(u32, String)>,
+    pub(super) logs: Vec<(u32, String)>,
 }
 
 /// Whether `bytes` is one HFile data block written for instant `r`.
-fn is_data_block_for(bytes: &[u8], r: &str) -> bool {
+pub(super) fn is_data_block_for(bytes: &[u8], r: &str) -> bool {
     match read_block_headers(bytes).as_deref() {
         Some([h]) => {
             h.block_type == BLOCK_TYPE_HFILE_DATA
@@ -372,7 +372,7 @@ async fn record_deltacommit(
 
 /// The record schema the metadata table's deltacommits record in `extraMetadata` (its latest
 /// completed deltacommit's), else Hudi 0.15's.
-async fn latest_schema(mdt: &Table, timeline: &Timeline) -> Result<String, Error> {
+pub(super) async fn latest_schema(mdt: &Table, timeline: &Timeline) -> Result<String, Error> {
     let latest = timeline
         .completed()
         .filter(|i| i.action == Action::DeltaCommit)

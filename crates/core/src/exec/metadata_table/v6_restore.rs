@@ -1,0 +1,432 @@
+//! A restore of a table-version-6 table (Hudi 0.14/0.15) keeps its metadata table, as Hudi
+//! 0.15's `HoodieBackedTableMetadataWriter.update(HoodieRestoreMetadata, R)` does (checked
+//! against Hudi 0.15's own restore in the interop harness):
+//!
+//! 1. (decided before anything changes, [`refusal`]) every file group of the `files` partition
+//!    has a file slice at or before the restore point (else Hudi throws "Can't restore ... no
+//!    base file in MDT lesser than the commit to restore to"; hudi-keeper deletes the metadata
+//!    table instead), and hudi-keeper can read that partition as Hudi does;
+//! 2. the metadata table's own restore to the same point (the shared restore procedure one level
+//!    down: listing-based merge-on-read child rollbacks, rollback command blocks appended to its
+//!    log files; run by [`super::restore`]);
+//! 3. [`sync`]: a deltacommit at `<new instant>003` whose files-partition records bring the
+//!    metadata table's file lists in line with storage (files the data table's child rollbacks
+//!    added, files gone, partitions gone), as one HFile data block appended to the `files` file
+//!    slice; with no records, a deltacommit with no write stats.
+//!
+//! Resumable: a completed sync deltacommit is left alone; a pending one is finished with the
+//! same instant, its block found again through its APPEND marker (the records are computed
+//! again from the same state: the block of a pending deltacommit is not read).
+
+use std::collections::BTreeMap;
+
+use apache_avro::Schema;
+use tracing::info;
+
+use super::v6::{files_slice, is_data_block_for, latest_schema, DELTACOMMIT_WRITE_TOKEN, FILES};
+use crate::exec::log_append::{append_block, Slice};
+use crate::exec::rollback::{delete_folder, list_data_files, refused, Wanted};
+use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::commit::{json_deltacommit_metadata, AppendedLog};
+use crate::format::hfile;
+use crate::format::log_block::{hfile_data_block, read_blocks, BLOCK_TYPE_HFILE_DATA};
+use crate::format::metadata_record::{decode_files_record, file_list_record, LOG_BLOCK_SCHEMA_V6};
+use crate::format::restore::RestoreMetadata;
+use crate::format::rollback::RollbackMetadata;
+use crate::plan::metadata_table::files_listing::{
+    merge_files_partition, out_of_sync_records, partitions_on_storage, valid_instants, BlockFilter,
+    FileInfo, FilesRecord, LogBlock, TimelineInstant,
+};
+use crate::protocol::markers::marker_dir;
+use crate::storage::{RelPath, StorageError};
+use crate::table::files::DataFile;
+use crate::table::Table;
+use crate::timeline::{Action, State, Timeline};
+use crate::Error;
+
+/// The suffix of the deltacommit Hudi writes after the metadata table's restore
+/// (`HoodieTableMetadataUtil.createRestoreTimestamp`).
+const RESTORE_SUFFIX: &str = "003";
+/// Log block header keys.
+const HEADER_INSTANT_TIME: i32 = 0;
+const HEADER_TARGET_INSTANT_TIME: i32 = 1;
+const HEADER_SCHEMA: i32 = 2;
+const HEADER_COMMAND_BLOCK_TYPE: i32 = 3;
+const BLOCK_TYPE_COMMAND: i32 = 0;
+const BLOCK_TYPE_DELETE: i32 = 1;
+/// The content of a delete block with no keys (version 3, then an Avro array of 0 items), as
+/// Hudi 0.15 writes it into every new metadata-table file group.
+const EMPTY_DELETE_BLOCK: &[u8] = &[0, 0, 0, 3, 0, 0, 0, 1, 0];
+/// The most bytes of the `files` file slice hudi-keeper reads into memory; a larger metadata
+/// table is deleted by the restore instead (the next writer rebuilds it).
+const MAX_FILES_SLICE_BYTES: u64 = 1 << 30;
+
+/// Why the v6 metadata table cannot be restored in place to `target` (then the restore deletes
+/// it), or `None`. Reads only.
+pub(in crate::exec) async fn refusal(
+    table: &Table,
+    mdt: &Table,
+    mdt_timeline: &Timeline,
+    target: &str,
+) -> Result<Option<String>, Error> {
+    if let Some(c) = mdt_timeline.pending().find(|i| {
+        matches!(
+            i.action,
+            Action::Commit | Action::Compaction | Action::LogCompaction
+        )
+    }) {
+        return Ok(Some(format!(
+            "the metadata table has a pending compaction {}",
+            c.requested_time
+        )));
+    }
+    // Pending writes the metadata table's restore does not undo (Hudi 0.15 rolls them back
+    // first under the EAGER policy; hudi-keeper leaves that to Hudi).
+    if let Some(p) = mdt_timeline
+        .pending()
+        .find(|i| i.requested_time.as_str() <= target)
+    {
+        return Ok(Some(format!(
+            "the metadata table has a pending {} {} at or before the restore point",
+            p.action.as_str(),
+            p.requested_time
+        )));
+    }
+    // Hudi's check: every file group of `files` has a file slice at or before the point.
+    let part = RelPath::parse(FILES).map_err(StorageError::from)?;
+    let listing = mdt.storage().list_dir(&part).await?;
+    let mut groups: BTreeMap<String, bool> = BTreeMap::new();
+    let mut bytes = 0u64;
+    for m in &listing.files {
+        let Some(f) = DataFile::parse(m.file_name()) else {
+            continue;
+        };
+        bytes = bytes.saturating_add(m.size);
+        let ok = groups.entry(f.file_id().to_string()).or_default();
+        *ok |= f.instant() <= target;
+    }
+    if groups.is_empty() {
+        return Ok(Some("its `files` partition has no file group".into()));
+    }
+    if groups.values().any(|ok| !ok) {
+        return Ok(Some(format!(
+            "its `files` partition has no file slice at or before {target} (Hudi 0.15 refuses to restore it then)"
+        )));
+    }
+    if bytes > MAX_FILES_SLICE_BYTES {
+        return Ok(Some(format!(
+            "its `files` partition holds {bytes} bytes, more than hudi-keeper reads into memory ({MAX_FILES_SLICE_BYTES})"
+        )));
+    }
+    // It must read as Hudi reads it (now, and so after its restore).
+    if let Err(why) = read_files_partition(table, mdt).await? {
+        return Ok(Some(format!(
+            "hudi-keeper cannot read its `files` partition as Hudi does: {why}"
+        )));
+    }
+    Ok(None)
+}
+
+/// The sync deltacommit after the metadata table's restore `m` (see the module docs).
+pub(in crate::exec) async fn sync(table: &Table, mdt: &Table, m: &str) -> Result<(), Error> {
+    let tl = mdt.timeline().await?;
+    let existing = tl
+        .after(m)
+        .find(|i| i.action == Action::DeltaCommit)
+        .cloned();
+    let config = mdt.config();
+    let storage = mdt.storage();
+    let s = match &existing {
+        Some(i) if !i.is_pending() => {
+            // (Its marker folder, if a run stopped right after completing it.)
+            return delete_folder(storage, &marker_dir(&i.requested_time)?).await;
+        }
+        Some(i) => i.requested_time.clone(),
+        None => {
+            let parent = table.timeline().await?;
+            let s = format!(
+                "{}{RESTORE_SUFFIX}",
+                new_instant_time(&[&tl, &parent], mdt.zone())
+            );
+            let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Requested)?;
+            create_if_absent(storage, &path, Vec::new()).await?;
+            s
+        }
+    };
+    let inflight = timeline_file(config, &s, None, Action::DeltaCommit, State::Inflight)?;
+    create_if_absent(storage, &inflight, Vec::new()).await?;
+
+    // The records: what the metadata table lists against what storage holds.
+    let merged = read_files_partition(table, mdt)
+        .await?
+        .map_err(|why| refused(table, &s, format!("the metadata table's `files` partition cannot be read as Hudi reads it ({why}); run the restore again, or delete the metadata table")))?;
+    let files = list_data_files(table.storage(), &Wanted::every()).await?;
+    let on_storage: Vec<(RelPath, i64)> = files
+        .into_iter()
+        .map(|f| {
+            let size = i64::try_from(f.size).unwrap_or(i64::MAX);
+            (f.path, size)
+        })
+        .collect();
+    let records = out_of_sync_records(&merged, &partitions_on_storage(&on_storage));
+
+    let mut appended = Vec::new();
+    if !records.is_empty() {
+        let slice = files_slice(mdt)
+            .await?
+            .map_err(|why| refused(mdt, &s, why))?;
+        let rows: BTreeMap<String, Vec<u8>> = records
+            .iter()
+            .map(|(key, r)| {
+                let entries = r.files.iter().map(|(n, i)| (n.as_str(), i.size, i.deleted));
+                file_list_record(key, r.record_type, entries)
+            })
+            .collect();
+        let block = hfile_data_block(&s, LOG_BLOCK_SCHEMA_V6, &rows).map_err(|e| {
+            refused(
+                mdt,
+                &s,
+                format!("the metadata table's records could not be written as an HFile: {e}"),
+            )
+        })?;
+        let (rel, size) = append_block(
+            storage,
+            &s,
+            &marker_dir(&s)?,
+            &Slice {
+                partition: FILES,
+                file_id: &slice.file_id,
+                base_instant: &slice.base_instant,
+                write_token: DELTACOMMIT_WRITE_TOKEN,
+            },
+            &block,
+            |bytes| is_data_block_for(bytes, &s),
+        )
+        .await?;
+        let log_version = match DataFile::parse(rel.file_name()) {
+            Some(DataFile::Log { version, .. }) => version,
+            _ => 0,
+        };
+        appended.push(AppendedLog {
+            partition: FILES.to_string(),
+            file_id: slice.file_id.clone(),
+            base_instant: slice.base_instant.clone(),
+            base_file: slice.base_file.clone(),
+            earlier_logs: slice
+                .logs
+                .iter()
+                .filter(|(v, _)| *v < log_version)
+                .map(|(_, n)| n.clone())
+                .collect(),
+            log_file: rel.file_name().to_string(),
+            log_version,
+            size,
+            records: rows.len() as i64,
+        });
+    }
+    let schema = latest_schema(mdt, &tl).await?;
+    let bytes = json_deltacommit_metadata(&appended, &schema);
+    let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Completed)?;
+    mdt.stop_point(
+        "before completing the metadata table's sync deltacommit",
+        None,
+    )?;
+    create_if_absent(storage, &path, bytes).await?;
+    delete_folder(storage, &marker_dir(&s)?).await?;
+    info!(deltacommit = %s, records = records.len(), "metadata table synced after its restore");
+    Ok(())
+}
+
+fn timeline_instants(tl: &Timeline) -> Vec<TimelineInstant> {
+    tl.instants()
+        .iter()
+        .map(|i| TimelineInstant {
+            time: i.requested_time.clone(),
+            action: i.action.as_str().to_string(),
+            completed: !i.is_pending(),
+        })
+        .collect()
+}
+
+/// The records of the metadata table's `files` partition as Hudi 0.15 reads them now, or why
+/// they cannot be read so. Reads only.
+async fn read_files_partition(
+    table: &Table,
+    mdt: &Table,
+) -> Result<Result<BTreeMap<String, FilesRecord>, String>, Error> {
+    let data_tl = table.timeline().await?;
+    let mdt_tl = mdt.timeline().await?;
+    // What the data table's completed rollbacks and restores undid.
+    let mut rolled_back = BTreeMap::new();
+    for i in data_tl
+        .completed()
+        .filter(|i| matches!(i.action, Action::Rollback | Action::Restore))
+    {
+        let Some(f) = i.file(State::Completed) else {
+            continue;
+        };
+        let bytes = table.storage().get(&f.path).await?;
+        let undone = if i.action == Action::Rollback {
+            match RollbackMetadata::from_avro(&bytes) {
+                Ok(m) => m.commits_rollback,
+                Err(e) => return Ok(Err(format!("rollback `{}` is unreadable: {e}", f.path))),
+            }
+        } else {
+            match RestoreMetadata::from_avro(&bytes) {
+                Ok(m) => m
+                    .hoodie_restore_metadata
+                    .values()
+                    .flatten()
+                    .flat_map(|r| r.commits_rollback.iter().cloned())
+                    .collect(),
+                Err(e) => return Ok(Err(format!("restore `{}` is unreadable: {e}", f.path))),
+            }
+        };
+        rolled_back.insert(i.requested_time.clone(), undone);
+    }
+    let commits: Vec<_> = mdt_tl.commits().collect();
+    let filter = BlockFilter {
+        latest: mdt_tl
+            .completed()
+            .map(|i| i.requested_time.clone())
+            .max()
+            .unwrap_or_default(),
+        completed: commits
+            .iter()
+            .filter(|i| !i.is_pending())
+            .map(|i| i.requested_time.clone())
+            .collect(),
+        inflight: commits
+            .iter()
+            .filter(|i| i.state == State::Inflight)
+            .map(|i| i.requested_time.clone())
+            .collect(),
+        valid: valid_instants(
+            &timeline_instants(&data_tl),
+            &rolled_back,
+            &timeline_instants(&mdt_tl),
+        ),
+    };
+
+    let slice = match files_slice(mdt).await? {
+        Ok(s) => s,
+        Err(why) => return Ok(Err(why)),
+    };
+    let base_ok = filter.completed.contains(&slice.base_instant)
+        || filter
+            .completed
+            .first()
+            .is_some_and(|f| slice.base_instant.as_str() < f.as_str());
+    if !base_ok {
+        return Ok(Err(format!(
+            "its latest `files` file slice starts at {}, which is not a completed instant",
+            slice.base_instant
+        )));
+    }
+    let part = RelPath::parse(FILES).map_err(StorageError::from)?;
+    let mut schemas: BTreeMap<String, Schema> = BTreeMap::new();
+    let base = match &slice.base_file {
+        None => Vec::new(),
+        Some(name) => {
+            let rel = part.join(name).map_err(StorageError::from)?;
+            let bytes = mdt.storage().get(&rel).await?;
+            match hfile_records(&bytes, None, &mut schemas) {
+                Ok(r) => r,
+                Err(why) => return Ok(Err(format!("base file `{name}`: {why}"))),
+            }
+        }
+    };
+    let mut blocks = Vec::new();
+    for (_, name) in &slice.logs {
+        let rel = part.join(name).map_err(StorageError::from)?;
+        let bytes = mdt.storage().get(&rel).await?;
+        let Some(read) = read_blocks(&bytes) else {
+            return Ok(Err(format!(
+                "log file `{name}` has blocks hudi-keeper cannot read"
+            )));
+        };
+        for b in read {
+            let get = |k: i32| {
+                b.header
+                    .entries
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, v)| v.clone())
+            };
+            let Some(instant) = get(HEADER_INSTANT_TIME) else {
+                return Ok(Err(format!(
+                    "log file `{name}` has a block without an instant"
+                )));
+            };
+            match b.header.block_type {
+                BLOCK_TYPE_COMMAND if get(HEADER_COMMAND_BLOCK_TYPE).as_deref() == Some("0") => {
+                    let Some(target) = get(HEADER_TARGET_INSTANT_TIME) else {
+                        return Ok(Err(format!("log file `{name}` has a rollback block without a target")));
+                    };
+                    blocks.push(LogBlock::Rollback { instant, target });
+                }
+                BLOCK_TYPE_HFILE_DATA => {
+                    let schema = get(HEADER_SCHEMA);
+                    match hfile_records(b.content, schema.as_deref(), &mut schemas) {
+                        Ok(records) => blocks.push(LogBlock::Data { instant, records }),
+                        Err(why) => {
+                            return Ok(Err(format!("log file `{name}`, block of {instant}: {why}")))
+                        }
+                    }
+                }
+                // The empty delete block Hudi writes when it creates a file group: no keys.
+                BLOCK_TYPE_DELETE if b.content == EMPTY_DELETE_BLOCK => {
+                    blocks.push(LogBlock::Data {
+                        instant,
+                        records: Vec::new(),
+                    });
+                }
+                other => {
+                    return Ok(Err(format!(
+                        "log file `{name}` has a block of type {other}, which hudi-keeper does not read"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(merge_files_partition(base, &blocks, &filter))
+}
+
+/// The `files` records of one HFile (a base file, or an HFile data block's content) written
+/// under `schema` (else the HFile's own `schema` file info).
+fn hfile_records(
+    bytes: &[u8],
+    schema: Option<&str>,
+    schemas: &mut BTreeMap<String, Schema>,
+) -> Result<Vec<(String, FilesRecord)>, String> {
+    let contents = hfile::read(bytes).map_err(|e| e.to_string())?;
+    let text = match schema {
+        Some(s) => s.to_string(),
+        None => {
+            let raw = contents
+                .file_info(hfile::SCHEMA_KEY)
+                .ok_or("no schema in its file info")?;
+            String::from_utf8(raw.to_vec()).map_err(|e| e.to_string())?
+        }
+    };
+    if !schemas.contains_key(&text) {
+        let parsed = Schema::parse_str(&text).map_err(|e| format!("its schema: {e}"))?;
+        schemas.insert(text.clone(), parsed);
+    }
+    let schema = schemas.get(&text).ok_or("schema")?;
+    let mut out = Vec::with_capacity(contents.cells.len());
+    for c in &contents.cells {
+        let key = String::from_utf8(c.row.clone()).map_err(|e| e.to_string())?;
+        let (record_type, files) =
+            decode_files_record(schema, &c.value).map_err(|e| format!("record `{key}`: {e}"))?;
+        if record_type != 1 && record_type != 2 {
+            return Err(format!("record `{key}` has type {record_type}"));
+        }
+        let files = files
+            .into_iter()
+            .map(|(n, (size, deleted))| (n, FileInfo { size, deleted }))
+            .collect();
+        out.push((key, FilesRecord { record_type, files }));
+    }
+    Ok(out)
+}
