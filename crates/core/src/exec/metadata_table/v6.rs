@@ -46,7 +46,7 @@ use crate::Error;
 /// The metadata-table partition that lists files.
 pub(super) const FILES: &str = "files";
 /// The write token of the log file a metadata-table deltacommit appends (Hudi 0.15's).
-pub(super) const DELTACOMMIT_WRITE_TOKEN: &str = "0-0-0";
+const DELTACOMMIT_WRITE_TOKEN: &str = "0-0-0";
 /// The header key of a log block's instant time.
 const HEADER_INSTANT_TIME: i32 = 0;
 /// Suffixed metadata-table instants of the indexer, which Hudi's EAGER pre-step leaves alone.
@@ -178,7 +178,7 @@ pub(super) struct FilesSlice {
 }
 
 /// Whether `bytes` is one HFile data block written for instant `r`.
-pub(super) fn is_data_block_for(bytes: &[u8], r: &str) -> bool {
+fn is_data_block_for(bytes: &[u8], r: &str) -> bool {
     match read_block_headers(bytes).as_deref() {
         Some([h]) => {
             h.block_type == BLOCK_TYPE_HFILE_DATA
@@ -307,16 +307,37 @@ async fn record_deltacommit(
         let path = timeline_file(config, r, None, Action::DeltaCommit, state)?;
         create_if_absent(storage, &path, Vec::new()).await?;
     }
+    let rows: BTreeMap<String, Vec<u8>> = records
+        .iter()
+        .map(|(key, files)| files_record(key, files))
+        .collect();
+    complete_files_deltacommit(mdt, timeline, t, r, &rows).await?;
+    info!(
+        records = records.len(),
+        "rollback recorded in the metadata table"
+    );
+    Ok(())
+}
+
+/// Complete the metadata-table deltacommit `s` (its requested and inflight files exist): `rows`
+/// (files-partition records by key), if any, as one HFile data block appended to the `files`
+/// slice as a new log version (an earlier attempt's block is found through its marker and
+/// reused), then the completed file with that log file's write stat (none without rows), then
+/// its marker folder removed. Errors name `t`, the instant the deltacommit is written for.
+pub(super) async fn complete_files_deltacommit(
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+    s: &str,
+    rows: &BTreeMap<String, Vec<u8>>,
+) -> Result<(), Error> {
+    let storage = mdt.storage();
     let mut appended = Vec::new();
-    if !records.is_empty() {
+    if !rows.is_empty() {
         let slice = files_slice(mdt)
             .await?
             .map_err(|why| refused(mdt, t, why))?;
-        let rows: BTreeMap<String, Vec<u8>> = records
-            .iter()
-            .map(|(key, files)| files_record(key, files))
-            .collect();
-        let block = hfile_data_block(r, LOG_BLOCK_SCHEMA_V6, &rows).map_err(|e| {
+        let block = hfile_data_block(s, LOG_BLOCK_SCHEMA_V6, rows).map_err(|e| {
             refused(
                 mdt,
                 t,
@@ -326,7 +347,7 @@ async fn record_deltacommit(
         let (rel, size) = append_block(
             storage,
             t,
-            &marker_dir(r)?,
+            &marker_dir(s)?,
             &Slice {
                 partition: FILES,
                 file_id: &slice.file_id,
@@ -334,7 +355,7 @@ async fn record_deltacommit(
                 write_token: DELTACOMMIT_WRITE_TOKEN,
             },
             &block,
-            |bytes| is_data_block_for(bytes, r),
+            |bytes| is_data_block_for(bytes, s),
         )
         .await?;
         let log_version = match DataFile::parse(rel.file_name()) {
@@ -360,19 +381,16 @@ async fn record_deltacommit(
     }
     let schema = latest_schema(mdt, timeline).await?;
     let bytes = json_deltacommit_metadata(&appended, &schema);
-    let path = timeline_file(config, r, None, Action::DeltaCommit, State::Completed)?;
+    let path = timeline_file(mdt.config(), s, None, Action::DeltaCommit, State::Completed)?;
     mdt.stop_point("before completing the metadata table's deltacommit", None)?;
     create_if_absent(storage, &path, bytes).await?;
-    info!(
-        records = records.len(),
-        "rollback recorded in the metadata table"
-    );
+    delete_folder(storage, &marker_dir(s)?).await?;
     Ok(())
 }
 
 /// The record schema the metadata table's deltacommits record in `extraMetadata` (its latest
 /// completed deltacommit's), else Hudi 0.15's.
-pub(super) async fn latest_schema(mdt: &Table, timeline: &Timeline) -> Result<String, Error> {
+async fn latest_schema(mdt: &Table, timeline: &Timeline) -> Result<String, Error> {
     let latest = timeline
         .completed()
         .filter(|i| i.action == Action::DeltaCommit)

@@ -23,14 +23,12 @@ use std::collections::BTreeMap;
 use apache_avro::Schema;
 use tracing::info;
 
-use super::v6::{files_slice, is_data_block_for, latest_schema, DELTACOMMIT_WRITE_TOKEN, FILES};
-use crate::exec::log_append::{append_block, Slice};
+use super::v6::{complete_files_deltacommit, files_slice, FILES};
 use crate::exec::rollback::{delete_folder, list_data_files, refused, Wanted};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
-use crate::format::commit::{json_deltacommit_metadata, AppendedLog};
 use crate::format::hfile;
-use crate::format::log_block::{hfile_data_block, read_blocks, BLOCK_TYPE_HFILE_DATA};
-use crate::format::metadata_record::{decode_files_record, file_list_record, LOG_BLOCK_SCHEMA_V6};
+use crate::format::log_block::{read_blocks, BLOCK_TYPE_HFILE_DATA};
+use crate::format::metadata_record::{decode_files_record, file_list_record};
 use crate::format::restore::RestoreMetadata;
 use crate::format::rollback::RollbackMetadata;
 use crate::plan::metadata_table::files_listing::{
@@ -170,69 +168,14 @@ pub(in crate::exec) async fn sync(table: &Table, mdt: &Table, m: &str) -> Result
         .collect();
     let records = out_of_sync_records(&merged, &partitions_on_storage(&on_storage));
 
-    let mut appended = Vec::new();
-    if !records.is_empty() {
-        let slice = files_slice(mdt)
-            .await?
-            .map_err(|why| refused(mdt, &s, why))?;
-        let rows: BTreeMap<String, Vec<u8>> = records
-            .iter()
-            .map(|(key, r)| {
-                let entries = r.files.iter().map(|(n, i)| (n.as_str(), i.size, i.deleted));
-                file_list_record(key, r.record_type, entries)
-            })
-            .collect();
-        let block = hfile_data_block(&s, LOG_BLOCK_SCHEMA_V6, &rows).map_err(|e| {
-            refused(
-                mdt,
-                &s,
-                format!("the metadata table's records could not be written as an HFile: {e}"),
-            )
-        })?;
-        let (rel, size) = append_block(
-            storage,
-            &s,
-            &marker_dir(&s)?,
-            &Slice {
-                partition: FILES,
-                file_id: &slice.file_id,
-                base_instant: &slice.base_instant,
-                write_token: DELTACOMMIT_WRITE_TOKEN,
-            },
-            &block,
-            |bytes| is_data_block_for(bytes, &s),
-        )
-        .await?;
-        let log_version = match DataFile::parse(rel.file_name()) {
-            Some(DataFile::Log { version, .. }) => version,
-            _ => 0,
-        };
-        appended.push(AppendedLog {
-            partition: FILES.to_string(),
-            file_id: slice.file_id.clone(),
-            base_instant: slice.base_instant.clone(),
-            base_file: slice.base_file.clone(),
-            earlier_logs: slice
-                .logs
-                .iter()
-                .filter(|(v, _)| *v < log_version)
-                .map(|(_, n)| n.clone())
-                .collect(),
-            log_file: rel.file_name().to_string(),
-            log_version,
-            size,
-            records: rows.len() as i64,
-        });
-    }
-    let schema = latest_schema(mdt, &tl).await?;
-    let bytes = json_deltacommit_metadata(&appended, &schema);
-    let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Completed)?;
-    mdt.stop_point(
-        "before completing the metadata table's sync deltacommit",
-        None,
-    )?;
-    create_if_absent(storage, &path, bytes).await?;
-    delete_folder(storage, &marker_dir(&s)?).await?;
+    let rows: BTreeMap<String, Vec<u8>> = records
+        .iter()
+        .map(|(key, r)| {
+            let entries = r.files.iter().map(|(n, i)| (n.as_str(), i.size, i.deleted));
+            file_list_record(key, r.record_type, entries)
+        })
+        .collect();
+    complete_files_deltacommit(mdt, &tl, &s, &s, &rows).await?;
     info!(deltacommit = %s, records = records.len(), "metadata table synced after its restore");
     Ok(())
 }
