@@ -395,6 +395,51 @@ async fn v6_cow_rollback_is_recorded_in_the_metadata_table_without_a_block() {
     assert_eq!(logs_after, logs_before);
 }
 
+/// The metadata table's deltacommit of the failed write is unreadable, so its rollback cannot be
+/// planned: refused before anything changes (not after the data table's deletes).
+#[tokio::test]
+async fn v6_with_an_unreadable_metadata_table_deltacommit_is_refused_before_anything_changes() {
+    let f = Fixture::build(Kind::MorV6, true).await;
+    f.put(&format!(".hoodie/metadata/.hoodie/{TF}.deltacommit"), b"{")
+        .await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let err = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unreadable"), "{err}");
+    assert_eq!(f.snapshot().await, before);
+}
+
+/// A file slice of a metadata-table compaction that never completed (no commit on its
+/// timeline) is ignored by Hudi's file-system view: the rollback's block goes to the latest
+/// committed slice.
+#[tokio::test]
+async fn v6_rollback_block_goes_to_the_latest_committed_files_slice() {
+    let f = Fixture::build(Kind::MorV6, true).await;
+    let m = ".hoodie/metadata";
+    let orphan = "20240101015000000001";
+    f.put(
+        &format!("{m}/files/files-0000-0_0-0-0_{orphan}.hfile"),
+        b"hfile",
+    )
+    .await;
+    f.put(
+        &format!("{m}/files/.files-0000-0_{orphan}.log.1_0-0-0"),
+        b"x",
+    )
+    .await;
+    let table = open(&f).await;
+    rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    let after = f.snapshot().await;
+    assert!(after.contains_key(&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0")));
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/files/.files-0000-0_{orphan}.log.2"))));
+}
+
 /// A pending metadata-table deltacommit of another write (Hudi 0.15 rolls it back first; a v6
 /// block cannot be attributed by its file name): refused before anything changes.
 #[tokio::test]

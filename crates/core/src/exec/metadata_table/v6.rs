@@ -24,8 +24,7 @@ use tracing::{info, info_span, Instrument};
 use super::rollback::{execute_mdt, revert_to_inflight, MetadataTableOutcome};
 use crate::exec::log_append::{append_block, Slice};
 use crate::exec::rollback::{
-    avro_err, delete_folder, list_data_files, pending_rollbacks, plan_err, refused,
-    RollbackOptions, Wanted,
+    avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
 };
 use crate::exec::timeline_ops::{create_if_absent, timeline_file};
 use crate::format::commit::{
@@ -35,12 +34,13 @@ use crate::format::log_block::{hfile_data_block, read_block_headers, BLOCK_TYPE_
 use crate::format::metadata_record::{
     files_record, LOG_BLOCK_SCHEMA_V6, METADATA_RECORD_SCHEMA_V6,
 };
+use crate::format::rollback::RollbackPlan;
 use crate::plan::metadata_table::{plan_completed_deltacommit_rollback, ROLLBACK_SUFFIX};
 use crate::protocol::markers::marker_dir;
 use crate::storage::{RelPath, StorageError};
 use crate::table::files::{BasePath, DataFile};
 use crate::table::Table;
-use crate::timeline::{Action, State, Timeline};
+use crate::timeline::{Action, Instant, State, Timeline};
 use crate::Error;
 
 /// The metadata-table partition that lists files.
@@ -82,8 +82,9 @@ pub(in crate::exec) async fn refusal(
         if resuming_own && x == t && i.action == Action::DeltaCommit {
             continue; // reverted to inflight by its own pending rollback
         }
-        if i.action == Action::Rollback && (Some(x) == own_rollback.as_deref() || resuming_own) {
-            continue;
+        let resumed = pending_rbs.get(t).is_some_and(|p| p.instant == x);
+        if i.action == Action::Rollback && (Some(x) == own_rollback.as_deref() || resumed) {
+            continue; // the metadata table's own rollback of t
         }
         if x.len() > 17 && x.ends_with(INDEXER_SUFFIX) {
             continue;
@@ -103,7 +104,49 @@ pub(in crate::exec) async fn refusal(
     if let Err(why) = files_slice(mdt).await? {
         return Ok(Some(why));
     }
+    if !resuming_own {
+        // The plan of its rollback of t must be possible before anything changes.
+        if let Some(Err(why)) = deltacommit_rollback_plan(mdt, timeline, t).await? {
+            return Ok(Some(why));
+        }
+    }
     Ok(None)
+}
+
+/// The plan of the metadata table's rollback of its completed deltacommit `t` (`None` when it
+/// has none), or why it cannot be made: its write stats unreadable, a file not of `t`.
+async fn deltacommit_rollback_plan(
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+) -> Result<Option<Result<(Instant, RollbackPlan), String>>, Error> {
+    let Some(instant) = timeline
+        .find(t)
+        .find(|i| i.action == Action::DeltaCommit && !i.is_pending())
+    else {
+        return Ok(None);
+    };
+    let Some(done) = instant.file(State::Completed) else {
+        return Ok(None);
+    };
+    let bytes = mdt.storage().get(&done.path).await?;
+    let stats = match json_write_stats(&bytes) {
+        Ok(s) => s,
+        Err(why) => {
+            return Ok(Some(Err(format!(
+                "the metadata table's deltacommit `{}` is unreadable ({why}), so the blocks it appended cannot be found",
+                done.path
+            ))))
+        }
+    };
+    let named = list_data_files(mdt.storage(), &Wanted::of([t.to_string()], [])).await?;
+    let named: Vec<RelPath> = named.into_iter().map(|f| f.path).collect();
+    let base = BasePath::from_uri(mdt.uri());
+    Ok(Some(
+        plan_completed_deltacommit_rollback(t, &stats, &named, &base)
+            .map(|plan| (instant.clone(), plan))
+            .map_err(|e| e.to_string()),
+    ))
 }
 
 /// Whether a metadata-table compaction (`<instant>001` in 0.x) completed after the metadata
@@ -127,42 +170,54 @@ fn compacted_after_v6(timeline: &Timeline, t: &str) -> Option<String> {
     Some(format!("the metadata table compacted at {c}, after this instant's deltacommit; undoing it needs a restore (`hudi-keeper restore --to-instant` to a commit before it)"))
 }
 
-/// The latest file slice of the `files` partition's one file group: (file id, base instant,
-/// base file name, log file names), or why there is none to append to.
+/// The latest committed file slice of the `files` partition's one file group: (file id, base
+/// instant, base file name, log file names), or why there is none to append to. A slice counts
+/// once the instant that started it (the initialization's deltacommit, a compaction's commit)
+/// completed, or it is older than the active timeline: Hudi's file-system view ignores the
+/// slice of a compaction that never completed, and so a block appended there.
 pub(super) async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String>, Error> {
     let part = RelPath::parse(FILES).map_err(StorageError::from)?;
     let listing = mdt.storage().list_dir(&part).await?;
-    let mut groups: BTreeMap<String, FilesSlice> = BTreeMap::new();
+    let timeline = mdt.timeline().await?;
+    let committed = |b: &str| {
+        timeline.find(b).any(|i| !i.is_pending())
+            || timeline
+                .instants()
+                .first()
+                .is_some_and(|first| b < first.requested_time.as_str())
+    };
+    // file group -> base instant -> slice
+    let mut groups: BTreeMap<String, BTreeMap<String, FilesSlice>> = BTreeMap::new();
     for m in &listing.files {
         let Some(f) = DataFile::parse(m.file_name()) else {
             continue;
         };
-        let g = groups
+        let s = groups
             .entry(f.file_id().to_string())
+            .or_default()
+            .entry(f.instant().to_string())
             .or_insert_with(|| FilesSlice {
                 file_id: f.file_id().to_string(),
+                base_instant: f.instant().to_string(),
                 ..Default::default()
             });
-        if f.instant() > g.base_instant.as_str() {
-            g.base_instant = f.instant().to_string();
-            g.base_file = None;
-            g.logs.clear();
-        }
-        if f.instant() == g.base_instant {
-            match f {
-                DataFile::Base { .. } => g.base_file = Some(m.file_name().to_string()),
-                DataFile::Log { version, .. } => {
-                    g.logs.push((version, m.file_name().to_string()));
-                }
-            }
+        match f {
+            DataFile::Base { .. } => s.base_file = Some(m.file_name().to_string()),
+            DataFile::Log { version, .. } => s.logs.push((version, m.file_name().to_string())),
         }
     }
-    let mut groups = groups.into_values();
-    Ok(match (groups.next(), groups.next()) {
-        (Some(mut g), None) => {
-            g.logs.sort();
-            Ok(g)
+    let mut latest = groups.into_values().map(|slices| {
+        slices
+            .into_values()
+            .filter(|s| committed(&s.base_instant))
+            .next_back()
+    });
+    Ok(match (latest.next(), latest.next()) {
+        (Some(Some(mut s)), None) => {
+            s.logs.sort();
+            Ok(s)
         }
+        (Some(None), None) => Err("the metadata table's `files` file group has no committed file slice to record the rollback in".into()),
         (None, _) => Err("the metadata table's `files` partition has no file group to record the rollback in".into()),
         (Some(_), Some(_)) => Err("the metadata table's `files` partition has more than one file group, which Hudi 0.15 does not write; hudi-keeper does not know which one to record the rollback in".into()),
     })
@@ -250,36 +305,16 @@ async fn undo_deltacommit(
     {
         return Ok(MetadataTableOutcome::RolledBack);
     }
-    let Some(instant) = timeline
-        .find(t)
-        .find(|i| i.action == Action::DeltaCommit && !i.is_pending())
-    else {
-        return Ok(MetadataTableOutcome::Recorded);
+    let (instant, plan) = match deltacommit_rollback_plan(mdt, &timeline, t).await? {
+        None => return Ok(MetadataTableOutcome::Recorded),
+        Some(Ok(p)) => p,
+        Some(Err(why)) => return Err(refused(table, t, why)),
     };
-    let Some(done) = instant.file(State::Completed) else {
-        return Ok(MetadataTableOutcome::Recorded);
-    };
-    let bytes = mdt.storage().get(&done.path).await?;
-    let stats = json_write_stats(&bytes).map_err(|why| {
-        refused(
-            table,
-            t,
-            format!(
-                "the metadata table's deltacommit `{}` is unreadable ({why}), so the blocks it appended cannot be found",
-                done.path
-            ),
-        )
-    })?;
-    let named = list_data_files(mdt.storage(), &Wanted::of([t.to_string()], [])).await?;
-    let named: Vec<RelPath> = named.into_iter().map(|f| f.path).collect();
-    let base = BasePath::from_uri(mdt.uri());
-    let plan = plan_completed_deltacommit_rollback(t, &stats, &named, &base)
-        .map_err(|e| plan_err(mdt, e))?;
     let path = timeline_file(mdt.config(), own, None, Action::Rollback, State::Requested)?;
     let plan_bytes = plan.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
     mdt.stop_point("before the metadata table's rollback", None)?;
     create_if_absent(mdt.storage(), &path, plan_bytes).await?;
-    revert_to_inflight(mdt, instant).await?;
+    revert_to_inflight(mdt, &instant).await?;
     execute_mdt(mdt, t, own, &plan, State::Requested, options, started)
         .instrument(info_span!("metadata_table", rollback_instant = %own))
         .await?;
