@@ -209,8 +209,7 @@ pub(super) async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String
     let mut latest = groups.into_values().map(|slices| {
         slices
             .into_values()
-            .filter(|s| committed(&s.base_instant))
-            .next_back()
+            .rfind(|s| committed(&s.base_instant))
     });
     Ok(match (latest.next(), latest.next()) {
         (Some(Some(mut s)), None) => {
