@@ -58,6 +58,11 @@ const EMPTY_DELETE_BLOCK: &[u8] = &[0, 0, 0, 3, 0, 0, 0, 1, 0];
 /// The most bytes of the `files` file slice hudi-keeper reads into memory; a larger metadata
 /// table is deleted by the restore instead (the next writer rebuilds it).
 const MAX_FILES_SLICE_BYTES: u64 = 1 << 30;
+/// The most bytes the HFiles of the `files` file slice (base file and every HFile data block of
+/// every log file, together) may decompress to; past it the metadata table is deleted by the
+/// restore instead, as for [`MAX_FILES_SLICE_BYTES`] (GZ blocks inflate 5-10 times, a crafted
+/// one far more).
+const MAX_FILES_SLICE_DECOMPRESSED_BYTES: u64 = 1 << 30;
 
 /// Why the v6 metadata table cannot be restored in place to `target` (then the restore deletes
 /// it), or `None`. Reads only.
@@ -268,12 +273,14 @@ async fn read_files_partition(
     }
     let part = RelPath::parse(FILES).map_err(StorageError::from)?;
     let mut schemas: BTreeMap<String, Schema> = BTreeMap::new();
+    // One budget for every HFile of the slice, so that many log files cannot exceed it either.
+    let mut budget = hfile::DecompressionBudget::new(MAX_FILES_SLICE_DECOMPRESSED_BYTES);
     let base = match &slice.base_file {
         None => Vec::new(),
         Some(name) => {
             let rel = part.join(name).map_err(StorageError::from)?;
             let bytes = mdt.storage().get(&rel).await?;
-            match hfile_records(&bytes, None, &mut schemas) {
+            match hfile_records(&bytes, None, &mut schemas, &mut budget) {
                 Ok(r) => r,
                 Err(why) => return Ok(Err(format!("base file `{name}`: {why}"))),
             }
@@ -310,7 +317,7 @@ async fn read_files_partition(
                 }
                 BLOCK_TYPE_HFILE_DATA => {
                     let schema = get(HEADER_SCHEMA);
-                    match hfile_records(b.content, schema.as_deref(), &mut schemas) {
+                    match hfile_records(b.content, schema.as_deref(), &mut schemas, &mut budget) {
                         Ok(records) => blocks.push(LogBlock::Data { instant, records }),
                         Err(why) => {
                             return Ok(Err(format!("log file `{name}`, block of {instant}: {why}")))
@@ -336,13 +343,14 @@ async fn read_files_partition(
 }
 
 /// The `files` records of one HFile (a base file, or an HFile data block's content) written
-/// under `schema` (else the HFile's own `schema` file info).
+/// under `schema` (else the HFile's own `schema` file info), decompressing within `budget`.
 fn hfile_records(
     bytes: &[u8],
     schema: Option<&str>,
     schemas: &mut BTreeMap<String, Schema>,
+    budget: &mut hfile::DecompressionBudget,
 ) -> Result<Vec<(String, FilesRecord)>, String> {
-    let contents = hfile::read(bytes).map_err(|e| e.to_string())?;
+    let contents = hfile::read_with_budget(bytes, budget).map_err(|e| e.to_string())?;
     let text = match schema {
         Some(s) => s.to_string(),
         None => {

@@ -23,7 +23,9 @@ mod codec;
 mod reader;
 mod writer;
 
-pub use reader::{read, Block, Cell, HFileContents, IndexEntry, Trailer};
+pub use reader::{
+    read, read_with_budget, Block, Cell, DecompressionBudget, HFileContents, IndexEntry, Trailer,
+};
 pub use writer::{write, write_hudi_hfile, WriterOptions};
 
 /// Hudi's HFile block size (`HoodieHFileDataBlock`): 1 MiB.
@@ -36,6 +38,9 @@ pub const SCHEMA_KEY: &str = "schema";
 pub const TRAILER_SIZE: usize = 4096;
 /// The largest block (uncompressed) or cell the reader accepts.
 pub const MAX_BLOCK_SIZE: usize = 256 << 20;
+/// The most bytes [`read`] decompresses from one file (all its blocks together); a caller
+/// reading several files caps their total with [`read_with_budget`].
+pub const DEFAULT_MAX_DECOMPRESSED: u64 = 512 << 20;
 
 /// Block magics.
 pub(crate) const DATA_MAGIC: &[u8; 8] = b"DATABLK*";

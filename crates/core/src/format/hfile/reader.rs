@@ -54,7 +54,11 @@ pub struct Block {
     pub checksum_type: u8,
     /// The header's bytes per checksum chunk.
     pub bytes_per_checksum: u32,
-    /// The data, decompressed.
+    /// The size of its data, decompressed.
+    pub uncompressed_size: usize,
+    /// The data, decompressed; empty for a data block (`DATABLK*`) in [`HFileContents::blocks`]:
+    /// [`read`] drops it once its cells are parsed, so that a file costs its cells, not its
+    /// cells twice.
     pub data: Vec<u8>,
 }
 
@@ -97,7 +101,8 @@ pub struct HFileContents {
     pub file_info: BTreeMap<Vec<u8>, Vec<u8>>,
     /// The root data index.
     pub root_index: Vec<IndexEntry>,
-    /// Every block from the first data block to the file-info block, in file order.
+    /// Every block from the first data block to the file-info block, in file order (data
+    /// blocks without their data: see [`Block::data`]).
     pub blocks: Vec<Block>,
     /// Every cell of the data blocks, in file order.
     pub cells: Vec<Cell>,
@@ -195,7 +200,51 @@ fn read_trailer(bytes: &[u8]) -> Result<Trailer, HFileError> {
     Ok(tr)
 }
 
-fn read_block(bytes: &[u8], offset: usize, codec: u64) -> Result<Block, HFileError> {
+/// What the reader may still decompress: one budget can be shared by several reads, so that a
+/// caller reading many files caps their total (each block is charged its declared uncompressed
+/// size before it is inflated, so nothing past the limit is ever allocated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecompressionBudget {
+    limit: u64,
+    used: u64,
+}
+
+impl DecompressionBudget {
+    /// A budget of `limit` decompressed bytes.
+    pub fn new(limit: u64) -> Self {
+        DecompressionBudget { limit, used: 0 }
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes charged so far (never more than the limit).
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    fn charge(&mut self, size: usize) -> Result<(), HFileError> {
+        let total = self.used.saturating_add(size as u64);
+        if total > self.limit {
+            return Err(HFileError::TooLarge {
+                what: "decompressed data (all blocks read under one budget)",
+                size: total,
+                limit: self.limit,
+            });
+        }
+        self.used = total;
+        Ok(())
+    }
+}
+
+pub(super) fn read_block(
+    bytes: &[u8],
+    offset: usize,
+    codec: u64,
+    budget: &mut DecompressionBudget,
+) -> Result<Block, HFileError> {
     let header = bytes
         .get(offset..offset.saturating_add(BLOCK_HEADER_SIZE))
         .ok_or_else(|| truncated("block header", offset))?;
@@ -254,6 +303,7 @@ fn read_block(bytes: &[u8], offset: usize, codec: u64) -> Result<Block, HFileErr
         }
     }
     let stored = &checked[BLOCK_HEADER_SIZE..];
+    budget.charge(uncompressed)?;
     let data = match codec {
         CODEC_GZ => gunzip(stored, uncompressed, offset as u64)?,
         CODEC_NONE if stored.len() == uncompressed => stored.to_vec(),
@@ -267,6 +317,7 @@ fn read_block(bytes: &[u8], offset: usize, codec: u64) -> Result<Block, HFileErr
         prev_block_offset,
         checksum_type,
         bytes_per_checksum: bytes_per_checksum as u32,
+        uncompressed_size: uncompressed,
         data,
     })
 }
@@ -397,9 +448,23 @@ pub(super) fn read_cells(
 
 /// Parse an HFile v3: trailer, load-on-open section (root index, meta index, file info), and
 /// every cell, checking block checksums and the gzip CRCs. Multi-level data indexes are walked
-/// block by block (their index is not parsed). Every allocation is bounded by the input's size
-/// and [`MAX_BLOCK_SIZE`].
+/// block by block (their index is not parsed). Decompresses at most
+/// [`DEFAULT_MAX_DECOMPRESSED`] bytes: see [`read_with_budget`].
 pub fn read(bytes: &[u8]) -> Result<HFileContents, HFileError> {
+    read_with_budget(
+        bytes,
+        &mut DecompressionBudget::new(DEFAULT_MAX_DECOMPRESSED),
+    )
+}
+
+/// [`read`], decompressing at most what is left of `budget` (else [`HFileError::TooLarge`],
+/// raised before the block that would cross it is inflated). Every allocation is bounded by the
+/// input's size, [`MAX_BLOCK_SIZE`] and the budget; the contents hold the cells and the non-data
+/// blocks, not the data blocks' bytes.
+pub fn read_with_budget(
+    bytes: &[u8],
+    budget: &mut DecompressionBudget,
+) -> Result<HFileContents, HFileError> {
     let trailer = read_trailer(bytes)?;
     let end = bytes.len() - TRAILER_SIZE;
     let codec = trailer.compression_codec;
@@ -407,7 +472,7 @@ pub fn read(bytes: &[u8]) -> Result<HFileContents, HFileError> {
     if load_on_open > end {
         return Err(corrupt(end, "load-on-open offset past the trailer"));
     }
-    let root = read_block(bytes, load_on_open, codec)?;
+    let root = read_block(bytes, load_on_open, codec, budget)?;
     if &root.magic != ROOT_INDEX_MAGIC {
         return Err(corrupt(
             load_on_open,
@@ -420,7 +485,7 @@ pub fn read(bytes: &[u8]) -> Result<HFileContents, HFileError> {
         Vec::new()
     };
     let info_offset = to_usize(trailer.file_info_offset, end, "file info offset")?;
-    let info_block = read_block(bytes, info_offset, codec)?;
+    let info_block = read_block(bytes, info_offset, codec, budget)?;
     if &info_block.magic != FILE_INFO_MAGIC {
         return Err(corrupt(
             info_offset,
@@ -439,14 +504,15 @@ pub fn read(bytes: &[u8]) -> Result<HFileContents, HFileError> {
         u64::MAX => load_on_open,
         o => to_usize(o, end, "first data block offset")?,
     };
+    let mut root = Some(root);
     while at < info_offset {
-        let block = if at == load_on_open {
-            root.clone()
-        } else {
-            read_block(bytes, at, codec)?
+        let mut block = match root.take_if(|_| at == load_on_open) {
+            Some(root) => root,
+            None => read_block(bytes, at, codec, budget)?,
         };
         if &block.magic == DATA_MAGIC {
             read_cells(&block, mvcc, tags, &mut cells)?;
+            block.data = Vec::new();
         }
         at += block.on_disk_size;
         blocks.push(block);

@@ -103,8 +103,10 @@ fn writes_the_hfile_hudi_writes_for_the_same_records() {
         assert_eq!(o.checksum_type, h.checksum_type);
         assert_eq!(o.bytes_per_checksum, h.bytes_per_checksum);
         assert_eq!(o.prev_block_offset == -1, h.prev_block_offset == -1);
-        if &o.magic != ROOT_INDEX_MAGIC || o.data.is_empty() {
-            assert_eq!(o.data, h.data, "{}", String::from_utf8_lossy(&o.magic));
+        let (od, hd) = (block_data(&ours_bytes, o), block_data(hudi_log_hfile(), h));
+        assert_eq!(od.len(), o.uncompressed_size);
+        if &o.magic != ROOT_INDEX_MAGIC || od.is_empty() {
+            assert_eq!(od, hd, "{}", String::from_utf8_lossy(&o.magic));
         }
     }
     assert_eq!(ours.root_index.len(), hudi.root_index.len());
@@ -294,8 +296,12 @@ fn check_round_trip(records: &BTreeMap<Vec<u8>, Vec<u8>>, block_size: usize) {
     for (entry, block) in f.root_index.iter().zip(&data) {
         assert_eq!(entry.offset, block.offset);
         assert_eq!(entry.on_disk_size as usize, block.on_disk_size);
+        assert!(
+            block.data.is_empty(),
+            "the contents do not keep data blocks' bytes"
+        );
         let mut rows = Vec::new();
-        read_cells(block, &mut rows);
+        read_cells(&bytes, block, &mut rows);
         let first = rows.first().unwrap().clone();
         let index_row =
             &entry.key[2..2 + usize::from(u16::from_be_bytes([entry.key[0], entry.key[1]]))];
@@ -307,7 +313,7 @@ fn check_round_trip(records: &BTreeMap<Vec<u8>, Vec<u8>>, block_size: usize) {
         }
         if data.len() > 1 && Some(block) != data.last() {
             assert!(
-                block.data.len() >= block_size,
+                block.uncompressed_size >= block_size,
                 "a block closes only when full"
             );
         }
@@ -324,10 +330,27 @@ fn check_round_trip(records: &BTreeMap<Vec<u8>, Vec<u8>>, block_size: usize) {
     }
 }
 
-/// The rows of one data block (cells carry MVCC 0 and no tags).
-fn read_cells(block: &Block, rows: &mut Vec<Vec<u8>>) {
+/// The decompressed bytes of `block` of the HFile `bytes` (read again: the contents do not keep
+/// a data block's).
+fn block_data(bytes: &[u8], block: &Block) -> Vec<u8> {
+    let mut budget = DecompressionBudget::new(u64::MAX);
+    let again =
+        super::reader::read_block(bytes, block.offset as usize, CODEC_GZ, &mut budget).unwrap();
+    assert_eq!(
+        (again.magic, again.on_disk_size),
+        (block.magic, block.on_disk_size)
+    );
+    again.data
+}
+
+/// The rows of one data block of the HFile `bytes` (cells carry MVCC 0 and no tags).
+fn read_cells(bytes: &[u8], block: &Block, rows: &mut Vec<Vec<u8>>) {
     let mut cells = Vec::new();
-    super::reader::read_cells(block, true, false, &mut cells).unwrap();
+    let block = Block {
+        data: block_data(bytes, block),
+        ..block.clone()
+    };
+    super::reader::read_cells(&block, true, false, &mut cells).unwrap();
     rows.extend(cells.into_iter().map(|c| c.row));
 }
 
@@ -381,4 +404,65 @@ proptest! {
         let f = read(&bytes).unwrap();
         prop_assert!(f.root_index.len() >= 2, "{} index entries", f.root_index.len());
     }
+}
+
+/// An HFile of `blocks` data blocks, each one cell whose value is `value_len` zero bytes: a few
+/// KiB on disk (gzip), `blocks * value_len` bytes decompressed.
+fn zero_blocks_hfile(blocks: usize, value_len: usize) -> Vec<u8> {
+    let zeros = vec![0u8; value_len];
+    let keys: Vec<[u8; 2]> = (0..blocks as u16).map(u16::to_be_bytes).collect();
+    write(
+        keys.iter().map(|k| (k.as_slice(), zeros.as_slice())),
+        &[],
+        &WriterOptions {
+            block_size: 1,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_file_decompressing_past_the_budget_is_refused_before_the_block_that_crosses_it() {
+    const MIB: usize = 1 << 20;
+    let bytes = zero_blocks_hfile(64, MIB);
+    assert!(bytes.len() < 2 * MIB, "{} bytes on disk", bytes.len());
+    let limit = 4 * MIB as u64;
+    let mut budget = DecompressionBudget::new(limit);
+    match read_with_budget(&bytes, &mut budget) {
+        Err(HFileError::TooLarge {
+            what,
+            size,
+            limit: l,
+        }) => {
+            assert_eq!(l, limit, "{what}");
+            assert!(size > limit && size <= limit + MIB as u64 + 64, "{size}");
+        }
+        other => panic!("expected TooLarge, got {:?}", other.map(|f| f.cells.len())),
+    }
+    // Nothing past the limit was charged (so nothing past it was inflated).
+    assert!(budget.used() <= limit, "{} used", budget.used());
+    // With room for all of it, the same file reads, and every byte is counted.
+    let mut roomy = DecompressionBudget::new(80 * MIB as u64);
+    let f = read_with_budget(&bytes, &mut roomy).unwrap();
+    assert_eq!(f.cells.len(), 64);
+    assert!(roomy.used() >= 64 * MIB as u64, "{} used", roomy.used());
+}
+
+#[test]
+fn one_budget_caps_the_total_of_several_files() {
+    let one = hudi_log_hfile();
+    let mut probe = DecompressionBudget::new(u64::MAX);
+    read_with_budget(one, &mut probe).unwrap();
+    let per_file = probe.used();
+    assert!(per_file > 0);
+    // Room for two reads of the file, not three.
+    let mut budget = DecompressionBudget::new(2 * per_file + per_file / 2);
+    read_with_budget(one, &mut budget).unwrap();
+    read_with_budget(one, &mut budget).unwrap();
+    assert_eq!(budget.used(), 2 * per_file);
+    assert!(matches!(
+        read_with_budget(one, &mut budget),
+        Err(HFileError::TooLarge { .. })
+    ));
 }
