@@ -58,8 +58,9 @@ fn daemon_rolls_back(key: &str, scenario: &str) {
 }
 
 #[test]
-fn hudi_0_15_accepts_the_daemons_rollback_of_a_killed_mor_writer() {
-    daemon_rolls_back("0.15", "mor-nomdt-direct");
+fn hudi_0_15_accepts_the_daemons_rollback_of_a_killed_mor_writer_with_metadata_table() {
+    // Version 6 with the metadata table: the daemon records the rollback there as Hudi 0.15 does.
+    daemon_rolls_back("0.15", "mor-mdt-direct");
 }
 
 #[test]
