@@ -540,6 +540,121 @@ async fn crash_at_any_storage_call_of_a_restore_that_restores_a_v6_metadata_tabl
     eprintln!("mor v6 + metadata table restored: {n} injection points");
 }
 
+/// The instant time a timeline file name starts with.
+fn instant_of(key: &str) -> String {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    name.split(['_', '.']).next().unwrap_or(name).to_string()
+}
+
+/// The metadata table's deltacommit times on its timeline (not in sub-folders), each with
+/// whether it is completed.
+fn mdt_deltacommits(snap: &BTreeMap<String, Vec<u8>>, mtl: &str) -> BTreeMap<String, bool> {
+    let mut out: BTreeMap<String, bool> = BTreeMap::new();
+    for k in snap.keys() {
+        let Some(name) = k.strip_prefix(&format!("{mtl}/")) else {
+            continue;
+        };
+        if name.contains('/') || !name.contains(".deltacommit") {
+            continue;
+        }
+        let done = out.entry(instant_of(k)).or_default();
+        *done |= name.ends_with(".deltacommit");
+    }
+    out
+}
+
+/// Restore to T2 (undoing the failed write), then to the earlier T1: the second restore must
+/// run the metadata table's own restore again, to T1 (not take the first restore's for an
+/// earlier attempt of its own): T2's metadata-table deltacommit and the first sync deltacommit
+/// are rolled back, and a new sync deltacommit follows the second metadata-table restore.
+async fn restore_later_then_earlier_restores_the_metadata_table_twice(kind: Kind) {
+    let f = build(kind, true, true).await;
+    let mtl = format!(".hoodie/metadata/{}", tl(kind));
+    let first = restore(&open(&f).await, T2, &opts(false), None)
+        .await
+        .unwrap();
+    assert_eq!(first.metadata_table, MetadataTableAction::Restored);
+    let mid = f.snapshot().await;
+    let m1 = restore_files(&mid, &mtl)
+        .iter()
+        .map(|k| instant_of(k))
+        .max()
+        .expect("the first metadata-table restore");
+    let mid_deltas = mdt_deltacommits(&mid, &mtl);
+    let s1: Vec<&String> = mid_deltas.keys().filter(|t| **t > m1).collect();
+    assert_eq!(s1.len(), 1, "{mid_deltas:?}");
+    let s1 = s1[0].clone();
+    assert!(mid_deltas.contains_key(T2));
+
+    let second = restore(&open(&f).await, T1, &opts(true), None)
+        .await
+        .unwrap();
+    assert_eq!(second.metadata_table, MetadataTableAction::Restored);
+    let after = f.snapshot().await;
+    let restores = restore_files(&after, &mtl);
+    let plans: BTreeMap<String, RestorePlan> = restores
+        .iter()
+        .filter(|k| k.ends_with(".restore.requested"))
+        .map(|k| (instant_of(k), RestorePlan::from_avro(&after[k]).unwrap()))
+        .collect();
+    let targets: Vec<Option<&str>> = plans
+        .values()
+        .map(|p| p.savepoint_to_restore_timestamp.as_deref())
+        .collect();
+    assert_eq!(targets, [Some(T2), Some(T1)], "{restores:?}");
+    let m2 = plans.keys().last().unwrap().clone();
+    assert!(m2 > m1);
+    let completed: Vec<&String> = restores
+        .iter()
+        .filter(|k| k.ends_with(".restore"))
+        .collect();
+    assert_eq!(completed.len(), 2, "{restores:?}");
+    let m2_done = completed
+        .iter()
+        .find(|k| instant_of(k) == m2)
+        .expect("the second metadata-table restore completed");
+    let meta = RestoreMetadata::from_avro(&after[*m2_done]).unwrap();
+    assert_eq!(meta.instants_to_rollback, [s1.clone(), T2.to_string()]);
+    // After T1 the metadata table holds only the sync deltacommit of the second restore.
+    let deltas = mdt_deltacommits(&after, &mtl);
+    let later: Vec<(&String, &bool)> = deltas.iter().filter(|(t, _)| t.as_str() > T1).collect();
+    assert_eq!(later.len(), 1, "{deltas:?}");
+    assert!(
+        later[0].0.as_str() > m2.as_str() && *later[0].1,
+        "{deltas:?}"
+    );
+    if kind == Kind::MorV6 {
+        assert!(later[0].0.ends_with("003") && later[0].0.len() == 20);
+    }
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{mtl}/")) && k.contains(".rollback")));
+}
+
+#[tokio::test]
+async fn a_restore_to_an_earlier_point_after_a_restore_restores_the_v9_metadata_table_again() {
+    restore_later_then_earlier_restores_the_metadata_table_twice(Kind::MorV9).await;
+}
+
+#[tokio::test]
+async fn a_restore_to_an_earlier_point_after_a_restore_restores_the_v6_metadata_table_again() {
+    restore_later_then_earlier_restores_the_metadata_table_twice(Kind::MorV6).await;
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_rerun_ends_alike_v9(
+) {
+    let n = crash_at_every_call_after(Kind::MorV9, true, true, Some(T2)).await;
+    eprintln!("mor v9 + metadata table, second restore: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_rerun_ends_alike_v6(
+) {
+    let n = crash_at_every_call_after(Kind::MorV6, true, true, Some(T2)).await;
+    eprintln!("mor v6 + metadata table, second restore: {n} injection points");
+}
+
 #[tokio::test]
 async fn a_version_6_metadata_table_hudi_keeper_cannot_read_is_deleted_for_the_next_writer_to_rebuild(
 ) {
@@ -697,18 +812,39 @@ async fn build(kind: Kind, mdt: bool, real_mdt: bool) -> Fixture {
 }
 
 async fn crash_at_every_call_with(kind: Kind, mdt: bool, real_mdt: bool) -> usize {
-    let reference = build(kind, mdt, real_mdt).await;
+    crash_at_every_call_after(kind, mdt, real_mdt, None).await
+}
+
+/// The fixture, restored to `first` if given (so the restore to T1 under test is a second one).
+async fn prepared(kind: Kind, mdt: bool, real_mdt: bool, first: Option<&str>) -> Fixture {
+    let f = build(kind, mdt, real_mdt).await;
+    if let Some(t) = first {
+        restore(&open(&f).await, t, &opts(false), None)
+            .await
+            .unwrap();
+    }
+    f
+}
+
+async fn crash_at_every_call_after(
+    kind: Kind,
+    mdt: bool,
+    real_mdt: bool,
+    first: Option<&str>,
+) -> usize {
+    let reference = prepared(kind, mdt, real_mdt, first).await;
     let counter = Arc::new(CountingInterceptor::new());
     let t = Table::open_storage(reference.storage().with_interceptor(counter.clone()))
         .await
         .unwrap();
     restore(&t, T1, &opts(true), None).await.unwrap();
-    let expected = normalize(&reference.snapshot().await);
+    let reference_snapshot = reference.snapshot().await;
+    let expected = normalize(&reference_snapshot);
     let calls = counter.total() as usize;
     assert!(calls > 10, "suspiciously few calls: {calls}");
 
     for (mode, n) in (1..=calls).flat_map(|n| [(FailMode::Before, n), (FailMode::After, n)]) {
-        let f = build(kind, mdt, real_mdt).await;
+        let f = prepared(kind, mdt, real_mdt, first).await;
         let fail = Arc::new(FailNth::with_mode(&[], n as u64, mode));
         let first = match Table::open_storage(f.storage().with_interceptor(fail.clone())).await {
             Ok(t) => restore(&t, T1, &opts(true), None).await.map(|_| ()),
@@ -726,7 +862,14 @@ async fn crash_at_every_call_with(kind: Kind, mdt: bool, real_mdt: bool) -> usiz
         restore(&t, T1, &opts(true), None)
             .await
             .unwrap_or_else(|e| panic!("rerun after a failure {mode:?} call {n}: {e}"));
-        let got = normalize(&f.snapshot().await);
+        let raw = f.snapshot().await;
+        // (Normalized names can coincide: a redundant extra restore would hide among them.)
+        assert_eq!(
+            raw.len(),
+            reference_snapshot.len(),
+            "file count after a failure {mode:?} call {n}"
+        );
+        let got = normalize(&raw);
         let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
         assert_eq!(
             names(&got),

@@ -249,7 +249,9 @@ pub async fn preview_restore(
         bytes: instants.iter().map(|i| i.bytes).sum(),
         instants,
         rollbacks_removed: rollbacks_to_remove(&timeline, target),
-        metadata_table: metadata_table_plan(table, target).await?.action,
+        metadata_table: metadata_table_plan(table, target, planned.resumes.as_deref())
+            .await?
+            .action,
         plan: planned.plan,
     })
 }
@@ -331,9 +333,10 @@ async fn run(
     // Deleting the metadata table goes first, as in Hudi's restoreToSavepoint; restoring it
     // comes after the data table's instants are undone, before the data table's restore
     // completes, as in Hudi.
-    let mdt = metadata_table_plan(table, target).await?;
+    let resumes = planned.resumes.as_deref();
+    let mdt = metadata_table_plan(table, target, resumes).await?;
     if mdt.action == MetadataTableAction::Restored {
-        check_metadata_children(table, target).await?;
+        check_metadata_children(table, target, resumes).await?;
     }
     if mdt.action == MetadataTableAction::Deleted {
         if let Some(why) = &mdt.why {
@@ -342,6 +345,16 @@ async fn run(
         delete_metadata_table(table).await?;
     }
     let restore_mdt = (mdt.action == MetadataTableAction::Restored).then_some(&mdt);
+    // A new restore's time sorts after every time of the metadata table it restores too: a
+    // metadata-table restore after it is then its own (an earlier restore's is before it).
+    let mdt_timeline = match (restore_mdt, &planned.resumes) {
+        (Some(_), None) => match table.metadata_table().await? {
+            Some(m) => Some(m.timeline().await?),
+            None => None,
+        },
+        _ => None,
+    };
+    let others: Vec<&Timeline> = mdt_timeline.iter().collect();
     let mut done = execute_restore(
         table,
         target,
@@ -351,7 +364,7 @@ async fn run(
         progress,
         started,
         restore_mdt,
-        &[],
+        &others,
         children,
     )
     .await?;
@@ -452,7 +465,7 @@ pub(super) async fn execute_restore(
             Some(target),
         )?;
         let span = info_span!("metadata_table");
-        restore_metadata_table(table, target, m, options)
+        restore_metadata_table(table, target, &r, m, options)
             .instrument(span)
             .await
             .map_err(|e| left_pending(e, target))?;

@@ -5,7 +5,7 @@
 use std::time::Instant as Clock;
 
 use serde::Serialize;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::METADATA_DIR;
 use crate::exec::restore::{
@@ -13,6 +13,7 @@ use crate::exec::restore::{
 };
 use crate::exec::rollback::{avro_err, delete_folder, refused, RollbackOptions};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::restore::RestorePlan;
 use crate::plan::restore::{plan_restore, PlannedRestore, RestoreInput, RestoreRefusal};
 use crate::protocol::detect::{Assessment, Verdict};
 use crate::storage::{RelPath, StorageError};
@@ -101,10 +102,13 @@ fn kept_partitions(version: TableVersion) -> &'static [&'static str] {
 /// in which case it is deleted and rebuilt by the next writer. hudi-keeper also deletes it when
 /// it cannot restore it as Hudi would (its timeline refuses a restore, the schema its sync
 /// deltacommit records cannot be read, or on table version 6 what
-/// [`super::v6_restore::refusal`] names).
+/// [`super::v6_restore::refusal`] names). `restore` is the data table's pending restore being
+/// continued (`None` for a new one): only its own metadata-table restore
+/// ([`own_metadata_restore`]) skips the checks.
 pub(in crate::exec) async fn metadata_table_plan(
     table: &Table,
     target: &str,
+    restore: Option<&str>,
 ) -> Result<MetadataTablePlan, Error> {
     let config = table.config();
     let action = metadata_table_action(table).await?;
@@ -123,7 +127,9 @@ pub(in crate::exec) async fn metadata_table_plan(
     };
 
     let tl = mdt.timeline().await?;
-    let already = tl.after(target).any(|i| i.action == Action::Restore);
+    let already = own_metadata_restore(&mdt, &tl, target, restore)
+        .await?
+        .is_some();
     let keep = kept_partitions(config.version);
     let restored = MetadataTablePlan {
         action: MetadataTableAction::Restored,
@@ -172,21 +178,20 @@ pub(in crate::exec) async fn metadata_table_plan(
     Ok(restored)
 }
 
-/// Make the child plans of the metadata table's own restore (unless an earlier attempt
-/// completed it), so that one that cannot be made refuses the restore before it changes
-/// anything. Reads only; they are made again when the metadata table is restored.
+/// Make the child plans of the metadata table's own restore (unless an earlier attempt of the
+/// data table's restore `restore` completed it), so that one that cannot be made refuses the
+/// restore before it changes anything. Reads only; they are made again when the metadata table
+/// is restored.
 pub(in crate::exec) async fn check_metadata_children(
     table: &Table,
     target: &str,
+    restore: Option<&str>,
 ) -> Result<(), Error> {
     let Some(mdt) = table.metadata_table().await? else {
         return Ok(());
     };
     let tl = mdt.timeline().await?;
-    if tl
-        .after(target)
-        .any(|i| i.action == Action::Restore && !i.is_pending())
-    {
+    if let Some((_, true)) = own_metadata_restore(&mdt, &tl, target, restore).await? {
         return Ok(());
     }
     let planned = plan_metadata_restore(&mdt, &tl, target)
@@ -194,6 +199,43 @@ pub(in crate::exec) async fn check_metadata_children(
         .map_err(|r| refusal(&mdt, target, r))?;
     prepare_children(&mdt, &tl, &planned.undo).await?;
     Ok(())
+}
+
+/// The metadata-table restore of the data table's restore `restore` to `target`, when an
+/// earlier attempt of it got that far: a metadata-table restore scheduled after `restore` (it
+/// always is: its time is new against both timelines) whose plan restores to `target`. The
+/// metadata-table restore of an earlier restore of the data table (to another point, or to the
+/// same point before later writes) is not it, and neither is one whose plan cannot be read.
+/// `None` when the data table's restore is new. Returns its instant and whether it completed.
+async fn own_metadata_restore(
+    mdt: &Table,
+    timeline: &Timeline,
+    target: &str,
+    restore: Option<&str>,
+) -> Result<Option<(String, bool)>, Error> {
+    let Some(r) = restore else {
+        return Ok(None);
+    };
+    let candidates: Vec<_> = timeline
+        .after(r)
+        .filter(|i| i.action == Action::Restore)
+        .collect();
+    for i in candidates.into_iter().rev() {
+        let Some(f) = i.file(State::Requested) else {
+            continue;
+        };
+        let bytes = mdt.storage().get(&f.path).await?;
+        match RestorePlan::from_avro(&bytes) {
+            Ok(plan) if plan.savepoint_to_restore_timestamp.as_deref() == Some(target) => {
+                return Ok(Some((i.requested_time.clone(), !i.is_pending())));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(restore = %i.requested_time, error = %e, "unreadable metadata-table restore plan");
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The metadata table's own restore plan: every instant after the point is undone (its writer
@@ -248,10 +290,11 @@ async fn sync_schema(mdt: &Table, timeline: &Timeline) -> Result<Option<String>,
 /// Restore the metadata table to `target` as Hudi 1.x does, after the data table's instants
 /// are undone: drop the partitions Hudi drops, run the metadata table's own restore (plan,
 /// children, completed restore, rollbacks after the point removed), then an empty deltacommit.
-/// Each step is skipped when an earlier attempt finished it.
+/// Each step is skipped when an earlier attempt of the data table's restore `r` finished it.
 pub(in crate::exec) async fn restore_metadata_table(
     table: &Table,
     target: &str,
+    r: &str,
     plan: &MetadataTablePlan,
     options: &RollbackOptions,
 ) -> Result<(), Error> {
@@ -263,11 +306,10 @@ pub(in crate::exec) async fn restore_metadata_table(
         ));
     };
     let tl = mdt.timeline().await?;
-    let done = tl
-        .after(target)
-        .filter(|i| i.action == Action::Restore && !i.is_pending())
-        .map(|i| i.requested_time.clone())
-        .last();
+    let done = own_metadata_restore(&mdt, &tl, target, Some(r))
+        .await?
+        .filter(|(_, completed)| *completed)
+        .map(|(m, _)| m);
     let m = match done {
         Some(m) => {
             remove_rollbacks(&mdt, target).await?;
