@@ -19,9 +19,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{copy_table, enabled, run_sh, scenario_json, tables_root};
 use common::{bin, stderr, stdout};
 use hudi_keeper_core::format::rollback::{RollbackMetadata, RollbackPlan};
 
@@ -50,23 +49,6 @@ fn table(version: &str) -> PathBuf {
         stderr(&out)
     );
     table
-}
-
-fn copy(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    // cp -a keeps modification times: the heartbeat's age is what the verdict reads.
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("cp");
-    assert!(ok.success());
-}
-
-fn scenario_json(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("scenario.json")).expect("scenario.json");
-    serde_json::from_str(&text).expect("scenario.json is JSON")
 }
 
 /// The file names of a timeline folder (no `.crc`).
@@ -193,7 +175,7 @@ fn roll_back_and_compare(version: &str) -> Result<String, String> {
     }
     let work = tempfile::tempdir().expect("tempdir");
     let ours = work.path().join(SCENARIO);
-    copy(&generated, &ours);
+    copy_table(&generated, &ours);
     // The killed writer held FileSystemBasedLockProvider's lock (it never expires by default):
     // removed as an operator would, as the harness did for Hudi's own rollback.
     let _ = std::fs::remove_file(ours.join(".hoodie/lock"));

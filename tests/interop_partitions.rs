@@ -20,10 +20,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{copy_table, enabled, run_sh, scenario_json, tables_root};
 use common::{bin, run, stderr, stdout};
 
 fn s(p: &Path) -> &str {
@@ -38,24 +38,6 @@ fn must(out: Output, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn copy(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
-    // cp -a keeps modification times: the heartbeat's age is what the verdict reads.
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("cp");
-    assert!(ok.success());
-}
-
-fn scenario_json(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("scenario.json")).expect("scenario.json");
-    serde_json::from_str(&text).expect("scenario.json is JSON")
 }
 
 /// Every file under `dir` (relative, `/`-separated), without Hadoop's `.crc` side files.
@@ -220,7 +202,7 @@ fn partition_case(key: &str, scenario: &str) {
     // Rollback: hudi-keeper on one copy, Hudi's own on the other (made by generate).
     let t0 = Instant::now();
     let ours = work.path().join("rollback");
-    copy(&table, &ours);
+    copy_table(&table, &ours);
     let out = roll_back_with_hudi_keeper(&ours, &[]);
     assert!(
         out.status.success(),
@@ -247,9 +229,9 @@ fn partition_case(key: &str, scenario: &str) {
     // Savepoint c2 of the clean table: by hudi-keeper, and by Hudi on a copy of the same table.
     let t1 = Instant::now();
     let w = work.path().join("w");
-    copy(&reference, &w);
+    copy_table(&reference, &w);
     let hudi_sp = work.path().join("hudi-savepoint");
-    copy(&reference, &hudi_sp);
+    copy_table(&reference, &hudi_sp);
     must(
         run_sh(&["savepoint", key, s(&hudi_sp), &c2]),
         "Hudi's savepoint",
@@ -299,8 +281,8 @@ fn partition_case(key: &str, scenario: &str) {
     std::thread::sleep(Duration::from_secs(4));
     let ours_r = work.path().join("ours-restore");
     let hudis_r = work.path().join("hudis-restore");
-    copy(&w, &ours_r);
-    copy(&w, &hudis_r);
+    copy_table(&w, &ours_r);
+    copy_table(&w, &hudis_r);
     let before = data_files(&ours_r);
     must(
         run_sh(&["restore", key, s(&hudis_r), &c2]),

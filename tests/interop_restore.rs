@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{copy_table, enabled, run_sh, tables_root};
 use common::{run, stderr, stdout};
 
 fn must(out: Output, what: &str) -> String {
@@ -23,17 +23,6 @@ fn must(out: Output, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn copy(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    let st = std::process::Command::new("cp")
-        .args(["-a"])
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("cp");
-    assert!(st.success());
 }
 
 fn s(p: &Path) -> &str {
@@ -134,8 +123,8 @@ fn restore_case(key: &str, scenario: &str, by: SavepointBy) {
 
     let ours = root.join("ours");
     let hudis = root.join("hudis");
-    copy(&table, &ours);
-    copy(&table, &hudis);
+    copy_table(&table, &ours);
+    copy_table(&table, &hudis);
     // Stale lock files of the killed writer are an operator's to remove, as in the rollback
     // suites (the writer was killed outside the commit transaction here, so there are none).
     for d in [&ours, &hudis] {
@@ -309,8 +298,8 @@ fn a_restore_hudi_left_halfway_is_finished_by_hudi_keeper_as_hudi_would() {
     // Two copies (plans carry absolute paths, so each copy gets its own failed attempt).
     let ours = root.join("ours");
     let hudis = root.join("hudis");
-    copy(&table, &ours);
-    copy(&table, &hudis);
+    copy_table(&table, &ours);
+    copy_table(&table, &hudis);
     let mut hudi_restores = Vec::new();
     for d in [&ours, &hudis] {
         let failed = run_sh(&["restore", key, s(d), &c1, "--to-instant"]);

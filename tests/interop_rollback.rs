@@ -9,9 +9,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::interop::{enabled, failed_checks, run_sh, tables_root, verify_with_each_hfile_reader};
+use common::interop::{
+    copy_table, enabled, failed_checks, run_sh, scenario_json, tables_root,
+    verify_with_each_hfile_reader,
+};
 use common::{bin, stderr, stdout};
 
 const SCENARIOS: &[&str] = &[
@@ -72,19 +74,6 @@ fn tables(version: &str) -> PathBuf {
     dir
 }
 
-fn copy(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
-    // cp -a keeps modification times: the heartbeat's age is what the verdict reads.
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("cp");
-    assert!(ok.success());
-}
-
 fn listing(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -102,11 +91,6 @@ fn listing(dir: &Path) -> Vec<String> {
     out
 }
 
-fn scenario_json(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("scenario.json")).expect("scenario.json");
-    serde_json::from_str(&text).expect("scenario.json is JSON")
-}
-
 struct Outcome {
     scenario: String,
     result: Result<String, String>,
@@ -118,7 +102,7 @@ fn roll_back_every_scenario(version: &str) {
     let mut outcomes = Vec::new();
     for s in SCENARIOS.iter().filter(|s| supported(version, s)) {
         let ours = work.path().join(s);
-        copy(&dir.join(s), &ours);
+        copy_table(&dir.join(s), &ours);
         let meta = scenario_json(&ours);
         let interval = meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000);
         let failed = meta["failed_instant"]
@@ -271,7 +255,7 @@ fn hudis_validator_catches_left_over_and_missing_files() {
 
     // A data file of the failed write put back.
     let left_over = work.path().join("left-over");
-    copy(&reference, &left_over);
+    copy_table(&reference, &left_over);
     let stray = listing(&failed_table)
         .into_iter()
         .find(|p| p.ends_with(&format!("_{failed}.parquet")))
@@ -286,7 +270,7 @@ fn hudis_validator_catches_left_over_and_missing_files() {
 
     // A committed data file deleted.
     let missing = work.path().join("missing");
-    copy(&reference, &missing);
+    copy_table(&reference, &missing);
     // The newest base file of a file group is in the latest file slice: readers need it.
     let committed = listing(&missing)
         .into_iter()
@@ -355,7 +339,7 @@ fn hudis_validator_reads_the_metadata_table_with_either_hfile_reader() {
 
     // The HFile block of the rollback's own metadata-table deltacommit, its comparator renamed.
     let broken = work.path().join("broken-comparator");
-    copy(&reference, &broken);
+    copy_table(&reference, &broken);
     let newest = mdt_files_logs(&broken)
         .pop()
         .expect("an MDT files log file");
@@ -389,7 +373,7 @@ fn hudis_validator_reads_the_metadata_table_with_either_hfile_reader() {
 
     // The metadata table without the files log of the rollback's deltacommit.
     let removed = work.path().join("removed-files-log");
-    copy(&reference, &removed);
+    copy_table(&reference, &removed);
     remove_with_crc(
         &mdt_files_logs(&removed)
             .pop()
@@ -440,7 +424,7 @@ fn diff_compares_the_metadata_tables_of_two_rollbacks() {
     // The MDT rollback's command block replaced by the HFile block before it: same file names.
     let work = tempfile::tempdir().expect("tempdir");
     let swapped = work.path().join("swapped");
-    copy(&reference, &swapped);
+    copy_table(&reference, &swapped);
     let logs = mdt_files_logs(&swapped);
     let (data, command) = (&logs[logs.len() - 2], &logs[logs.len() - 1]);
     std::fs::copy(data, command).expect("copy a block over");

@@ -88,3 +88,25 @@ pub fn failed_checks(report: &str) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Copy a generated table to `to` (replacing it), its parent folders made. `cp -a` keeps
+/// modification times: the heartbeat's age is what the verdict reads.
+pub fn copy_table(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("cp");
+    assert!(ok.success(), "cp -a {} {}", from.display(), to.display());
+}
+
+/// The harness's `scenario.json` of a generated table.
+pub fn scenario_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("scenario.json")).expect("scenario.json");
+    serde_json::from_str(&text).expect("scenario.json is JSON")
+}

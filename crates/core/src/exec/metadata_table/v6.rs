@@ -206,11 +206,9 @@ pub(super) async fn files_slice(mdt: &Table) -> Result<Result<FilesSlice, String
             DataFile::Log { version, .. } => s.logs.push((version, m.file_name().to_string())),
         }
     }
-    let mut latest = groups.into_values().map(|slices| {
-        slices
-            .into_values()
-            .rfind(|s| committed(&s.base_instant))
-    });
+    let mut latest = groups
+        .into_values()
+        .map(|slices| slices.into_values().rfind(|s| committed(&s.base_instant)));
     Ok(match (latest.next(), latest.next()) {
         (Some(Some(mut s)), None) => {
             s.logs.sort();
