@@ -440,6 +440,44 @@ async fn v6_rollback_block_goes_to_the_latest_committed_files_slice() {
         .any(|k| k.starts_with(&format!("{m}/files/.files-0000-0_{orphan}.log.2"))));
 }
 
+/// The writer died inside its metadata-table write (its metadata-table deltacommit pending):
+/// that deltacommit is rolled back first, at a fresh instant (Hudi 0.15's EAGER pre-step), then
+/// the rollback is recorded at R; the block it appended stays and is never read.
+#[tokio::test]
+async fn v6_the_failed_writes_pending_metadata_table_deltacommit_is_rolled_back_first() {
+    let f = Fixture::build(Kind::MorV6, true).await;
+    let m = ".hoodie/metadata";
+    f.delete(&format!("{m}/.hoodie/{TF}.deltacommit")).await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::RolledBack);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/.hoodie/{TF}"))));
+    let rollbacks: Vec<&String> = after
+        .keys()
+        .filter(|k| k.starts_with(&format!("{m}/.hoodie/")) && k.ends_with(".rollback"))
+        .collect();
+    assert_eq!(rollbacks.len(), 1, "{rollbacks:?}");
+    let p = rollbacks[0]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".rollback")
+        .to_string();
+    assert_ne!(p, format!("{r}006"));
+    assert!(p.len() == r.len() && p > r, "{p} after {r}");
+    let meta = RollbackMetadata::from_avro(&after[rollbacks[0]]).unwrap();
+    assert_eq!(meta.commits_rollback, vec![TF.to_string()]);
+    assert!(after.contains_key(&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.3_0-0-0")));
+    assert!(after.contains_key(&format!("{m}/.hoodie/{r}.deltacommit")));
+    assert!(after.contains_key(&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0")));
+}
+
 /// A pending metadata-table deltacommit of another write (Hudi 0.15 rolls it back first; a v6
 /// block cannot be attributed by its file name): refused before anything changes.
 #[tokio::test]
@@ -664,7 +702,19 @@ async fn a_plan_naming_a_file_of_another_instant_is_refused_before_any_delete() 
 
 /// Fail the n-th storage call of a rollback, rerun, and compare with an uninterrupted run.
 async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
-    let reference = Fixture::build(kind, mdt).await;
+    crash_at_every_call_without(kind, mdt, &[]).await
+}
+
+/// [`crash_at_every_call`] on the fixture with `drop` deleted after it is built.
+async fn crash_at_every_call_without(kind: Kind, mdt: bool, drop: &[&str]) -> usize {
+    let build = || async {
+        let f = Fixture::build(kind, mdt).await;
+        for p in drop {
+            f.delete(p).await;
+        }
+        f
+    };
+    let reference = build().await;
     let counter = Arc::new(CountingInterceptor::new());
     let t = Table::open_storage(reference.storage().with_interceptor(counter.clone()))
         .await
@@ -677,7 +727,7 @@ async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
     assert!(calls > 10, "suspiciously few calls: {calls}");
 
     for (mode, n) in (1..=calls).flat_map(|n| [(FailMode::Before, n), (FailMode::After, n)]) {
-        let f = Fixture::build(kind, mdt).await;
+        let f = build().await;
         let fail = Arc::new(FailNth::with_mode(&[], n as u64, mode));
         let crashing = f.storage().with_interceptor(fail.clone());
         let first = match Table::open_storage(crashing).await {
@@ -734,6 +784,13 @@ async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollbac
 async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v6_mor_mdt() {
     let n = crash_at_every_call(Kind::MorV6, true).await;
     eprintln!("v6 mor + metadata table: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v6_mdt_pending() {
+    let pending = format!(".hoodie/metadata/.hoodie/{TF}.deltacommit");
+    let n = crash_at_every_call_without(Kind::MorV6, true, &[&pending]).await;
+    eprintln!("v6 mor + metadata table, its deltacommit pending: {n} injection points");
 }
 
 #[tokio::test]

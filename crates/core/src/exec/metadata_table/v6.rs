@@ -12,7 +12,10 @@
 //!    listing-based, a rollback command block for each log file T appended (a new log version),
 //!    T's files deleted, T's timeline files removed, `R006.rollback` completed.
 //!
-//! Both steps are resumable: a completed deltacommit R is skipped, a block an earlier attempt
+//! Before both, when the writer died inside its metadata-table write, its pending
+//! metadata-table deltacommit T is rolled back first at a fresh instant (Hudi's EAGER pre-step).
+//!
+//! Every step is resumable: a completed deltacommit R is skipped, a block an earlier attempt
 //! wrote is found through its APPEND marker and reused, a pending `R006` rollback is resumed
 //! with its own plan.
 
@@ -26,7 +29,7 @@ use crate::exec::log_append::{append_block, Slice};
 use crate::exec::rollback::{
     avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
 };
-use crate::exec::timeline_ops::{create_if_absent, timeline_file};
+use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::commit::{
     json_deltacommit_metadata, json_schema_of, json_write_stats, AppendedLog,
 };
@@ -59,9 +62,9 @@ pub(in crate::exec) fn mdt_rollback_instant(r: &str) -> String {
 
 /// Why the metadata table cannot take the rollback of `t` (at `r`, when it is known) now, read
 /// before anything changes (and again under the lock right before the metadata table changes):
-/// - another metadata-table write is pending (Hudi 0.15 rolls pending metadata-table
-///   deltacommits back first under its EAGER policy; hudi-keeper leaves that to Hudi, since a
-///   pending v6 deltacommit's appended blocks cannot be told apart by file name);
+/// - a metadata-table write of another instant is pending (Hudi 0.15 rolls every pending
+///   metadata-table deltacommit back first under its EAGER policy; hudi-keeper does that only
+///   for `t`'s own, whose writer is known dead: another one may be a live writer's);
 /// - a metadata-table compaction completed after its completed deltacommit of `t` (undoing it
 ///   needs a restore);
 /// - the `files` partition has no single file slice to append to.
@@ -79,8 +82,11 @@ pub(in crate::exec) async fn refusal(
         if Some(x) == r && i.action == Action::DeltaCommit {
             continue; // ours, from an earlier attempt
         }
-        if resuming_own && x == t && i.action == Action::DeltaCommit {
-            continue; // reverted to inflight by its own pending rollback
+        if x == t && i.action == Action::DeltaCommit {
+            // The failed write's own: reverted to inflight by its pending rollback, or left
+            // pending by a writer that died inside its metadata-table write (rolled back
+            // first, as Hudi's EAGER pre-step does).
+            continue;
         }
         let resumed = pending_rbs.get(t).is_some_and(|p| p.instant == x);
         if i.action == Action::Rollback && (Some(x) == own_rollback.as_deref() || resumed) {
@@ -264,18 +270,76 @@ pub(in crate::exec) async fn roll_back(
         .any(|p| p == FILES);
     let none = BTreeMap::new();
     let records = if files_enabled { records } else { &none };
+    let own = mdt_rollback_instant(r);
+    let pre_step = roll_back_pending_deltacommit(table, mdt, t, &own, options).await?;
+    mdt.stop_point(
+        "after the metadata table's pending deltacommit was rolled back",
+        None,
+    )?;
+    let timeline = mdt.timeline().await?;
     record_deltacommit(mdt, &timeline, t, r, records)
         .instrument(info_span!("metadata_table", deltacommit = %r))
         .await?;
     mdt.stop_point("after the metadata table's deltacommit", None)?;
 
-    let own = mdt_rollback_instant(r);
-    let outcome = undo_deltacommit(table, mdt, t, &own, options).await?;
+    let outcome = match undo_deltacommit(table, mdt, t, &own, options).await? {
+        MetadataTableOutcome::Recorded if pre_step => MetadataTableOutcome::RolledBack,
+        o => o,
+    };
     // The marker folders of both (also those a run stopped after completing left behind).
     for instant in [r, own.as_str()] {
         delete_folder(mdt.storage(), &marker_dir(instant)?).await?;
     }
     Ok(outcome)
+}
+
+/// Hudi 0.15's EAGER pre-step for the failed write's own metadata-table deltacommit: when the
+/// writer died inside its metadata-table write, that pending deltacommit is rolled back before
+/// the rollback is recorded, at a fresh instant, listing-based (files named with `t` deleted;
+/// blocks it appended to older slices stay, and are never read: `t` never completes on the
+/// metadata table). A run stopped inside it resumes it. Whether it did anything.
+async fn roll_back_pending_deltacommit(
+    table: &Table,
+    mdt: &Table,
+    t: &str,
+    own: &str,
+    options: &RollbackOptions,
+) -> Result<bool, Error> {
+    let timeline = mdt.timeline().await?;
+    let (pending, _) = pending_rollbacks(mdt, &timeline).await?;
+    let started = Clock::now();
+    if let Some(p) = pending.get(t).filter(|p| p.instant != own) {
+        execute_mdt(mdt, t, &p.instant, &p.plan, p.state, options, started)
+            .instrument(info_span!("metadata_table", rollback_instant = %p.instant))
+            .await?;
+        return Ok(true);
+    }
+    let instants: Vec<&Instant> = timeline.find(t).collect();
+    let pending_only = !instants.is_empty()
+        && instants
+            .iter()
+            .all(|i| i.is_pending() && i.action == Action::DeltaCommit);
+    if !pending_only {
+        return Ok(false);
+    }
+    let named = list_data_files(mdt.storage(), &Wanted::of([t.to_string()], [])).await?;
+    let named: Vec<RelPath> = named.into_iter().map(|f| f.path).collect();
+    let base = BasePath::from_uri(mdt.uri());
+    let plan = plan_completed_deltacommit_rollback(t, &[], &named, &base)
+        .map_err(|e| refused(mdt, t, e.to_string()))?;
+    let parent = table.timeline().await?;
+    let p = new_instant_time(&[&timeline, &parent], mdt.zone());
+    let path = timeline_file(mdt.config(), &p, None, Action::Rollback, State::Requested)?;
+    let bytes = plan.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
+    mdt.stop_point(
+        "before the metadata table's rollback of the pending deltacommit",
+        None,
+    )?;
+    create_if_absent(mdt.storage(), &path, bytes).await?;
+    execute_mdt(mdt, t, &p, &plan, State::Requested, options, started)
+        .instrument(info_span!("metadata_table", rollback_instant = %p))
+        .await?;
+    Ok(true)
 }
 
 /// The metadata table's rollback of its completed deltacommit `t` at `own` (resumed when
