@@ -157,6 +157,7 @@ fn partitions(meta: &RollbackMetadata, root: &str) -> Vec<String> {
 
 /// The file-system root of a table as Hudi writes it in plans (`file:/…`).
 fn qualified(dir: &Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     format!("file:{}", dir.to_str().expect("utf-8"))
 }
 
