@@ -24,7 +24,8 @@
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
-# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-requested][-urlenc|-hive|-slash|-nopart]
+# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-twice]
+#            [-urlenc|-hive|-slash|-nopart]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

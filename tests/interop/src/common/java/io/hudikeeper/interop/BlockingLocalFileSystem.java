@@ -10,11 +10,17 @@ import java.io.IOException;
 import java.util.regex.Pattern;
 
 /**
- * file:// as Hadoop's default LocalFileSystem, except that creating (or renaming onto) the data
- * table's completed commit/deltacommit file of the instant named by system property
- * {@code interop.block.instant} prints {@code READY_TO_DIE <instant>} and blocks until the JVM is
- * killed. Used for the "-mdtdone" scenarios: by then Hudi has completed the metadata-table
- * deltacommit of that instant, but the data-table instant is still inflight.
+ * file:// as Hadoop's default LocalFileSystem, except that creating (or renaming onto) the completed
+ * commit/deltacommit file of the instant named by system property {@code interop.block.instant} prints
+ * {@code READY_TO_DIE <instant>} and blocks until the JVM is killed. System property
+ * {@code interop.block.table} picks the timeline:
+ * <ul>
+ *   <li>{@code data} (default): the data table's completed file ("-mdtdone"): by then Hudi has completed
+ *   the metadata-table deltacommit of that instant, but the data-table instant is still inflight;</li>
+ *   <li>{@code metadata}: the metadata table's completed deltacommit file ("-mdtinflight"): by then Hudi
+ *   has written that deltacommit's requested and inflight files and its log blocks, but not completed
+ *   it.</li>
+ * </ul>
  */
 public class BlockingLocalFileSystem extends LocalFileSystem {
   private static Pattern target() {
@@ -33,9 +39,15 @@ public class BlockingLocalFileSystem extends LocalFileSystem {
     if (!pat.matcher(p.getName()).matches()) {
       return;
     }
-    // only the data table's timeline, not .hoodie/metadata/.hoodie/...
+    // only the chosen table's timeline: the data table's, or the metadata table's
+    // (.hoodie/metadata/.hoodie/ in layout 1, .hoodie/metadata/.hoodie/timeline/ in layout 2)
     String s = p.toUri().getPath();
-    if (s.contains("/.hoodie/metadata/")) {
+    boolean inMetadataTable = s.contains("/.hoodie/metadata/.hoodie/");
+    boolean wantMetadataTable = "metadata".equals(System.getProperty("interop.block.table", "data"));
+    if (s.contains("/.hoodie/metadata/") && !inMetadataTable) {
+      return;
+    }
+    if (inMetadataTable != wantMetadataTable) {
       return;
     }
     Main.readyToDie(System.getProperty("interop.block.instant"), "about to create " + s);

@@ -544,7 +544,7 @@ public final class Main {
   static int fail(File dir) throws Exception {
     Scenario s = Scenario.load(dir);
     String base = base(dir);
-    StorageConfiguration<Configuration> conf = storageConf(s.mdtDone);
+    StorageConfiguration<Configuration> conf = storageConf(s.mdtDone || s.mdtInflight);
     HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
         writeConfig(s, base, s.makingProps()));
     String t = client.startCommit();
@@ -558,9 +558,13 @@ public final class Main {
     if (s.appendMarkers) {
       appendMarkers(new File(dir, ".hoodie/.temp/" + t));
     }
-    if (s.mdtDone) {
+    if (s.mdtDone || s.mdtInflight) {
+      // -mdtdone: blocks before the DT completed file exists (the MDT deltacommit T completed);
+      // -mdtinflight: blocks before the MDT's completed deltacommit file of T exists (its requested and
+      // inflight files and its log blocks are written)
+      System.setProperty("interop.block.table", s.mdtInflight ? "metadata" : "data");
       System.setProperty("interop.block.instant", t);
-      client.commit(t, ws); // blocks in BlockingLocalFileSystem before the DT completed file exists
+      client.commit(t, ws); // blocks in BlockingLocalFileSystem
       throw new IllegalStateException("commit of " + t + " was expected to block");
     }
     List<String> files = new ArrayList<>();

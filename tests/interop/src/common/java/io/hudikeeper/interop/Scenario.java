@@ -13,7 +13,7 @@ import java.util.Properties;
  * A scenario: table type, metadata table on/off, marker kind, how the failed write dies, and how the
  * table is partitioned.
  * Name grammar:
- * {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtcompact|-requested][-append][-urlenc|-hive|-slash|-nopart]}.
+ * {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-urlenc|-hive|-slash|-nopart]}.
  */
 public final class Scenario {
   public static final String TABLE_NAME = "interop";
@@ -26,6 +26,12 @@ public final class Scenario {
   public final boolean timelineMarkers;
   /** The failed writer is killed after its metadata-table deltacommit completed (inside commit()). */
   public final boolean mdtDone;
+  /**
+   * {@code -mdtinflight}: the failed writer is killed inside commit(), while its metadata-table
+   * deltacommit is pending: its requested and inflight files exist and its log blocks are written, and
+   * the writer blocks on creating the metadata table's completed deltacommit file.
+   */
+  public final boolean mdtInflight;
   /** The failed writer is killed right after startCommit(): only the requested instant exists. */
   public final boolean requestedOnly;
   /**
@@ -130,12 +136,14 @@ public final class Scenario {
   }
 
   private Scenario(String name, boolean mor, boolean mdt, boolean timelineMarkers, boolean mdtDone,
-                   boolean requestedOnly, boolean mdtCompact, boolean appendMarkers, Partitioning partitioning) {
+                   boolean mdtInflight, boolean requestedOnly, boolean mdtCompact, boolean appendMarkers,
+                   Partitioning partitioning) {
     this.name = name;
     this.mor = mor;
     this.mdt = mdt;
     this.timelineMarkers = timelineMarkers;
     this.mdtDone = mdtDone;
+    this.mdtInflight = mdtInflight;
     this.requestedOnly = requestedOnly;
     this.mdtCompact = mdtCompact;
     this.appendMarkers = appendMarkers;
@@ -166,6 +174,7 @@ public final class Scenario {
     boolean mdt = req(p[1], "mdt", "nomdt");
     boolean tl = req(p[2], "timeline", "direct");
     boolean mdtDone = false;
+    boolean mdtInflight = false;
     boolean requestedOnly = false;
     boolean mdtCompact = false;
     if (p.length == 4) {
@@ -175,6 +184,11 @@ public final class Scenario {
         }
         mdtDone = true;
         mdtCompact = p[3].equals("mdtcompact");
+      } else if (p[3].equals("mdtinflight")) {
+        if (!mdt) {
+          throw new IllegalArgumentException("-mdtinflight needs the metadata table (mdt)");
+        }
+        mdtInflight = true;
       } else if (p[3].equals("requested")) {
         requestedOnly = true;
       } else {
@@ -184,7 +198,7 @@ public final class Scenario {
     if (appendMarkers && (!mor || requestedOnly)) {
       throw new IllegalArgumentException("-append needs a merge-on-read table whose failed write wrote log files");
     }
-    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, requestedOnly, mdtCompact,
+    return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, mdtInflight, requestedOnly, mdtCompact,
         appendMarkers, partitioning);
   }
 
@@ -329,6 +343,7 @@ public final class Scenario {
     n.put("marker_type_configured", markerType());
     n.put("embedded_timeline_server", timelineMarkers);
     n.put("failure_point", mdtDone ? "after-mdt-commit-before-dt-complete"
+        : mdtInflight ? "mdt-deltacommit-written-before-mdt-complete"
         : requestedOnly ? "after-start-commit" : "after-write-before-commit");
     n.put("metadata_table_compacts_during_failed_write", mdtCompact);
     n.put("append_markers", appendMarkers);
