@@ -523,7 +523,8 @@ def diff_restore(ours, hudis, restore_point, mdt_deleted=False):
 
 
 def leftovers(ours, hudis, diffs):
-    for rel in (os.path.join(".hoodie", ".temp"), os.path.join(".hoodie", ".heartbeat")):
+    for rel in (os.path.join(".hoodie", ".temp"), os.path.join(".hoodie", ".heartbeat"),
+                os.path.join(".hoodie", "metadata", ".hoodie", ".temp")):
         d = compare(files_under(ours, rel), files_under(hudis, rel))
         if d["only_in_ours"] or d["only_in_hudis"]:
             diffs[rel] = d

@@ -286,8 +286,10 @@ pub(in crate::exec) async fn roll_back(
         MetadataTableOutcome::Recorded if pre_step => MetadataTableOutcome::RolledBack,
         o => o,
     };
-    // The marker folders of both (also those a run stopped after completing left behind).
-    for instant in [r, own.as_str()] {
+    // The marker folders of the deltacommit at R, of R006, and of the failed write's own
+    // metadata-table write (Hudi removes it with the pending deltacommit), also those a run
+    // stopped after completing left behind.
+    for instant in [r, own.as_str(), t] {
         delete_folder(mdt.storage(), &marker_dir(instant)?).await?;
     }
     Ok(outcome)
