@@ -39,10 +39,13 @@ fn supported(version: &str, scenario: &str) -> bool {
     // Timeline-server markers need the embedded timeline server (see tests/interop/README.md);
     // two failed writes in a row and a writer killed inside its metadata-table write are made
     // with 0.15 only.
-    version == "0.15"
+    // (A write killed right after `startCommit` is rolled back alike on versions 8 and 9: CI
+    // time goes to 1.1's.)
+    (version == "0.15"
         || !(scenario.contains("-timeline")
             || scenario.ends_with("-twice")
-            || scenario.ends_with("-mdtinflight"))
+            || scenario.ends_with("-mdtinflight")))
+        && !(version == "1.0" && scenario.ends_with("-requested"))
 }
 
 /// The generated tables of `version`: reused from HUDI_KEEPER_INTEROP_TABLES, else made once
@@ -140,7 +143,7 @@ fn roll_back_every_scenario(version: &str) {
             .output()
             .expect("run hudi-keeper");
         // A version-6 metadata table is read with both of Hudi 0.15's HFile readers (HBase's,
-        // its default, and the native one).
+        // its default, and the native one) where hudi-keeper wrote an HFile block.
         let v6_mdt = version == "0.15" && meta["metadata_table"] == true;
         let mut expected: Vec<String> = meta["failed_instants"]
             .as_array()
@@ -168,7 +171,9 @@ fn roll_back_every_scenario(version: &str) {
             if rolled != expected {
                 Err(format!("rolled back {rolled:?}, expected {expected:?}"))
             } else {
-                let verifies = if v6_mdt {
+                // Both readers where hudi-keeper wrote an HFile block (merge-on-read); a
+                // copy-on-write rollback adds none, so one reader is enough there.
+                let verifies = if v6_mdt && s.starts_with("mor-") {
                     verify_with_each_hfile_reader(version, &ours)
                 } else {
                     vec![(
