@@ -20,8 +20,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::interop::{copy_table, enabled, run_sh, scenario_json, tables_root};
-use common::{bin, stderr, stdout};
+use common::interop::{
+    copy_table, enabled, roll_back_like_the_harness_writers, run_sh, scenario_json, tables_root,
+};
+use common::{stderr, stdout};
 use hudi_keeper_core::format::rollback::{RollbackMetadata, RollbackPlan};
 
 const SCENARIO: &str = "mor-mdt-direct-mdtcompact-append";
@@ -181,26 +183,11 @@ fn roll_back_and_compare(version: &str) -> Result<String, String> {
     // removed as an operator would, as the harness did for Hudi's own rollback.
     let _ = std::fs::remove_file(ours.join(".hoodie/lock"));
     let _ = std::fs::remove_file(ours.join(".hoodie/.lock.crc"));
-    let out = bin()
-        .args([
-            "rollback",
-            ours.to_str().expect("utf-8"),
-            "--heartbeat-interval",
-            &format!(
-                "{}ms",
-                meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000)
-            ),
-            "--clock-skew-margin",
-            "1s",
-            "--yes",
-            "--json",
-            "--lock",
-            "filesystem",
-            "--lock-timeout",
-            "30s",
-        ])
-        .output()
-        .expect("run hudi-keeper");
+    let out = roll_back_like_the_harness_writers(
+        &ours,
+        meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000),
+        &[],
+    );
     if !out.status.success() {
         return Err(format!("rollback failed: {}", stderr(&out)));
     }

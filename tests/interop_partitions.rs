@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::interop::{copy_table, enabled, run_sh, scenario_json, tables_root};
+use common::interop::{
+    copy_table, enabled, roll_back_like_the_harness_writers, run_sh, scenario_json, tables_root,
+};
 use common::{bin, run, stderr, stdout};
 
 fn s(p: &Path) -> &str {
@@ -120,26 +122,8 @@ fn partitions(dir: &Path) -> Vec<String> {
 }
 
 fn roll_back_with_hudi_keeper(table: &Path, extra: &[String]) -> Output {
-    let mut args: Vec<String> = [
-        "rollback",
-        s(table),
-        "--heartbeat-interval",
-        "1s",
-        "--clock-skew-margin",
-        "1s",
-        "--yes",
-        "--json",
-        // The harness's writers take Hudi's FileSystemBasedLockProvider lock.
-        "--lock",
-        "filesystem",
-        "--lock-timeout",
-        "30s",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(extra.iter().cloned());
-    bin().args(&args).output().expect("run hudi-keeper")
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    roll_back_like_the_harness_writers(table, 1000, &extra)
 }
 
 fn rolled_back(out: &Output) -> Vec<String> {

@@ -11,10 +11,10 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::interop::{
-    copy_table, enabled, failed_checks, run_sh, scenario_json, tables_root,
-    verify_with_each_hfile_reader,
+    copy_table, enabled, failed_checks, roll_back_like_the_harness_writers, run_sh, scenario_json,
+    tables_root, verify_with_each_hfile_reader,
 };
-use common::{bin, stderr, stdout};
+use common::{stderr, stdout};
 
 const SCENARIOS: &[&str] = &[
     "cow-nomdt-direct",
@@ -124,24 +124,7 @@ fn roll_back_every_scenario(version: &str) {
             let _ = std::fs::remove_file(ours.join(".hoodie/lock"));
             let _ = std::fs::remove_file(ours.join(".hoodie/.lock.crc"));
         }
-        let out = bin()
-            .args([
-                "rollback",
-                ours.to_str().expect("utf-8"),
-                "--heartbeat-interval",
-                &format!("{interval}ms"),
-                "--clock-skew-margin",
-                "1s",
-                "--yes",
-                "--json",
-                // The harness's writers take Hudi's FileSystemBasedLockProvider lock.
-                "--lock",
-                "filesystem",
-                "--lock-timeout",
-                "30s",
-            ])
-            .output()
-            .expect("run hudi-keeper");
+        let out = roll_back_like_the_harness_writers(&ours, interval, &[]);
         // A version-6 metadata table is read with both of Hudi 0.15's HFile readers (HBase's,
         // its default, and the native one) where hudi-keeper wrote an HFile block.
         let v6_mdt = version == "0.15" && meta["metadata_table"] == true;

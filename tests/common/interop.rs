@@ -113,3 +113,30 @@ pub fn scenario_json(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("scenario.json")).expect("scenario.json");
     serde_json::from_str(&text).expect("scenario.json is JSON")
 }
+
+/// `hudi-keeper rollback <table> --yes --json` as the suites run it against a harness table:
+/// the harness writers' heartbeat interval, a 1 s clock-skew margin, and their lock (Hudi's
+/// FileSystemBasedLockProvider), then `extra` arguments.
+pub fn roll_back_like_the_harness_writers(
+    table: &Path,
+    heartbeat_interval_ms: u64,
+    extra: &[&str],
+) -> Output {
+    let interval = format!("{heartbeat_interval_ms}ms");
+    let mut args = vec![
+        "rollback",
+        table.to_str().expect("utf-8 path"),
+        "--heartbeat-interval",
+        &interval,
+        "--clock-skew-margin",
+        "1s",
+        "--yes",
+        "--json",
+        "--lock",
+        "filesystem",
+        "--lock-timeout",
+        "30s",
+    ];
+    args.extend_from_slice(extra);
+    super::bin().args(&args).output().expect("run hudi-keeper")
+}
