@@ -10,6 +10,8 @@
 pub mod error;
 pub mod exec;
 pub mod format;
+#[cfg(test)]
+mod fuzz;
 pub mod inspect;
 pub mod plan;
 pub mod protocol;

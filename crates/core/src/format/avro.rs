@@ -32,8 +32,11 @@ pub(crate) fn cached_schema(
     Ok(cell.get_or_init(|| parsed))
 }
 
-/// Decode the single record of an Avro timeline file.
+/// Decode the single record of an Avro timeline file. The bytes are bounds-checked first
+/// ([`super::avro_check`]): every length and count must fit in the input, so nothing is
+/// allocated beyond a small multiple of its size; compressed files are refused.
 pub fn read_single_record(bytes: &[u8]) -> Result<Value, AvroError> {
+    super::avro_check::check_container(bytes)?;
     let reader =
         apache_avro::Reader::new(bytes).map_err(|e| AvroError::Container(e.to_string()))?;
     let mut records = reader;
@@ -45,8 +48,10 @@ pub fn read_single_record(bytes: &[u8]) -> Result<Value, AvroError> {
 }
 
 /// Decode the single record of an Avro timeline file, resolving its embedded writer schema
-/// against `reader` (so files with extra or missing defaulted fields still read).
+/// against `reader` (so files with extra or missing defaulted fields still read). Bounds-checked
+/// as [`read_single_record`].
 pub fn read_single_record_as(bytes: &[u8], reader: &Schema) -> Result<Value, AvroError> {
+    super::avro_check::check_container(bytes)?;
     let mut records = apache_avro::Reader::with_schema(reader, bytes)
         .map_err(|e| AvroError::Container(e.to_string()))?;
     match records.next() {

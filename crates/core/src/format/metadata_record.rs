@@ -88,12 +88,14 @@ pub fn decode_v6_files_record(bytes: &[u8]) -> Result<DecodedFilesRecord, String
 }
 
 /// Decode one `files`-partition record written under `schema` (the writer schema of its block
-/// or base file). Errors name what is wrong.
+/// or base file). Errors name what is wrong. The bytes are bounds-checked against the schema
+/// first, so a declared length or count larger than the record is an error, not an allocation.
 pub fn decode_files_record(
     schema: &apache_avro::Schema,
     bytes: &[u8],
 ) -> Result<DecodedFilesRecord, String> {
     use apache_avro::types::Value;
+    super::avro_check::check_datum(schema, bytes).map_err(|e| e.to_string())?;
     let mut r = bytes;
     let value = apache_avro::from_avro_datum(schema, &mut r, None).map_err(|e| e.to_string())?;
     if !r.is_empty() {

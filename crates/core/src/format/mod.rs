@@ -1,7 +1,10 @@
 //! Hudi's bytes: Avro timeline files.
 
 pub mod avro;
+mod avro_check;
 pub mod commit;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod hfile;
 pub mod log_block;
 pub mod metadata_record;

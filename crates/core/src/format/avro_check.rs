@@ -1,0 +1,266 @@
+//! A bounds check of Avro bytes before `apache_avro` decodes them.
+//!
+//! `apache_avro` sizes buffers from the lengths it reads, before it knows whether the input
+//! holds that much: a block of `n` bytes is zero-filled to `n` (up to 512 MiB), a string of
+//! length `n` gets `vec![0; n]`, an array or map of `n` items reserves `n` values (`n` up to
+//! 512 Mi, tens of GiB), a `fixed` of a schema's size is allocated whatever the size. A damaged
+//! or hostile timeline file of a few bytes could so take gigabytes or abort the process.
+//!
+//! [`check_container`] and [`check_datum`] walk the bytes with the writer schema first, without
+//! allocating anything sized by the input, and refuse every length or item count that exceeds
+//! the bytes left (each item of an array or map takes at least one byte in the schemas Hudi
+//! writes; a count larger than the bytes left is refused even for zero-byte items, which Hudi
+//! never writes), nesting deeper than [`MAX_DEPTH`], and compressed containers (Hudi writes its
+//! timeline files uncompressed; a compressed block could inflate without bound). What passes is
+//! decoded by `apache_avro` with every allocation bounded by a small multiple of the input's
+//! size.
+
+use apache_avro::schema::{Name, NamesRef, Namespace, ResolvedSchema};
+use apache_avro::Schema;
+
+use super::avro::AvroError;
+
+/// The deepest nesting of records, arrays, maps and unions accepted (Hudi's timeline and
+/// metadata schemas nest a few levels; a recursive schema could otherwise nest as deep as the
+/// input is long and overflow the decoder's stack).
+pub const MAX_DEPTH: usize = 32;
+
+/// The container magic.
+const MAGIC: &[u8; 4] = b"Obj\x01";
+const SYNC_SIZE: usize = 16;
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+fn short(what: &str) -> AvroError {
+    AvroError::Container(format!("truncated: {what} runs past the end of the bytes"))
+}
+
+impl<'a> Cursor<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Cursor { bytes, at: 0 }
+    }
+
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], AvroError> {
+        if n > self.remaining() {
+            return Err(short(what));
+        }
+        let s = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+
+    /// A zig-zag varint `long` (at most 10 bytes).
+    fn long(&mut self, what: &str) -> Result<i64, AvroError> {
+        let mut z = 0u64;
+        for i in 0..10 {
+            let b = *self.bytes.get(self.at).ok_or_else(|| short(what))?;
+            self.at += 1;
+            z |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(((z >> 1) as i64) ^ -((z & 1) as i64));
+            }
+        }
+        Err(AvroError::Container(format!(
+            "{what}: varint longer than 10 bytes"
+        )))
+    }
+
+    /// A length (`bytes`, `string`): not negative, and no more than the bytes left.
+    fn len(&mut self, what: &str) -> Result<usize, AvroError> {
+        let n = self.long(what)?;
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= self.remaining())
+            .ok_or_else(|| {
+                AvroError::Container(format!(
+                    "{what} declares {n} bytes, {} are left",
+                    self.remaining()
+                ))
+            })
+    }
+
+    /// The item count of an array or map block (0 ends it); a negative count is followed by
+    /// the block's size in bytes. No more items than bytes left.
+    fn block_count(&mut self, what: &str) -> Result<usize, AvroError> {
+        let raw = self.long(what)?;
+        let n = if raw < 0 {
+            self.long(what)?;
+            raw.checked_neg()
+                .ok_or_else(|| AvroError::Container(format!("{what}: count out of range")))?
+        } else {
+            raw
+        };
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= self.remaining())
+            .ok_or_else(|| {
+                AvroError::Container(format!(
+                    "{what} declares {n} items, {} bytes are left",
+                    self.remaining()
+                ))
+            })
+    }
+
+    fn skip_bytes(&mut self, what: &str) -> Result<&'a [u8], AvroError> {
+        let n = self.len(what)?;
+        self.take(n, what)
+    }
+}
+
+/// Check the header and the first data block (what a single-record read decodes) of an Avro
+/// object container file, and the first record in it against the embedded writer schema.
+pub(crate) fn check_container(bytes: &[u8]) -> Result<(), AvroError> {
+    let mut c = Cursor::new(bytes);
+    if c.take(MAGIC.len(), "the magic")? != MAGIC {
+        return Err(AvroError::Container("no Avro container magic".into()));
+    }
+    let mut schema_json = None;
+    let mut codec = None;
+    loop {
+        let n = c.block_count("the file metadata")?;
+        if n == 0 {
+            break;
+        }
+        for _ in 0..n {
+            let key = c.skip_bytes("a file metadata key")?;
+            let value = c.skip_bytes("a file metadata value")?;
+            match key {
+                b"avro.schema" => schema_json = Some(value),
+                b"avro.codec" => codec = Some(value),
+                _ => {}
+            }
+        }
+    }
+    c.take(SYNC_SIZE, "the sync marker")?;
+    if let Some(codec) = codec.filter(|c| *c != b"null") {
+        return Err(AvroError::Container(format!(
+            "compressed with codec `{}`; Hudi writes timeline files uncompressed",
+            String::from_utf8_lossy(codec)
+        )));
+    }
+    let schema_json = schema_json
+        .ok_or_else(|| AvroError::Container("no `avro.schema` in the file metadata".into()))?;
+    let text = std::str::from_utf8(schema_json)
+        .map_err(|_| AvroError::Container("the writer schema is not UTF-8".into()))?;
+    let schema =
+        Schema::parse_str(text).map_err(|e| AvroError::Container(format!("writer schema: {e}")))?;
+    if c.remaining() == 0 {
+        // No block: the reader finds no record.
+        return Ok(());
+    }
+    let objects = c.long("the block's record count")?;
+    let size = c.len("the block")?;
+    let block = c.take(size, "the block")?;
+    c.take(SYNC_SIZE, "the block's sync marker")?;
+    if objects == 0 {
+        return Ok(());
+    }
+    check_datum(&schema, block).map(|_| ())
+}
+
+/// Check one datum written under `schema` at the start of `bytes`; returns the bytes it takes.
+pub(crate) fn check_datum(schema: &Schema, bytes: &[u8]) -> Result<usize, AvroError> {
+    let resolved =
+        ResolvedSchema::try_from(schema).map_err(|e| AvroError::Shape(format!("schema: {e}")))?;
+    let mut c = Cursor::new(bytes);
+    walk(schema, resolved.get_names(), &None, &mut c, 0)?;
+    Ok(c.at)
+}
+
+fn walk(
+    schema: &Schema,
+    names: &NamesRef<'_>,
+    ns: &Namespace,
+    c: &mut Cursor<'_>,
+    depth: usize,
+) -> Result<(), AvroError> {
+    if depth > MAX_DEPTH {
+        return Err(AvroError::Container(format!(
+            "values nested deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    match schema {
+        Schema::Null => {}
+        Schema::Boolean => {
+            c.take(1, "a boolean")?;
+        }
+        Schema::Int
+        | Schema::Long
+        | Schema::Date
+        | Schema::TimeMillis
+        | Schema::TimeMicros
+        | Schema::TimestampMillis
+        | Schema::TimestampMicros
+        | Schema::TimestampNanos
+        | Schema::LocalTimestampMillis
+        | Schema::LocalTimestampMicros
+        | Schema::LocalTimestampNanos
+        | Schema::Enum(_) => {
+            c.long("a number")?;
+        }
+        Schema::Float => {
+            c.take(4, "a float")?;
+        }
+        Schema::Double => {
+            c.take(8, "a double")?;
+        }
+        Schema::Duration => {
+            c.take(12, "a duration")?;
+        }
+        Schema::Bytes | Schema::String | Schema::Uuid | Schema::BigDecimal => {
+            c.skip_bytes("a string or bytes value")?;
+        }
+        Schema::Fixed(f) => {
+            c.take(f.size, "a fixed value")?;
+        }
+        Schema::Decimal(d) => walk(&d.inner, names, ns, c, depth + 1)?,
+        Schema::Array(a) => loop {
+            let n = c.block_count("an array")?;
+            if n == 0 {
+                break;
+            }
+            for _ in 0..n {
+                walk(&a.items, names, ns, c, depth + 1)?;
+            }
+        },
+        Schema::Map(m) => loop {
+            let n = c.block_count("a map")?;
+            if n == 0 {
+                break;
+            }
+            for _ in 0..n {
+                c.skip_bytes("a map key")?;
+                walk(&m.types, names, ns, c, depth + 1)?;
+            }
+        },
+        Schema::Union(u) => {
+            let i = c.long("a union branch")?;
+            let branch = usize::try_from(i)
+                .ok()
+                .and_then(|i| u.variants().get(i))
+                .ok_or_else(|| AvroError::Container(format!("union branch {i} out of range")))?;
+            walk(branch, names, ns, c, depth + 1)?;
+        }
+        Schema::Record(r) => {
+            let inner = r.name.fully_qualified_name(ns).namespace;
+            for f in &r.fields {
+                walk(&f.schema, names, &inner, c, depth + 1)?;
+            }
+        }
+        Schema::Ref { name } => {
+            let full: Name = name.fully_qualified_name(ns);
+            let target = names
+                .get(&full)
+                .ok_or_else(|| AvroError::Shape(format!("schema names unknown type {full}")))?;
+            walk(target, names, &full.namespace, c, depth + 1)?;
+        }
+    }
+    Ok(())
+}
