@@ -153,9 +153,19 @@ impl LockData {
     }
 
     /// Whether a contender may take it at `now_ms`: released, or lapsed for longer than Hudi's
-    /// fixed 500 ms allowance for clock drift.
+    /// fixed 500 ms allowance for clock drift. A `validUntil` read from the file is any `i64`:
+    /// the sums saturate, so a lease written to run until the end of time stays held.
     pub fn is_free(&self, now_ms: i64) -> bool {
-        self.expired || now_ms > self.valid_until + CLOCK_DRIFT_MS
+        self.expired || now_ms > self.valid_until.saturating_add(CLOCK_DRIFT_MS)
+    }
+
+    /// How long the lease still runs at `now_ms`, the drift allowance included.
+    pub fn valid_for(&self, now_ms: i64) -> Duration {
+        let left = self
+            .valid_until
+            .saturating_add(CLOCK_DRIFT_MS)
+            .saturating_sub(now_ms);
+        Duration::from_millis(u64::try_from(left).unwrap_or(0))
     }
 }
 
@@ -244,14 +254,12 @@ pub async fn try_take(
             })?;
             if !current.is_free(now) {
                 return Ok(Attempt::Held {
+                    valid_for: current.valid_for(now),
                     holder: current.owner,
-                    valid_for: Duration::from_millis(
-                        (current.valid_until + CLOCK_DRIFT_MS - now).max(0) as u64,
-                    ),
                 });
             }
             if !current.expired {
-                warn!(table = %storage.uri(), lock = %path, holder = %current.owner, lapsed_ms = now - current.valid_until, "taking over a lease whose holder let it lapse");
+                warn!(table = %storage.uri(), lock = %path, holder = %current.owner, lapsed_ms = now.saturating_sub(current.valid_until), "taking over a lease whose holder let it lapse");
             }
             match storage.put_if_match(path, data.to_bytes(), &version).await {
                 Ok(v) => v,
@@ -519,5 +527,90 @@ mod tests {
         assert_eq!(c(300).safety_margin(), Duration::from_secs(10));
         assert_eq!(c(30).safety_margin(), Duration::from_secs(3));
         assert_eq!(c(5).safety_margin(), Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod fuzz_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz;
+
+    const VALID: &[u8] =
+        br#"{"expired":false,"validUntil":1732960000000,"owner":"5f0e2c1a-6a7e-4f61-a2bd-0d9a8b4e8c11"}"#;
+
+    /// Plausible clocks: anything within ±10 000 years of the epoch, in ms.
+    fn now() -> impl Strategy<Value = i64> {
+        -315_569_520_000_000i64..315_569_520_000_000
+    }
+
+    /// A parsed lock file is judged without panicking, and a lease that runs past `now` (more
+    /// than the drift allowance) is held unless released.
+    fn judge(d: &LockData, now: i64) {
+        let free = d.is_free(now);
+        if !d.expired && d.valid_until >= now.saturating_add(CLOCK_DRIFT_MS) {
+            assert!(!free, "{d:?} is free at {now}");
+        }
+        let _ = d.valid_for(now);
+    }
+
+    #[test]
+    fn fuzz_a_lease_valid_until_the_end_of_time_is_held_not_overflowed() {
+        let forever = LockData::parse(
+            format!(
+                r#"{{"expired":false,"validUntil":{},"owner":"o"}}"#,
+                i64::MAX
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert!(!forever.is_free(1_732_960_000_000));
+        assert!(forever.valid_for(1_732_960_000_000) > Duration::from_secs(1 << 40));
+        let long_ago = LockData::parse(
+            format!(
+                r#"{{"expired":false,"validUntil":"{}","owner":"o"}}"#,
+                i64::MIN
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert!(long_ago.is_free(0));
+        assert_eq!(long_ago.valid_for(0), Duration::ZERO);
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_lock_files_of_arbitrary_bytes_are_errors_or_judged(bytes in fuzz::bytes(256), now in now()) {
+            if let Ok(d) = LockData::parse(&bytes) {
+                judge(&d, now);
+            }
+        }
+
+        #[test]
+        fn fuzz_damaged_lock_files_are_errors_or_judged(bytes in fuzz::mutated(VALID.to_vec()), now in now()) {
+            match LockData::parse(&bytes) {
+                Ok(d) => judge(&d, now),
+                Err(e) => prop_assert!(e.contains("not a Hudi storage lock file"), "{e}"),
+            }
+        }
+
+        #[test]
+        fn fuzz_lock_files_with_any_values_are_errors_or_judged(
+            expired in prop_oneof![Just("true".to_string()), Just("\"false\"".to_string()), "[a-z0-9\"]{0,6}"],
+            valid_until in prop_oneof![
+                any::<i64>().prop_map(|v| v.to_string()),
+                prop_oneof![Just(i64::MAX), Just(i64::MIN), i64::MAX - 1000..=i64::MAX, i64::MIN..i64::MIN + 1000]
+                    .prop_map(|v| v.to_string()), any::<i64>().prop_map(|v| format!("\"{v}\"")), any::<f64>().prop_map(|v| v.to_string()), "[-0-9e.\"]{0,24}"],
+            owner in prop_oneof![any::<i64>().prop_map(|v| v.to_string()), ".{0,12}".prop_map(|s| serde_json::to_string(&s).unwrap()), Just("null".to_string()), Just("{}".to_string())],
+            now in now(),
+        ) {
+            let text = format!(r#"{{"expired":{expired},"validUntil":{valid_until},"owner":{owner}}}"#);
+            if let Ok(d) = LockData::parse(text.as_bytes()) {
+                judge(&d, now);
+            }
+        }
     }
 }
