@@ -309,7 +309,7 @@ impl ZkClient {
         out.i32(1).i32(31).string("world").string("anyone");
         out.i32(mode.flags());
         let reply = self.call(op::CREATE, path, out.0).await?;
-        In(&reply).string()
+        decode_created(&reply)
     }
 
     /// Create every missing ancestor of `path` (not `path` itself) as a persistent node.
@@ -350,13 +350,7 @@ impl ZkClient {
         let mut out = Out::default();
         out.string(path).bool(false);
         let reply = self.call(op::GET_CHILDREN, path, out.0).await?;
-        let mut r = In(&reply);
-        let n = r.i32()?;
-        let mut names = Vec::with_capacity(n.max(0) as usize);
-        for _ in 0..n.max(0) {
-            names.push(r.string()?);
-        }
-        Ok(names)
+        decode_children(&reply)
     }
 
     /// Close the session; the server deletes its ephemeral nodes at once.
@@ -365,6 +359,58 @@ impl ZkClient {
         self.session.alive.store(false, Ordering::Release);
         r
     }
+}
+
+/// The created path of a create reply.
+fn decode_created(reply: &[u8]) -> Result<String, ZkError> {
+    In(reply).string()
+}
+
+/// The child names of a get-children reply: a count, then that many strings. The count is the
+/// server's word: room is made for no more names than the reply can hold (4 bytes each at
+/// least), so a bad count is an error when the bytes run out, not an allocation.
+fn decode_children(reply: &[u8]) -> Result<Vec<String>, ZkError> {
+    let mut r = In(reply);
+    let n = r.i32()?;
+    let mut names = Vec::with_capacity((n.max(0) as usize).min(r.0.len() / 4));
+    for _ in 0..n.max(0) {
+        names.push(r.string()?);
+    }
+    Ok(names)
+}
+
+/// A reply packet: its header and the reply record.
+#[derive(Debug, PartialEq, Eq)]
+struct Reply<'a> {
+    xid: i32,
+    zxid: i64,
+    err: i32,
+    body: &'a [u8],
+}
+
+/// Split a reply packet into its header (`xid`, `zxid`, `err`) and record.
+fn decode_reply(packet: &[u8]) -> Result<Reply<'_>, ZkError> {
+    let mut r = In(packet);
+    let (xid, zxid, err) = (r.i32()?, r.i64()?, r.i32()?);
+    Ok(Reply {
+        xid,
+        zxid,
+        err,
+        body: r.0,
+    })
+}
+
+/// The session handshake's reply: the negotiated timeout and the session id. A timeout of 0 or
+/// less means the server refused the session.
+fn decode_session(reply: &[u8]) -> Result<(Duration, i64), String> {
+    let mut r = In(reply);
+    let _version = r.i32().map_err(|e| e.to_string())?;
+    let timeout = r.i32().map_err(|e| e.to_string())?;
+    let id = r.i64().map_err(|e| e.to_string())?;
+    if timeout <= 0 {
+        return Err("the server refused the session".into());
+    }
+    Ok((Duration::from_millis(timeout as u64), id))
 }
 
 async fn read_packet(stream: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<Vec<u8>> {
@@ -408,14 +454,8 @@ async fn open_session(
         .await
         .map_err(|e| e.to_string())?;
     let reply = read_packet(&mut stream).await.map_err(|e| e.to_string())?;
-    let mut r = In(&reply);
-    let _version = r.i32().map_err(|e| e.to_string())?;
-    let timeout = r.i32().map_err(|e| e.to_string())?;
-    let id = r.i64().map_err(|e| e.to_string())?;
-    if timeout <= 0 {
-        return Err("the server refused the session".into());
-    }
-    Ok((stream, Duration::from_millis(timeout as u64), id))
+    let (timeout, id) = decode_session(&reply)?;
+    Ok((stream, timeout, id))
 }
 
 /// The connection task: sends requests in order, pings when idle, hands replies back in order
@@ -476,8 +516,7 @@ async fn run(stream: TcpStream, mut calls: mpsc::Receiver<CallBox>, session: Arc
                     None => break "the connection closed".into(),
                 };
                 heard(&session);
-                let mut r = In(&packet);
-                let (Ok(rx), Ok(_zxid), Ok(err)) = (r.i32(), r.i64(), r.i32()) else {
+                let Ok(Reply { xid: rx, err, body, .. }) = decode_reply(&packet) else {
                     break "a reply header was cut short".into();
                 };
                 match rx {
@@ -486,7 +525,7 @@ async fn run(stream: TcpStream, mut calls: mpsc::Receiver<CallBox>, session: Arc
                 }
                 match pending.pop_front() {
                     Some((want, reply)) if want == rx => {
-                        let body = r.0.to_vec();
+                        let body = body.to_vec();
                         let _ = reply.send(if err == 0 { Ok(body) } else { Err(err) });
                     }
                     other => {
@@ -562,5 +601,161 @@ mod tests {
         .await
         .unwrap_err();
         assert!(err.to_string().contains("chroot"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! Replies from a ZooKeeper server (or anything listening on its port) decoded without
+    //! panicking, and with nothing allocated beyond the packet's size.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz::{self, largest_allocation};
+
+    fn children_reply(names: &[&str]) -> Vec<u8> {
+        let mut out = Out::default();
+        out.i32(names.len() as i32);
+        for n in names {
+            out.string(n);
+        }
+        out.0
+    }
+
+    fn reply_packet(xid: i32, err: i32, body: &[u8]) -> Vec<u8> {
+        let mut out = Out::default();
+        out.i32(xid).i64(0x1234).i32(err);
+        out.0.extend_from_slice(body);
+        out.0
+    }
+
+    fn session_reply() -> Vec<u8> {
+        let mut out = Out::default();
+        out.i32(0)
+            .i32(20_000)
+            .i64(0x0100_0000_0000_0042)
+            .buffer(&[9; 16]);
+        out.0
+    }
+
+    /// Every decoder on `bytes`, with the allocation check.
+    fn decode_all(bytes: &[u8]) {
+        let ((), largest) = largest_allocation(|| {
+            if let Ok(names) = decode_children(bytes) {
+                let mut names = names;
+                names.sort_by(|a, b| {
+                    super::super::zookeeper::sort_key(a).cmp(super::super::zookeeper::sort_key(b))
+                });
+            }
+            let _ = decode_created(bytes);
+            let _ = decode_reply(bytes);
+            let _ = decode_session(bytes);
+        });
+        assert!(
+            largest <= 8 * bytes.len() + 4096,
+            "{} bytes of reply allocated {largest} bytes at once",
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn fuzz_a_children_reply_declaring_two_billion_names_is_an_error_not_an_allocation() {
+        let mut reply = Out::default();
+        reply.i32(i32::MAX).string("_c_1-lock-0000000001");
+        let (result, largest) = largest_allocation(|| decode_children(&reply.0));
+        assert!(matches!(result, Err(ZkError::Protocol(_))), "{result:?}");
+        assert!(largest < 4096, "allocated {largest} bytes at once");
+    }
+
+    #[test]
+    fn fuzz_valid_replies_decode() {
+        assert_eq!(
+            decode_children(&children_reply(&["a-lock-1", "b"])).unwrap(),
+            ["a-lock-1", "b"]
+        );
+        assert_eq!(
+            decode_children(&children_reply(&[])).unwrap(),
+            Vec::<String>::new()
+        );
+        let packet = reply_packet(7, -101, b"rest");
+        assert_eq!(
+            decode_reply(&packet).unwrap(),
+            Reply {
+                xid: 7,
+                zxid: 0x1234,
+                err: -101,
+                body: b"rest"
+            }
+        );
+        assert_eq!(
+            decode_session(&session_reply()).unwrap(),
+            (Duration::from_secs(20), 0x0100_0000_0000_0042)
+        );
+        let mut refused = session_reply();
+        refused[4..8].copy_from_slice(&0i32.to_be_bytes());
+        assert!(decode_session(&refused).is_err());
+    }
+
+    #[tokio::test]
+    async fn fuzz_a_packet_declaring_more_than_the_limit_is_refused_before_reading() {
+        let mut stream: &[u8] = &[0x7f, 0xff, 0xff, 0xff, 1, 2, 3];
+        let err = read_packet(&mut stream).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        let mut negative: &[u8] = &[0xff, 0xff, 0xff, 0xfe];
+        assert!(read_packet(&mut negative).await.is_err());
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_zookeeper_replies_of_arbitrary_bytes(bytes in fuzz::bytes(128)) {
+            decode_all(&bytes);
+        }
+
+        #[test]
+        fn fuzz_damaged_zookeeper_replies(
+            bytes in fuzz::mutated_one_of(vec![
+                children_reply(&["_c_0c6f-lock-0000000001", "_c_1d2e-lock-0000000000"]),
+                reply_packet(3, 0, &children_reply(&["x"])),
+                reply_packet(-2, 0, &[]),
+                session_reply(),
+                {
+                    let mut out = Out::default();
+                    out.string("/hudi/t/_c_0c6f-lock-0000000001");
+                    out.0
+                },
+            ])
+        ) {
+            decode_all(&bytes);
+        }
+
+        #[test]
+        fn fuzz_packets_read_from_a_stream_are_bounded(bytes in fuzz::mutated(reply_packet(1, 0, &children_reply(&["a"])))) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let (packets, largest) = largest_allocation(|| {
+                rt.block_on(async {
+                    let mut framed = Vec::new();
+                    framed.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+                    framed.extend_from_slice(&bytes);
+                    let mut stream: &[u8] = &bytes;
+                    let mut packets = Vec::new();
+                    // The mutated bytes as a stream of frames, and the same bytes framed.
+                    while let Ok(p) = read_packet(&mut stream).await {
+                        packets.push(p);
+                    }
+                    let mut stream: &[u8] = &framed;
+                    if let Ok(p) = read_packet(&mut stream).await {
+                        packets.push(p);
+                    }
+                    packets
+                })
+            });
+            prop_assert!(largest <= MAX_PACKET + 4096, "allocated {largest}");
+            for p in &packets {
+                decode_all(p);
+            }
+        }
     }
 }
