@@ -1,7 +1,6 @@
 package io.hudikeeper.interop;
 
 import org.apache.hadoop.fs.FSDataOutputStream;
-import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
@@ -10,7 +9,7 @@ import java.io.IOException;
 import java.util.regex.Pattern;
 
 /**
- * file:// as Hadoop's default LocalFileSystem, except that creating (or renaming onto) the completed
+ * file:// as {@link NoForkLocalFileSystem}, except that creating (or renaming onto) the completed
  * commit/deltacommit file of the instant named by system property {@code interop.block.instant} prints
  * {@code READY_TO_DIE <instant>} and blocks until the JVM is killed. System property
  * {@code interop.block.table} picks the timeline:
@@ -22,7 +21,7 @@ import java.util.regex.Pattern;
  *   it.</li>
  * </ul>
  */
-public class BlockingLocalFileSystem extends LocalFileSystem {
+public class BlockingLocalFileSystem extends NoForkLocalFileSystem {
   private static Pattern target() {
     String t = System.getProperty("interop.block.instant");
     if (t == null || t.isEmpty()) {

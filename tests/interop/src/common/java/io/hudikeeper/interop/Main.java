@@ -135,8 +135,17 @@ public final class Main {
     return client == null || client.equals(common) ? common : common + " (hudi-java-client " + client + ")";
   }
 
+  /**
+   * file:// for the harness's writers, readers and verifier: {@link NoForkLocalFileSystem} (Hadoop's
+   * checksummed local file system without a forked {@code chmod} per created file), or
+   * {@link BlockingLocalFileSystem} (the same, blocking on one completed file). Without Hadoop's native
+   * library, the stock file system forks for every file it creates, the heartbeat file included; on a
+   * loaded machine a fork can take longer than the 2 s a 1 s heartbeat with 2 tolerable misses allows,
+   * and the writer aborts its own commit (seen in CI). Only the benchmark's "stock" column uses
+   * Hadoop's default ({@code storageConf((Class<?>) null)}).
+   */
   static StorageConfiguration<Configuration> storageConf(boolean blockingFs) {
-    return storageConf(blockingFs ? BlockingLocalFileSystem.class : null);
+    return storageConf(blockingFs ? BlockingLocalFileSystem.class : NoForkLocalFileSystem.class);
   }
 
   /** file:// served by the given LocalFileSystem subclass (null: Hadoop's default). */

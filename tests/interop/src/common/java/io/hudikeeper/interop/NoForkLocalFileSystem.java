@@ -17,8 +17,9 @@ import java.nio.file.attribute.PosixFilePermissions;
  * that permissions are set and read with java.nio instead of child processes. Without Hadoop's native
  * library, RawLocalFileSystem forks {@code chmod} for every file it creates (and for its .crc), and
  * {@code ls -ld} for the permission of every FileStatus that something asks for, e.g. each entry of
- * {@code FileSystem.listFiles}, which Hudi uses to list markers. Used only by the benchmark: always by
- * {@code run.sh bench-fail}, and by {@code bench-rollback} with {@code BENCH_FS=nofork}.
+ * {@code FileSystem.listFiles}, which Hudi uses to list markers. The harness's file system everywhere
+ * (see {@code Main.storageConf}), except the benchmark's "stock" column ({@code bench-rollback} without
+ * {@code BENCH_FS=nofork}).
  */
 public class NoForkLocalFileSystem extends LocalFileSystem {
   public NoForkLocalFileSystem() {
