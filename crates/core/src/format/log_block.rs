@@ -207,3 +207,106 @@ mod tests {
         assert!(read_block_headers(b"#HUDI").is_none());
     }
 }
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! Log files as read from storage: arbitrary bytes, and damaged files (Hudi's metadata-table
+    //! log file, our command blocks and HFile data blocks) with huge sizes written into them.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::format::metadata_record::{
+        decode_v6_files_record, files_record, LOG_BLOCK_SCHEMA_V6,
+    };
+    use crate::fuzz::{self, largest_allocation};
+
+    /// A metadata-table `files` log file Hudi 0.15 wrote (one HFile data block).
+    const HUDI_LOG: &[u8] = include_bytes!("hfile/testdata/mdt-files.log.2_0-0-0");
+
+    fn our_log() -> Vec<u8> {
+        let mut log = rollback_command_block("20250126040936578", "20250126040826878");
+        let records = BTreeMap::from([files_record(
+            "p0",
+            &BTreeMap::from([("f-0_0-1-0_20250126040826878.parquet".to_string(), 42)]),
+        )]);
+        log.extend(hfile_data_block("20250126040936578", LOG_BLOCK_SCHEMA_V6, &records).unwrap());
+        log
+    }
+
+    /// Read every block, and the HFile and records of the HFile data blocks, as the metadata
+    /// table's readers do; nothing may panic or allocate past a small multiple of the input.
+    fn read_log(bytes: &[u8]) {
+        let ((), largest) = largest_allocation(|| {
+            let _ = is_rollback_block_for(bytes, "20250126040936578", "20250126040826878");
+            for block in read_blocks(bytes).unwrap_or_default() {
+                if block.header.block_type != BLOCK_TYPE_HFILE_DATA {
+                    continue;
+                }
+                if let Ok(file) = hfile::read(block.content) {
+                    for cell in &file.cells {
+                        let _ = decode_v6_files_record(&cell.value);
+                    }
+                }
+            }
+        });
+        assert!(
+            largest <= 64 * bytes.len() + (1 << 20),
+            "{} bytes of log file allocated {largest} bytes at once",
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn fuzz_valid_log_files_read() {
+        assert_eq!(read_blocks(HUDI_LOG).unwrap().len(), 1);
+        let log = our_log();
+        let ours = read_blocks(&log).unwrap();
+        assert_eq!(ours.len(), 2);
+        assert_eq!(ours[1].header.block_type, BLOCK_TYPE_HFILE_DATA);
+        read_log(HUDI_LOG);
+        read_log(&our_log());
+    }
+
+    #[test]
+    fn fuzz_huge_sizes_in_a_block_are_not_read() {
+        let good = rollback_command_block("2", "1");
+        // blockSize (6..14), header count (22..26), first header value length (30..34), and the
+        // content length after the headers.
+        let content_len_at = good.len() - 8 - 4 - 8;
+        for (at, width) in [(6, 8), (22, 4), (30, 4), (content_len_at, 8)] {
+            for value in [u64::MAX, i64::MAX as u64, u32::MAX as u64, i32::MAX as u64] {
+                let mut bad = good.clone();
+                bad[at..at + width].copy_from_slice(&value.to_be_bytes()[8 - width..]);
+                let (blocks, largest) = largest_allocation(|| read_blocks(&bad));
+                assert!(blocks.is_none(), "size at {at} = {value:#x} accepted");
+                assert!(largest < 4096, "size at {at} = {value:#x}: {largest} bytes");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_log_files_of_arbitrary_bytes(bytes in fuzz::bytes(256)) {
+            read_log(&bytes);
+        }
+
+        #[test]
+        fn fuzz_arbitrary_bytes_after_a_block_magic(bytes in fuzz::bytes(256)) {
+            let mut b = MAGIC.to_vec();
+            b.extend_from_slice(&bytes);
+            read_log(&b);
+        }
+
+        #[test]
+        fn fuzz_damaged_log_files(bytes in fuzz::mutated_one_of(vec![
+            HUDI_LOG.to_vec(),
+            our_log(),
+            rollback_command_block("20250126040936578", "20250126040826878"),
+        ])) {
+            read_log(&bytes);
+        }
+    }
+}

@@ -447,7 +447,7 @@ pub(super) fn read_cells(
 }
 
 /// Parse an HFile v3: trailer, load-on-open section (root index, meta index, file info), and
-/// every cell, checking block checksums and the gzip CRCs. Multi-level data indexes are walked
+/// every cell, checking block checksums, the gzip CRCs and the trailer's cell count. Multi-level data indexes are walked
 /// block by block (their index is not parsed). Decompresses at most
 /// [`DEFAULT_MAX_DECOMPRESSED`] bytes: see [`read_with_budget`].
 pub fn read(bytes: &[u8]) -> Result<HFileContents, HFileError> {
@@ -524,6 +524,18 @@ pub fn read_with_budget(
     blocks.push(info_block);
     if after_info > end {
         return Err(corrupt(after_info, "file-info block runs into the trailer"));
+    }
+    // The walk starts where the trailer says; a damaged offset must not pass for a file with
+    // fewer cells (or none).
+    if cells.len() as u64 != trailer.entry_count {
+        return Err(corrupt(
+            end,
+            format!(
+                "the trailer counts {} cells, the data blocks hold {}",
+                trailer.entry_count,
+                cells.len()
+            ),
+        ));
     }
     Ok(HFileContents {
         trailer,

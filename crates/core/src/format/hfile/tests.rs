@@ -466,3 +466,160 @@ fn one_budget_caps_the_total_of_several_files() {
         Err(HFileError::TooLarge { .. })
     ));
 }
+
+// ---- Fuzzing: arbitrary bytes, and damaged files (Hudi's and ours) ---------------------------
+
+/// What reading `len` bytes of HFile may allocate at once: a block inflates to what its header
+/// says (checked against the gzip member), so a small multiple of the input, or
+/// [`MAX_BLOCK_SIZE`] for a block that really inflates that far.
+fn hfile_allowance(len: usize) -> usize {
+    64 * len + (1 << 20)
+}
+
+fn read_bounded(bytes: &[u8]) {
+    let (result, largest) = crate::fuzz::largest_allocation(|| read(bytes));
+    assert!(
+        largest <= hfile_allowance(bytes.len()),
+        "{} bytes of HFile allocated {largest} bytes at once ({:?})",
+        bytes.len(),
+        result.map(|f| f.cells.len())
+    );
+}
+
+fn small_hfile() -> Vec<u8> {
+    write(
+        [
+            (b"a".as_slice(), b"1".as_slice()),
+            (b"b", b"22"),
+            (b"c", b"333"),
+        ]
+        .into_iter(),
+        &[(b"schema".as_slice(), b"{}".as_slice())],
+        &WriterOptions {
+            block_size: 8,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn fuzz_huge_sizes_in_a_block_header_are_errors_without_allocating_them() {
+    let good = small_hfile();
+    // The first data block's header at offset 0: onDiskSizeWithoutHeader (8),
+    // uncompressedSizeWithoutHeader (12), onDiskDataSizeWithHeader (29), bytesPerChecksum (25).
+    for (at, value) in [
+        (8, i32::MAX),
+        (8, -1),
+        (12, i32::MAX),
+        (12, (MAX_BLOCK_SIZE as i32) - 1),
+        (12, -1),
+        (25, 0),
+        (25, i32::MAX),
+        (29, i32::MAX),
+        (29, 1),
+    ] {
+        let mut bad = good.clone();
+        bad[at..at + 4].copy_from_slice(&value.to_be_bytes());
+        let (result, largest) = crate::fuzz::largest_allocation(|| read(&bad));
+        assert!(result.is_err(), "header field at {at} = {value} accepted");
+        assert!(
+            largest <= hfile_allowance(bad.len()),
+            "header field at {at} = {value}: allocated {largest} bytes"
+        );
+    }
+}
+
+/// A 4096-byte trailer holding `t`, as the writer lays it out.
+fn trailer_bytes(t: &Trailer) -> Vec<u8> {
+    use super::codec::{put_bytes_field, put_varint, put_varint_field};
+    let mut m = Vec::new();
+    for (field, v) in [
+        (1, t.file_info_offset),
+        (2, t.load_on_open_offset),
+        (3, t.uncompressed_data_index_size),
+        (4, t.total_uncompressed_bytes),
+        (5, t.data_index_count),
+        (6, t.meta_index_count),
+        (7, t.entry_count),
+        (8, t.num_data_index_levels),
+        (9, t.first_data_block_offset),
+        (10, t.last_data_block_offset),
+    ] {
+        put_varint_field(&mut m, field, v);
+    }
+    put_bytes_field(&mut m, 11, t.comparator_class_name.as_bytes());
+    put_varint_field(&mut m, 12, t.compression_codec);
+    let mut out = TRAILER_MAGIC.to_vec();
+    put_varint(&mut out, m.len() as u64);
+    out.extend_from_slice(&m);
+    out.resize(TRAILER_SIZE - 4, 0);
+    out.extend_from_slice(&VERSION_BYTES);
+    out
+}
+
+#[test]
+fn fuzz_huge_offsets_and_counts_in_the_trailer_are_errors() {
+    let good = small_hfile();
+    let trailer = good.len() - TRAILER_SIZE;
+    let mut t = read(&good).unwrap().trailer;
+    for field in 1..=10u32 {
+        for value in [
+            u64::MAX,
+            i64::MAX as u64,
+            u32::MAX as u64,
+            good.len() as u64 + 1,
+        ] {
+            let mut tr = t.clone();
+            match field {
+                1 => tr.file_info_offset = value,
+                2 => tr.load_on_open_offset = value,
+                5 => tr.data_index_count = value,
+                9 => tr.first_data_block_offset = value,
+                _ => continue,
+            }
+            let mut bad = good.clone();
+            bad.truncate(trailer);
+            bad.extend_from_slice(&trailer_bytes(&tr));
+            let (result, largest) = crate::fuzz::largest_allocation(|| read(&bad));
+            assert!(result.is_err(), "trailer field {field} = {value} accepted");
+            assert!(
+                largest <= hfile_allowance(bad.len()),
+                "trailer field {field}: {largest}"
+            );
+        }
+    }
+    // The same trailer, re-encoded, still reads.
+    t.comparator_class_name = HUDI_COMPARATOR.into();
+    let mut again = good[..trailer].to_vec();
+    again.extend_from_slice(&trailer_bytes(&t));
+    assert_eq!(read(&again).unwrap().cells.len(), 3);
+}
+
+proptest! {
+    #![proptest_config(crate::fuzz::config(128))]
+
+    #[test]
+    fn fuzz_hfiles_of_arbitrary_bytes(bytes in crate::fuzz::bytes(TRAILER_SIZE + 256)) {
+        read_bounded(&bytes);
+    }
+
+    #[test]
+    fn fuzz_arbitrary_bytes_before_a_valid_trailer(bytes in crate::fuzz::bytes(512)) {
+        let good = small_hfile();
+        let mut b = bytes;
+        b.extend_from_slice(&good[good.len() - TRAILER_SIZE..]);
+        read_bounded(&b);
+    }
+
+    #[test]
+    fn fuzz_damaged_hfiles(
+        bytes in crate::fuzz::mutated_one_of(vec![
+            hudi_log_hfile().to_vec(),
+            HUDI_BASE.to_vec(),
+            small_hfile(),
+        ])
+    ) {
+        read_bounded(&bytes);
+    }
+}
