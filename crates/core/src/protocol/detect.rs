@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::heartbeat::{HeartbeatPolicy, HeartbeatStatus};
+use super::heartbeat::{duration_ms, HeartbeatPolicy, HeartbeatStatus};
 use crate::timeline::{Action, Instant, State, Timeline};
 
 /// How failed writes of a table are found (`hoodie.cleaner.policy.failed.writes`).
@@ -376,8 +376,8 @@ fn assess_one(
     }
 
     let allowance = input.heartbeat.max_allowed_ms();
-    let skew = input.heartbeat.clock_skew_margin.as_millis() as i64;
-    let min_age = input.heartbeat.min_instant_age.as_millis() as i64;
+    let skew = duration_ms(input.heartbeat.clock_skew_margin);
+    let min_age = duration_ms(input.heartbeat.min_instant_age);
     match status {
         HeartbeatStatus::Alive { age_ms } => done(
             Verdict::Live,
@@ -408,7 +408,7 @@ fn assess_one(
         HeartbeatStatus::Missing => {
             let age = instant_age_ms.unwrap_or_default();
             let overdue = input.max_write_duration.and_then(|d| {
-                let limit = (d.as_millis() as i64).saturating_add(skew);
+                let limit = duration_ms(d).saturating_add(skew);
                 (age >= limit).then_some(d.as_millis())
             });
             let overdue_verdict = |max: u128| {
@@ -875,6 +875,29 @@ mod tests {
             },
         );
         assert_eq!(v[0].1, Verdict::TooYoung);
+    }
+
+    #[test]
+    fn fuzz_a_maximum_write_duration_past_i64_milliseconds_never_makes_a_write_overdue() {
+        // 68 minutes old, no heartbeat file, the newest write under EAGER: left alone unless a
+        // maximum write duration says otherwise. One longer than i64 milliseconds (the config
+        // and the CLI saturate huge values to Duration::MAX) must not wrap to a negative limit.
+        let t = timeline(&["20250126040000000.deltacommit.requested"]);
+        for max in [
+            Duration::MAX,
+            Duration::from_millis(u64::MAX),
+            Duration::from_secs(u64::MAX / 1000 + 1),
+        ] {
+            let v = judge(
+                &t,
+                EAGER,
+                &Given {
+                    max_write_duration: Some(max),
+                    ..Default::default()
+                },
+            );
+            assert_eq!(v[0].1, Verdict::AwaitingNewerWrite, "{max:?}");
+        }
     }
 
     #[test]

@@ -88,10 +88,17 @@ impl HeartbeatStatus {
     }
 }
 
+/// `d` in whole milliseconds, `i64::MAX` when longer (a duration from the config or the command
+/// line may be anything up to `Duration::MAX`; a plain `as i64` would wrap it negative and turn
+/// a threshold of ages into one every age passes).
+pub fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 impl HeartbeatPolicy {
     /// Hudi's allowance: interval × tolerable misses.
     pub fn max_allowed_ms(&self) -> i64 {
-        (self.interval.as_millis() as i64).saturating_mul(i64::from(self.tolerable_misses))
+        duration_ms(self.interval).saturating_mul(i64::from(self.tolerable_misses))
     }
 
     /// Judge a heartbeat: `expired ⇔ now − mtime > interval × misses + skew margin` (strictly
@@ -108,13 +115,13 @@ impl HeartbeatPolicy {
         heartbeat_mtime_ms: Option<i64>,
         instant_started_ms: Option<i64>,
     ) -> HeartbeatStatus {
-        let skew = self.clock_skew_margin.as_millis() as i64;
+        let skew = duration_ms(self.clock_skew_margin);
         match heartbeat_mtime_ms {
             // A store that gives no time reports the epoch (object_store fills a missing
             // Last-Modified with it): unknown, not ancient.
             Some(mtime) if mtime <= 0 => HeartbeatStatus::AgeUnknown,
             Some(mtime) => {
-                let age_ms = now_ms - mtime;
+                let age_ms = now_ms.saturating_sub(mtime);
                 if age_ms > self.max_allowed_ms().saturating_add(skew) {
                     HeartbeatStatus::Expired { age_ms }
                 } else {
@@ -123,8 +130,8 @@ impl HeartbeatPolicy {
             }
             None => match instant_started_ms {
                 Some(t) => {
-                    let instant_age_ms = now_ms - t;
-                    let min = (self.min_instant_age.as_millis() as i64).saturating_add(skew);
+                    let instant_age_ms = now_ms.saturating_sub(t);
+                    let min = duration_ms(self.min_instant_age).saturating_add(skew);
                     if instant_age_ms >= min {
                         HeartbeatStatus::Missing
                     } else {
@@ -396,5 +403,85 @@ mod tests {
         token.cancel();
         hb.abandon().await;
         assert!(read_heartbeat(&storage, "1").await.unwrap().is_some());
+    }
+}
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! The thresholds come from the config or the command line (any duration, saturated to
+    //! `Duration::MAX` when huge) and the times from the store: judged without panicking or
+    //! wrapping, a heartbeat within the allowance is never expired.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz;
+
+    fn duration() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            (0u64..10_000_000).prop_map(Duration::from_millis),
+            any::<u64>().prop_map(Duration::from_millis),
+            any::<u64>().prop_map(Duration::from_secs),
+            Just(Duration::MAX),
+        ]
+    }
+
+    /// Store and local clocks within ±10 000 years of the epoch, in ms.
+    fn clock() -> impl Strategy<Value = i64> {
+        -315_569_520_000_000i64..315_569_520_000_000
+    }
+
+    #[test]
+    fn fuzz_an_interval_past_i64_milliseconds_keeps_a_fresh_heartbeat_alive() {
+        let policy = HeartbeatPolicy {
+            interval: Duration::MAX,
+            ..HeartbeatPolicy::default()
+        };
+        let now = 1_737_864_503_628;
+        assert_eq!(
+            policy.check(now, Some(now - 600_000), None),
+            HeartbeatStatus::Alive { age_ms: 600_000 }
+        );
+        let policy = HeartbeatPolicy {
+            min_instant_age: Duration::MAX,
+            ..HeartbeatPolicy::default()
+        };
+        assert!(matches!(
+            policy.check(now, None, Some(now - 3_600_000)),
+            HeartbeatStatus::MissingTooYoung { .. }
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(512))]
+
+        #[test]
+        fn fuzz_heartbeat_thresholds_never_wrap(
+            interval in duration(),
+            tolerable_misses in prop_oneof![0u32..5, any::<u32>()],
+            min_instant_age in duration(),
+            clock_skew_margin in duration(),
+            now in clock(),
+            mtime in prop::option::of(clock()),
+            started in prop::option::of(clock()),
+        ) {
+            let policy = HeartbeatPolicy { interval, tolerable_misses, min_instant_age, clock_skew_margin };
+            let status = policy.check(now, mtime, started);
+            let ms = |d: Duration| d.as_millis() as i128;
+            match (mtime, status) {
+                (Some(m), HeartbeatStatus::Expired { .. }) => {
+                    let allowance = ms(interval) * i128::from(tolerable_misses) + ms(clock_skew_margin);
+                    prop_assert!(i128::from(now) - i128::from(m) > allowance, "{policy:?} expired a heartbeat {} ms old", now - m);
+                }
+                (None, HeartbeatStatus::Missing) => {
+                    let s = started.unwrap_or_default();
+                    prop_assert!(
+                        i128::from(now) - i128::from(s) >= ms(min_instant_age) + ms(clock_skew_margin),
+                        "{policy:?} called an instant {} ms old dead", now - s
+                    );
+                }
+                _ => {}
+            }
+        }
     }
 }

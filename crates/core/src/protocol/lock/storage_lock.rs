@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::LeaseState;
+use crate::protocol::heartbeat::duration_ms;
 use crate::storage::{ObjectVersion, RelPath, Storage, StorageError};
 
 /// How long after `validUntil` a lapsed lease is still respected (Hudi's fixed allowance).
@@ -216,7 +217,7 @@ pub async fn try_take(
     let path = &config.path;
     let ours = |at_ms: i64| LockData {
         expired: false,
-        valid_until: at_ms + config.validity.as_millis() as i64,
+        valid_until: at_ms.saturating_add(duration_ms(config.validity)),
         owner: owner.to_string(),
     };
     let written_at = Instant::now();
@@ -412,7 +413,7 @@ async fn renew(
         let written_at = Instant::now();
         let data = LockData {
             expired: false,
-            valid_until: now_ms() + config.validity.as_millis() as i64,
+            valid_until: now_ms().saturating_add(duration_ms(config.validity)),
             owner: last.0.owner.clone(),
         };
         let attempt = tokio::time::timeout(
