@@ -16,12 +16,17 @@
 #   run.sh writer <version-key> <dir> <id> <commits>  (one of several concurrent writers; the JVM replaces the shell)
 #   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
 #   run.sh hold-lock <version-key> <dir> <seconds>    (take the writers' lock with Hudi's provider, hold it, release)
+#   run.sh lock-cycles <version-key> <base-uri> <cycles> <hold-ms> <wait-ms> [pause-ms]
+#                                                     (take and release the lock of <base-uri> <cycles> times with
+#                                                     Hudi's provider; LOCKED/RELEASING/RELEASED lines; the JVM
+#                                                     replaces the shell)
 #   run.sh savepoint <version-key> <dir> <instant>    (Hudi's own savepoint of a completed commit)
 #   run.sh restore <version-key> <dir> <instant> [--savepoint|--to-instant]
 #                                                     (Hudi's own restoreToSavepoint / restoreToInstant)
 #   run.sh commit <version-key> <dir>                 (one more completed upsert commit, p0-p2 + new keys in p3)
 #   run.sh hfile-read <version-key> <hfile> [--native] (Hudi's Avro HFile reader on one file; records as JSON)
-# INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key>) picks the writers' lock provider.
+# INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key> | storage,<s3-endpoint>,<validity-s>,<renew-s>)
+# picks the writers' lock provider (storage: Hudi 1.1's StorageBasedLockProvider on an s3a:// base path).
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
 # scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-twice]
@@ -448,6 +453,8 @@ case "${1:-}" in
     cmd_build; hj "$1" commit --dir "$2" ;;
   hold-lock) shift; [[ $# == 3 ]] || die "usage: run.sh hold-lock <version-key> <dir> <seconds>"
     cmd_build; hj_exec "$1" hold-lock --dir "$2" --seconds "$3" ;;
+  lock-cycles) shift; [[ $# == 5 || $# == 6 ]] || die "usage: run.sh lock-cycles <version-key> <base-uri> <cycles> <hold-ms> <wait-ms> [pause-ms]"
+    cmd_build; hj_exec "$1" lock-cycles --base "$2" --cycles "$3" --hold-ms "$4" --wait-ms "$5" --pause-ms "${6:-0}" ;;
   kill-writer) shift; [[ $# == 3 ]] || die "usage: run.sh kill-writer <version-key> <dir> <logdir>"
     cmd_build; mkdir -p "$3"; kill_failed_writer "$1" "$2" "$3" ;;
   hfile-read) shift; cmd_hfile_read "$@" ;;

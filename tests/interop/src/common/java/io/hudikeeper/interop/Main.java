@@ -44,6 +44,8 @@ import java.util.Properties;
  *                                   writes expected-records-T.json when the previous commit has one
  *   hold-lock --dir D --seconds N   take the table lock the writers take (INTEROP_LOCK's provider, Hudi's
  *                                   own provider class), print LOCKED, hold it N seconds, release, print UNLOCKED
+ *   lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]   take the lock of base path B N
+ *                                   times (INTEROP_LOCK's provider, tryLock(W ms)), hold H ms each; see LockCycles
  *   info                            print the Hudi version of this classpath
  * </pre>
  */
@@ -84,6 +86,9 @@ public final class Main {
           opts.getOrDefault("mode", "savepoint"));
       case "commit" -> rc = commit(new File(req(opts, "dir")));
       case "hold-lock" -> rc = holdLock(new File(req(opts, "dir")), Integer.parseInt(req(opts, "seconds")));
+      case "lock-cycles" -> rc = LockCycles.run(req(opts, "base"), Integer.parseInt(req(opts, "cycles")),
+          Long.parseLong(req(opts, "hold-ms")), Long.parseLong(req(opts, "wait-ms")),
+          Long.parseLong(opts.getOrDefault("pause-ms", "0")));
       case "writer" -> rc = writer(new File(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
           Integer.parseInt(req(opts, "commits")));
       case "rollback" -> rc = rollback(new File(req(opts, "dir")));
@@ -106,6 +111,7 @@ public final class Main {
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
         + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N | savepoint --dir D --instant T"
+        + " | lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]"
         + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
         + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");

@@ -311,7 +311,9 @@ public final class Scenario {
   /**
    * The lock provider. Environment variable INTEROP_LOCK chooses it for every JVM of a run:
    * unset or {@code filesystem}: FileSystemBasedLockProvider (a traced subclass, same lock file);
-   * {@code zookeeper,<host:port>,<base_path>,<lock_key>}: ZookeeperBasedLockProvider.
+   * {@code zookeeper,<host:port>,<base_path>,<lock_key>}: ZookeeperBasedLockProvider;
+   * {@code storage,<s3-endpoint>,<validity_secs>,<renew_secs>}: StorageBasedLockProvider (Hudi 1.1 only, on an
+   * s3:// or s3a:// base path; see LockCycles).
    */
   static void lockProps(Properties p) {
     String spec = System.getenv().getOrDefault("INTEROP_LOCK", "filesystem");
@@ -321,8 +323,21 @@ public final class Scenario {
       return;
     }
     String[] z = spec.split(",");
+    if (z.length == 4 && z[0].equals("storage")) {
+      // Hudi 1.x's StorageBasedLockProvider on an s3:// or s3a:// base path; it loads the harness's own
+      // S3StorageLockClient (src/storage-lock-s3, Hudi 1.1 module only), pointed at <endpoint>
+      p.setProperty("hoodie.write.lock.provider", "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider");
+      p.setProperty("hoodie.write.lock.storage.validity.timeout.secs", z[2]);
+      p.setProperty("hoodie.write.lock.storage.renew.interval.secs", z[3]);
+      p.setProperty("interop.s3.endpoint", z[1]);
+      p.setProperty("interop.s3.region", "us-east-1");
+      p.setProperty("interop.s3.access.key", "test");
+      p.setProperty("interop.s3.secret.key", "test");
+      return;
+    }
     if (z.length != 4 || !z[0].equals("zookeeper")) {
-      throw new IllegalArgumentException("INTEROP_LOCK must be filesystem or zookeeper,<host:port>,<base_path>,<key>: " + spec);
+      throw new IllegalArgumentException("INTEROP_LOCK must be filesystem, zookeeper,<host:port>,<base_path>,<key>"
+          + " or storage,<s3-endpoint>,<validity-secs>,<renew-secs>: " + spec);
     }
     p.setProperty("hoodie.write.lock.provider", "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider");
     p.setProperty("hoodie.write.lock.zookeeper.url", z[1]);
