@@ -142,6 +142,111 @@ fn sigterm_mid_rollback_stops_the_daemon_at_a_safe_point_with_its_lock_released_
     assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
 }
 
+/// The pending rollback of the fixture's failed write, if any: its instant.
+fn pending_rollback(rt: &tokio::runtime::Runtime, f: &Fixture) -> Option<String> {
+    let keys = keys(rt, f);
+    let completed = |r: &str| {
+        keys.iter()
+            .any(|k| k.starts_with(&format!(".hoodie/timeline/{r}_")) && k.ends_with(".rollback"))
+    };
+    keys.iter()
+        .filter_map(|k| k.strip_prefix(".hoodie/timeline/"))
+        .filter_map(|k| k.strip_suffix(".rollback.requested"))
+        .find(|r| !completed(r))
+        .map(str::to_string)
+}
+
+#[test]
+fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyone_elses_to_its_age(
+) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let expected = rolled_back_reference(&rt);
+
+    let (f, _root) = s3_fixture(&rt, "cut-sigkill", Kind::MorV9, true);
+    with_expired_heartbeat(&rt, &f);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    // The deletes never get through: the daemon is killed while its rollback deletes.
+    proxy.hang(&["?delete"]);
+    let work = tempfile::tempdir().unwrap();
+    // min_instant_age is its default (10 min): a pending rollback someone else may be running
+    // is left that long.
+    let config = |endpoint: &str| {
+        format!(
+            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"1s\"\n{HEARTBEATS}[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"5s\"\nstorage_renew_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            daemon_store_toml(endpoint),
+            f.uri
+        )
+    };
+    let mut killed = Daemon::start(work.path(), &config(&proxy.endpoint()));
+    assert!(
+        within(Duration::from_secs(60), || proxy.hung() > 0),
+        "the automatic rollback never deleted\n{}",
+        killed.logs()
+    );
+    let r = pending_rollback(&rt, &f).expect("a pending rollback");
+    killed.child.kill().expect("SIGKILL");
+    killed.child.wait().expect("reap");
+    proxy.hang(&[]);
+    let record = work.path().join("state/own-changes/t.json");
+    let recorded = std::fs::read_to_string(&record).expect("the daemon recorded its rollback");
+    assert!(recorded.contains(&r), "{recorded}");
+
+    // Without its record the rollback is anyone's: left to its age, after a restart too.
+    let aside = work.path().join("own-changes-t.json");
+    std::fs::rename(&record, &aside).unwrap();
+    let other = Daemon::start(work.path(), &config(&endpoint()));
+    other.wait_for(
+        "a poll that leaves the rollback",
+        Duration::from_secs(60),
+        || {
+            other
+                .logs()
+                .contains("pending rollback is recent and may still be running elsewhere")
+                .then_some(())
+        },
+    );
+    assert_eq!(pending_rollback(&rt, &f).as_deref(), Some(r.as_str()));
+    assert!(other.terminate(Duration::from_secs(30)).success());
+
+    // With it, the restarted daemon finishes its own rollback at its first poll.
+    std::fs::rename(&aside, &record).unwrap();
+    let restarted = Daemon::start(work.path(), &config(&endpoint()));
+    assert!(
+        within(Duration::from_secs(60), || pending_rollback(&rt, &f)
+            .is_none()),
+        "the restarted daemon did not finish its rollback\n{}",
+        restarted.logs()
+    );
+    assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
+    restarted.wait_for("the record dropped", Duration::from_secs(30), || {
+        let now = std::fs::read_to_string(&record).unwrap_or_default();
+        (!now.contains(&r)).then_some(())
+    });
+    assert!(restarted.terminate(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_second_daemon_on_the_same_state_dir_refuses_to_start() {
+    let work = tempfile::tempdir().unwrap();
+    let config = "[server]\nstate_dir = \"state\"\n";
+    let first = Daemon::start(work.path(), config);
+    let path = work.path().join("hudi-keeper.toml");
+    let out = bin()
+        .args(["serve", "--config"])
+        .arg(&path)
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(work.path())
+        .output()
+        .expect("run serve");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("in use by another hudi-keeper daemon"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(first.terminate(Duration::from_secs(30)).success());
+}
+
 /// The fixture with its failed write rolled back and a savepoint of T1, ready for a restore.
 fn restorable(rt: &tokio::runtime::Runtime, name: &str) -> (Fixture, String) {
     let (f, root) = s3_fixture(rt, name, Kind::CowV8, false);
@@ -167,6 +272,71 @@ fn restorable(rt: &tokio::runtime::Runtime, name: &str) -> (Fixture, String) {
         .unwrap();
     });
     (f, root)
+}
+
+#[test]
+fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_a_restart() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (reference, _) = restorable(&rt, "kill-restore-ref");
+    rt.block_on(async {
+        let t = Table::open(&reference.uri, &options()).await.unwrap();
+        let opts = RestoreOptions {
+            rollback: RollbackOptions::default(),
+            require_savepoint: true,
+        };
+        restore(&t, T1, &opts, None).await.unwrap();
+    });
+    let expected = normalize(&rt.block_on(reference.snapshot()));
+
+    let (f, _root) = restorable(&rt, "kill-restore");
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    proxy.hang(&["?delete"]);
+    let work = tempfile::tempdir().unwrap();
+    let config = |endpoint: &str| {
+        format!(
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1s\"\n[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"5s\"\nstorage_renew_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            daemon_store_toml(endpoint),
+            f.uri
+        )
+    };
+    let mut killed = Daemon::start(work.path(), &config(&proxy.endpoint()));
+    let body = format!(r#"{{"savepoint": "{T1}"}}"#);
+    let mut client = std::net::TcpStream::connect(&killed.addr).expect("connect");
+    write!(
+        client,
+        "POST /api/v1/tables/t/restore HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        killed.addr,
+        body.len()
+    )
+    .expect("send");
+    assert!(
+        within(Duration::from_secs(60), || proxy.hung() > 0),
+        "the restore never deleted\n{}",
+        killed.logs()
+    );
+    killed.child.kill().expect("SIGKILL");
+    killed.child.wait().expect("reap");
+    drop(client);
+    proxy.hang(&[]);
+    let restored = |keys: &[String]| {
+        keys.iter()
+            .any(|k| k.starts_with(".hoodie/timeline/") && k.ends_with(".restore"))
+    };
+    assert!(
+        !restored(&keys(&rt, &f)),
+        "the restore finished before the kill"
+    );
+
+    let restarted = Daemon::start(work.path(), &config(&endpoint()));
+    restarted.wait_for("the restore finished", Duration::from_secs(60), || {
+        restarted
+            .logs()
+            .contains("resumed restore finished")
+            .then_some(())
+    });
+    assert!(restored(&keys(&rt, &f)));
+    assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
+    assert!(restarted.terminate(Duration::from_secs(30)).success());
 }
 
 #[test]

@@ -10,7 +10,56 @@ mod timeline_ops;
 
 pub use timeline_ops::new_instant_time;
 
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::timeline::Action;
 use crate::Error;
+
+/// A change about to be started on a table: the instant about to be written to its timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartedChange {
+    /// [`Action::Rollback`] or [`Action::Restore`].
+    pub action: Action,
+    /// The rollback or restore instant time.
+    pub instant: String,
+    /// What it undoes: the instant a rollback rolls back, the restore point of a restore.
+    pub target: String,
+}
+
+/// Where a long-running caller (the daemon) records each rollback and restore it starts, before
+/// the change's first timeline file is written, so that after a crash it knows which pending
+/// changes were its own and resumes them at once (`RollbackOptions::own_rollbacks`).
+pub trait ChangeJournal: Send + Sync + std::fmt::Debug {
+    /// `change` is about to be written. An error refuses the change with nothing written.
+    fn starting<'a>(
+        &'a self,
+        change: &'a StartedChange,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+}
+
+/// Record `change` in the journal of `options`, if any: a failure refuses the change before
+/// anything was written.
+pub(crate) async fn journal_start(
+    journal: Option<&std::sync::Arc<dyn ChangeJournal>>,
+    table: &crate::Table,
+    change: StartedChange,
+) -> Result<(), Error> {
+    let Some(journal) = journal else {
+        return Ok(());
+    };
+    journal
+        .starting(&change)
+        .await
+        .map_err(|why| Error::Refused {
+            table: table.uri().to_string(),
+            instant: change.target.clone(),
+            reason: format!(
+                "could not record {} {} before starting it: {why}; nothing was changed",
+                change.action, change.instant
+            ),
+        })
+}
 
 /// The outcome of work done under the table lock, given the lock's release: the work's error
 /// comes first, except that a stop at a safe point whose lock could not be released reports the

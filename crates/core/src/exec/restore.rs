@@ -402,6 +402,16 @@ pub(super) async fn execute_restore(
                 .plan
                 .to_avro()
                 .map_err(|e| avro_err(table, &r, &path, e))?;
+            super::journal_start(
+                options.journal.as_ref(),
+                table,
+                super::StartedChange {
+                    action: Action::Restore,
+                    instant: r.clone(),
+                    target: target.to_string(),
+                },
+            )
+            .await?;
             if !create_if_absent(storage, &path, bytes).await? {
                 return Err(refused(
                     table,

@@ -79,6 +79,15 @@ pub struct RollbackOptions {
     /// The table lock, taken to schedule a rollback and to finish it, as Hudi's writers do.
     /// `Default` has none: callers decide (the CLI and the daemon make the operator choose).
     pub lock: LockOptions,
+    /// Where each rollback (and restore) this run starts is recorded before its first timeline
+    /// file is written (the daemon's `state_dir/own-changes/`); a failure to record refuses the
+    /// change with nothing written. `None`: not recorded (the CLI).
+    pub journal: Option<Arc<dyn super::ChangeJournal>>,
+    /// Pending rollback instants the caller knows to be its own and not running: started by it
+    /// (or by an earlier process of it that is gone) and recorded in its journal. They are
+    /// resumed at once; any other pending rollback is resumed only once it is older than the
+    /// minimum instant age, since whoever started it may be running it still.
+    pub own_rollbacks: Arc<BTreeSet<String>>,
 }
 
 /// Run `work` holding the table lock; the lock is released whatever `work` returns. `work`
@@ -118,6 +127,8 @@ impl Default for RollbackOptions {
             delete_concurrency: 64,
             listing_cross_check: true,
             lock: LockOptions::none(),
+            journal: None,
+            own_rollbacks: Arc::default(),
         }
     }
 }
@@ -245,8 +256,12 @@ pub struct PendingRollback {
 impl PendingRollback {
     /// Whether it was left long enough ago to be taken over: a rollback that another process
     /// is running right now must not be resumed under its feet (no lock is taken yet).
-    /// A time the store does not give (the epoch or earlier) is unknown: never stale.
+    /// A time the store does not give (the epoch or earlier) is unknown: never stale. The
+    /// caller's own rollbacks (`RollbackOptions::own_rollbacks`) are taken over at once.
     fn is_stale(&self, options: &RollbackOptions, now_ms: i64) -> bool {
+        if options.own_rollbacks.contains(&self.instant) {
+            return true;
+        }
         let written_ms = self.last_modified.timestamp_millis();
         if written_ms <= 0 {
             return false;
@@ -726,7 +741,12 @@ pub async fn rollback(
 
 /// Under the lock: re-check that the instant is still pending, in the same state, with no
 /// rollback scheduled meanwhile; then write `R.rollback.requested`. Returns `R`.
-async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Result<String, Error> {
+async fn schedule(
+    table: &Table,
+    work: &Work,
+    planned: &PlannedRollback,
+    options: &RollbackOptions,
+) -> Result<String, Error> {
     let config = table.config();
     let storage = table.storage();
     let t = work.target.as_str();
@@ -769,6 +789,16 @@ async fn schedule(table: &Table, work: &Work, planned: &PlannedRollback) -> Resu
         .to_avro()
         .map_err(|e| avro_err(table, t, &path, e))?;
     table.stop_point("before scheduling the rollback", None)?;
+    super::journal_start(
+        options.journal.as_ref(),
+        table,
+        super::StartedChange {
+            action: Action::Rollback,
+            instant: r.clone(),
+            target: t.to_string(),
+        },
+    )
+    .await?;
     if !create_if_absent(storage, &path, bytes).await? {
         return Err(refused(
             table,
@@ -815,8 +845,10 @@ async fn run_one(
         None => {
             let planned = make_plan(table, &work, options).await?;
             let (w, p) = (&work, &planned);
-            let (r, waited) =
-                locked(table, options, |t| async move { schedule(&t, w, p).await }).await?;
+            let (r, waited) = locked(table, options, |t| async move {
+                schedule(&t, w, p, options).await
+            })
+            .await?;
             schedule_wait = waited;
             info!(rollback_instant = %r, files = planned.deletes.len(), "scheduled rollback");
             (r, planned.plan, State::Requested)

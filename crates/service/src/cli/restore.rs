@@ -59,11 +59,12 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
             heartbeat: args.detection.heartbeat_policy(),
             lazy_writers: args.detection.lazy_writers(),
             max_write_duration: args.detection.max_write_duration,
-            suspected_eager: Default::default(),
             force: false,
             delete_concurrency: usize::from(args.delete_concurrency),
             listing_cross_check: true,
             lock: LockOptions::none(),
+            // The CLI keeps no journal: a rerun resumes its own pending rollbacks with --force.
+            ..RollbackOptions::default()
         },
         require_savepoint,
     };

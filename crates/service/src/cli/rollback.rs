@@ -105,7 +105,7 @@ impl Progress for Bar {
     fn deleted(&self) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         let total = self.total.load(Ordering::Relaxed);
-        if done == total || done % 64 == 0 {
+        if done == total || done.is_multiple_of(64) {
             self.draw();
         }
     }
@@ -124,11 +124,12 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         heartbeat: args.detection.heartbeat_policy(),
         lazy_writers: args.detection.lazy_writers(),
         max_write_duration: args.detection.max_write_duration,
-        suspected_eager: Default::default(),
         force: args.force,
         delete_concurrency: usize::from(args.delete_concurrency),
         listing_cross_check: !args.no_listing_cross_check,
         lock: LockOptions::none(),
+        // The CLI keeps no journal: a rerun resumes its own pending rollbacks with --force.
+        ..RollbackOptions::default()
     };
     let selection = match &args.instant {
         Some(t) => Selection::Instant(t.clone()),
