@@ -406,3 +406,82 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! Marker names (DIRECT listings) and `MARKERS<n>` / `MARKERS.type` files as read from
+    //! storage: arbitrary bytes, near-valid names, and valid files damaged. Every read is `Ok`
+    //! or a `MarkerError`, and every marker read names a data file inside the table.
+
+    use chrono::{TimeZone, Utc};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz;
+
+    const MARKERS0: &str = "2024/01/01/abc-0_1-2-3_20240101000000000.parquet.marker.CREATE\np2/b_1-0-1_1.parquet.marker.MERGE\r\n.abc-0_20240101.log.1_0-1-2.marker.APPEND\n";
+
+    fn assert_inside(m: &Marker) {
+        let p = m.data_path().expect("a marker read has a data path");
+        assert!(p.segments().all(|s| s != ".." && s != "."), "{p}");
+        assert!(
+            !m.file_name.is_empty() && !m.file_name.contains('/'),
+            "{m:?}"
+        );
+        assert_eq!(p.file_name(), m.file_name);
+    }
+
+    fn check_text(bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        if let Ok(ms) = parse_markers_file("1", &text) {
+            ms.iter().for_each(assert_inside);
+        }
+        let dir = marker_dir("1").unwrap();
+        let files = [(dir.join("MARKERS0").unwrap(), bytes.to_vec())];
+        for type_file in [b"TIMELINE_SERVER_BASED".as_slice(), bytes] {
+            if let Ok(ms) = markers_from_listing("1", &dir, &[], Some(type_file), &files) {
+                ms.markers.iter().for_each(assert_inside);
+            }
+        }
+        // The same lines as DIRECT marker files.
+        let listing: Vec<FileMeta> = text
+            .split('\n')
+            .filter_map(|l| dir.join(l).ok())
+            .map(|path| FileMeta {
+                path,
+                size: 0,
+                last_modified: Utc.timestamp_millis_opt(1).unwrap(),
+            })
+            .collect();
+        if let Ok(ms) = markers_from_listing("1", &dir, &listing, None, &[]) {
+            ms.markers.iter().for_each(assert_inside);
+        }
+    }
+
+    #[test]
+    fn fuzz_a_real_markers_file_reads() {
+        let ms = parse_markers_file("1", MARKERS0).unwrap();
+        assert_eq!(ms.len(), 3);
+        ms.iter().for_each(assert_inside);
+        check_text(MARKERS0.as_bytes());
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_marker_files_of_arbitrary_bytes(bytes in fuzz::bytes(256)) {
+            check_text(&bytes);
+        }
+
+        #[test]
+        fn fuzz_near_valid_marker_names(text in fuzz::text_from("ab01_-./:\\\n.marker.CREATEMERGEAPPEND", 120)) {
+            check_text(text.as_bytes());
+        }
+
+        #[test]
+        fn fuzz_damaged_marker_files(bytes in fuzz::mutated(MARKERS0.as_bytes().to_vec())) {
+            check_text(&bytes);
+        }
+    }
+}

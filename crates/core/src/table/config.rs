@@ -418,3 +418,60 @@ mod tests {
         assert!(matches!(err, ConfigError::Corrupt { .. }), "{err}");
     }
 }
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! `hoodie.properties` as read from storage: arbitrary bytes, near-valid text, and real
+    //! files damaged. A parse is `Ok` or a `ConfigError` naming the table, never a panic, and an
+    //! accepted configuration's timeline folder is inside `.hoodie`.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz;
+
+    const V6: &str = "#Updated at 2025-01-26T04:08:23.532Z\n#Sun Jan 26 04:08:23 UTC 2025\nhoodie.table.name=trips\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version=6\nhoodie.timeline.layout.version=1\nhoodie.table.metadata.partitions=files,column_stats\nhoodie.table.create.schema={\"type\"\\:\"record\"}\nhoodie.archivelog.folder=archived\n";
+    const V9: &str = "hoodie.table.version=9\r\nhoodie.timeline.layout.version=2\r\nhoodie.timeline.path=timeline\r\nhoodie.table.timeline.timezone=UTC\r\nhoodie.table.metadata.partitions=\\\r\n  files\r\nhoodie.table.name=t\\u0041\r\n";
+
+    fn check(bytes: &[u8]) {
+        match TableConfig::parse("s3://b/t", bytes) {
+            Ok(c) => {
+                let p = c.timeline_path();
+                assert!(p.as_str().starts_with(".hoodie"), "{p}");
+                assert!(p.segments().all(|s| s != ".." && s != "."), "{p}");
+            }
+            Err(e) => assert!(e.to_string().contains("s3://b/t"), "{e}"),
+        }
+    }
+
+    #[test]
+    fn fuzz_real_properties_files_parse() {
+        assert_eq!(
+            TableConfig::parse("t", V6.as_bytes()).unwrap().version,
+            TableVersion::V6
+        );
+        let c = TableConfig::parse("t", V9.as_bytes()).unwrap();
+        assert_eq!((c.version, c.name.as_str()), (TableVersion::V9, "tA"));
+        assert_eq!(c.metadata_partitions, ["files"]);
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_properties_of_arbitrary_bytes(bytes in fuzz::bytes(256)) {
+            check(&bytes);
+        }
+
+        #[test]
+        fn fuzz_near_valid_properties(text in fuzz::text_from("hoodie.table.version=689\\u0041:#! \t\r\nlayout12timelinepath./", 200)) {
+            check(text.as_bytes());
+            check(format!("hoodie.table.version=9\n{text}").as_bytes());
+        }
+
+        #[test]
+        fn fuzz_damaged_properties_files(bytes in fuzz::mutated_one_of(vec![V6.as_bytes().to_vec(), V9.as_bytes().to_vec()])) {
+            check(&bytes);
+        }
+    }
+}

@@ -229,6 +229,10 @@ impl BasePath {
                 .and_then(|r| r.strip_prefix('/'))
         }
         .ok_or_else(outside)?;
+        // A plan names files: the base path itself (with or without a trailing slash) is none.
+        if rel.is_empty() {
+            return Err(outside());
+        }
         RelPath::parse(rel).map_err(|_: RelPathError| outside())
     }
 }
@@ -332,6 +336,88 @@ mod tests {
         #[test]
         fn data_file_parsing_never_panics(name in "\\.?[a-z0-9_.-]{0,40}") {
             let _ = DataFile::parse(&name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! Data file names from listings and absolute paths from plans and metadata (written by
+    //! Java or damaged): parsed without panicking; a resolved path is inside the base path and
+    //! renders back to itself.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz;
+
+    const NAMES: [&str; 4] = [
+        "cd32-0_1-33-44_20250126040826878.parquet",
+        ".0712b9f9-0_20250126040823628.log.1_0-33-43",
+        ".0712b9f9-0_20250126040823628.log.12_0-33-43.cdc",
+        "files-0000-0_0-0-0_00000000000000010.hfile",
+    ];
+    const BASES: [&str; 4] = [
+        "s3://bucket/warehouse/t",
+        "/tmp/t",
+        "file:///tmp/t/",
+        "gs://b",
+    ];
+    const PATHS: [&str; 5] = [
+        "s3a://bucket/warehouse/t/p=1/a-0_1-2-3_20250126.parquet",
+        "file:/tmp/t/p/x.parquet",
+        "/tmp/t/.hoodie/.temp/1/p/x.parquet.marker.CREATE",
+        "gs://b/dt=2024-01-01 10%3A00/f.parquet",
+        "abfss://c@a.dfs.core.windows.net/t/p/f",
+    ];
+
+    #[test]
+    fn fuzz_the_base_path_itself_is_no_file_of_the_table() {
+        // Found by fuzzing: `file:/tmp/t/` resolved to the table root while `/tmp/t` was
+        // outside it.
+        let b = BasePath::from_uri("/tmp/t");
+        for p in ["/tmp/t", "/tmp/t/", "file:/tmp/t/", "file:///tmp/t/"] {
+            assert!(b.resolve(p).is_err(), "{p}");
+        }
+        let root = BasePath::from_uri("s3://b");
+        for p in ["s3://b/", "s3a://b/", "s3://b"] {
+            assert!(root.resolve(p).is_err(), "{p}");
+        }
+        assert_eq!(root.resolve("s3://b/p/f").unwrap().as_str(), "p/f");
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_data_file_names(
+            name in prop_oneof![
+                fuzz::mutated_one_of(NAMES.iter().map(|n| n.as_bytes().to_vec()).collect())
+                    .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+                fuzz::text_from("abc0123456789_-.logparquetcd", 60),
+            ]
+        ) {
+            if let Some(f) = DataFile::parse(&name) {
+                prop_assert!(!f.file_id().is_empty());
+                prop_assert!(f.instant().bytes().all(|b| b.is_ascii_digit()));
+            }
+        }
+
+        #[test]
+        fn fuzz_absolute_paths_from_plans(
+            base in prop_oneof![proptest::sample::select(BASES.to_vec()).prop_map(str::to_string), fuzz::text_from("s3:/bfile.t", 24)],
+            path in prop_oneof![
+                fuzz::mutated_one_of(PATHS.iter().map(|n| n.as_bytes().to_vec()).collect())
+                    .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+                fuzz::text_from("s3a:/bucket.warehouse/t/..%:", 60),
+            ]
+        ) {
+            let b = BasePath::from_uri(&base);
+            if let Ok(rel) = b.resolve(&path) {
+                prop_assert!(rel.segments().all(|s| s != ".." && s != "."), "{rel}");
+                prop_assert_eq!(b.resolve(&b.render(&rel)).ok(), Some(rel.clone()));
+                prop_assert_eq!(b.resolve(&b.render_qualified(&rel)).ok(), Some(rel));
+            }
         }
     }
 }

@@ -274,3 +274,85 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz_tests {
+    //! Timeline folder listings as the store returns them: any names, near-valid names, and
+    //! valid names damaged. Parsing never panics, every accepted name round-trips, and a
+    //! timeline built from such a listing puts every timeline-looking name in an instant or in
+    //! `malformed`.
+
+    use chrono::{TimeZone, Utc};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz;
+    use crate::storage::{FileMeta, RelPath};
+    use crate::timeline::time::{instant_to_epoch_ms, InstantZone};
+    use crate::timeline::Timeline;
+
+    const VALID: [&str; 8] = [
+        "20250126040823628.inflight",
+        "20250126040823628.deltacommit.requested",
+        "20250126040823628_20250126040825001.deltacommit",
+        "20250126040823628.clustering.requested",
+        "20250126040823628.rollback",
+        "20210101010101.commit",
+        "20250126040823628.savepoint.inflight",
+        "00000000000000010.deltacommit",
+    ];
+
+    fn names() -> impl Strategy<Value = Vec<String>> {
+        let damaged = fuzz::mutated_one_of(VALID.iter().map(|n| n.as_bytes().to_vec()).collect())
+            .prop_map(|b| String::from_utf8_lossy(&b).into_owned());
+        let one = prop_oneof![
+            3 => damaged,
+            2 => fuzz::text_from("0123456789._abcdefghilmnoqrstuv", 48),
+            1 => any::<String>(),
+        ];
+        prop::collection::vec(one, 0..12)
+    }
+
+    fn check(names: &[String]) {
+        let mut files = Vec::new();
+        for n in names {
+            for l in [TimelineLayout::V1, TimelineLayout::V2] {
+                if let Ok(p) = TimelineFileName::parse(n, l) {
+                    assert_eq!(&p.format(l), n, "{n} in {l:?}");
+                    let _ = instant_to_epoch_ms(&p.requested_time, InstantZone::Utc);
+                    let _ = instant_to_epoch_ms(&p.requested_time, InstantZone::Local);
+                }
+            }
+            let _ = instant_to_epoch_ms(n, InstantZone::Utc);
+            if let Ok(path) = RelPath::parse(&format!(".hoodie/{n}")) {
+                if path.parent().as_str() == ".hoodie" {
+                    files.push(FileMeta {
+                        path,
+                        size: 0,
+                        last_modified: Utc.timestamp_millis_opt(1_737_864_503_628).unwrap(),
+                    });
+                }
+            }
+        }
+        for l in [TimelineLayout::V1, TimelineLayout::V2] {
+            let looking = files
+                .iter()
+                .filter(|f| looks_like_timeline_file(f.file_name()))
+                .count();
+            let t = Timeline::from_files(files.clone(), l, InstantZone::Utc);
+            let kept: usize = t.instants().iter().map(|i| i.files.len()).sum();
+            assert_eq!(kept + t.malformed().len(), looking, "{names:?} in {l:?}");
+            let _ = t.max_time();
+            let _ = t.last_completed();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(fuzz::config(256))]
+
+        #[test]
+        fn fuzz_timeline_listings(names in names()) {
+            check(&names);
+        }
+    }
+}
