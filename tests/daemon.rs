@@ -466,14 +466,17 @@ fn tables_registered_through_the_api_survive_a_restart_and_sigterm_exits_zero() 
     let work = tempfile::tempdir().unwrap();
     let a_dir = work.path().join("a");
     let _a = build_local(&rt, &a_dir, Kind::CowV8);
+    let b_dir = work.path().join("b");
+    let _b = build_local(&rt, &b_dir, Kind::CowV8);
     let config = format!(
-        "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\nmax_body_bytes = 2048\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n",
+        "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\nmax_body_bytes = 2048\nallowed_table_uris = [\"{}\"]\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n",
+        work.path().display(),
         a_dir.display()
     );
     let d = Daemon::start(work.path(), &config);
     let body = format!(
         r#"{{"name": "added", "uri": "{}", "poll_interval": "2s"}}"#,
-        a_dir.display()
+        b_dir.display()
     );
     let unauth = request(&d.addr, "POST", "/api/v1/tables", None, Some(&body));
     assert_eq!(unauth.status, 401);
@@ -493,15 +496,19 @@ fn tables_registered_through_the_api_survive_a_restart_and_sigterm_exits_zero() 
     let huge = format!(r#"{{"name": "big", "uri": "{}"}}"#, "x".repeat(4096));
     let too_big = request(&d.addr, "POST", "/api/v1/tables", Some(TOKEN), Some(&huge));
     assert_eq!(too_big.status, 413, "{}", too_big.body);
-    let no_lock = request(
+    // The defaults only observe: an API registration may not make a table changeable.
+    let lazy = request(
         &d.addr,
         "POST",
         "/api/v1/tables",
         Some(TOKEN),
-        Some(r#"{"name": "x", "uri": "/x", "failed_writes_policy": "lazy"}"#),
+        Some(&format!(
+            r#"{{"name": "x", "uri": "{}", "failed_writes_policy": "lazy"}}"#,
+            work.path().join("x").display()
+        )),
     );
-    assert_eq!(no_lock.status, 422, "{}", no_lock.body);
-    assert!(no_lock.body.contains("lock.provider"), "{}", no_lock.body);
+    assert_eq!(lazy.status, 403, "{}", lazy.body);
+    assert!(lazy.body.contains("failed_writes_policy"), "{}", lazy.body);
     let addr = d.addr.clone();
     let status = d.terminate(Duration::from_secs(20));
     assert!(status.success(), "exit status {status}");

@@ -20,19 +20,28 @@ pub struct Daemon {
 impl Daemon {
     /// Start `serve` with `config` (TOML) written into `dir`, listening on a free port.
     pub fn start(dir: &Path, config: &str) -> Daemon {
+        Self::start_with(dir, config, |_| {})
+    }
+
+    /// As [`Daemon::start`], with `setup` adjusting the command (its environment) first.
+    pub fn start_with(
+        dir: &Path,
+        config: &str,
+        setup: impl FnOnce(&mut std::process::Command),
+    ) -> Daemon {
         std::fs::create_dir_all(dir).expect("daemon dir");
         let path = dir.join("hudi-keeper.toml");
         std::fs::write(&path, config).expect("write config");
-        let mut child = bin()
-            .args(["serve", "--config"])
+        let mut cmd = bin();
+        cmd.args(["serve", "--config"])
             .arg(&path)
             .args(["--listen", "127.0.0.1:0"])
             .current_dir(dir)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn hudi-keeper serve");
+            .stderr(Stdio::piped());
+        setup(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn hudi-keeper serve");
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();

@@ -118,6 +118,13 @@ pub struct ServerConfig {
     pub mutation_timeout: Duration,
     /// The largest request body the API accepts, in bytes.
     pub max_body_bytes: usize,
+    /// URI prefixes under which `POST /api/v1/tables` may register tables (a prefix ends at a
+    /// `/`: `s3://b/t` allows `s3://b/t/x`, not `s3://b/t2`). Empty: the API registers no table.
+    /// Tables of the config file are not bound by it.
+    pub allowed_table_uris: Vec<String>,
+    /// Let `POST /api/v1/tables` give a table a lock or policy weaker than `[defaults]` (see
+    /// [`Config::check_api_entry`]). Off: such a registration is refused.
+    pub api_may_weaken_safety: bool,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +140,8 @@ impl Default for ServerConfig {
             poll_timeout: Duration::from_secs(120),
             mutation_timeout: Duration::from_secs(600),
             max_body_bytes: 64 * 1024,
+            allowed_table_uris: Vec::new(),
+            api_may_weaken_safety: false,
         }
     }
 }
@@ -544,12 +553,388 @@ impl Config {
                 bail!("server.auth_token must be at least 16 characters");
             }
         }
+        for p in &self.server.allowed_table_uris {
+            Location::parse(p)
+                .map_err(|e| anyhow::anyhow!("server.allowed_table_uris: `{p}`: {e}"))?;
+        }
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.tables {
             if !seen.insert(&t.name) {
                 bail!("tables: the name `{}` is used twice", t.name);
             }
             self.defaults.resolve(t).map_err(|e| anyhow::anyhow!(e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a table URI points, reduced for comparison: the scheme (`s3a` read as `s3`, `file` for
+/// a local path), the bucket, container or host (lower-case), and the path's segments (empty ones
+/// dropped, so `a//b/` is `a/b`). The path is taken literally, as the store reads it: `%2e%2e` is
+/// not `..`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    scheme: String,
+    authority: String,
+    segments: Vec<String>,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}://{}/{}",
+            self.scheme,
+            self.authority,
+            self.segments.join("/")
+        )
+    }
+}
+
+impl Location {
+    /// Parse a table URI or a prefix: an absolute local path, `file:`, or `scheme://bucket/path`.
+    /// Refused: a relative local path, a `.` or `..` segment, a bucket or host with anything but
+    /// letters, digits, `-`, `.`, `_` (and `@` in Azure's `container@account`).
+    pub fn parse(uri: &str) -> Result<Location, String> {
+        let t = uri.trim();
+        if t.is_empty() {
+            return Err("the URI is empty".into());
+        }
+        let (scheme, authority, path) = if let Some(rest) = t.strip_prefix("file:") {
+            // As the store opens it: `file:///p`, `file://localhost/p`, `file:/p`.
+            let p = match rest.strip_prefix("//") {
+                Some(r) => r.strip_prefix("localhost").unwrap_or(r),
+                None => rest,
+            };
+            ("file".to_string(), String::new(), p)
+        } else if let Some((scheme, rest)) = t.split_once("://") {
+            let scheme = scheme.to_ascii_lowercase();
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let azure = matches!(scheme.as_str(), "az" | "azure" | "abfs" | "abfss" | "adl");
+            if authority.is_empty()
+                || !authority.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') || (azure && c == '@')
+                })
+            {
+                return Err(format!(
+                    "`{authority}` is not a plain bucket, container or host name"
+                ));
+            }
+            let scheme = if scheme == "s3a" {
+                "s3".to_string()
+            } else {
+                scheme
+            };
+            (scheme, authority.to_ascii_lowercase(), path)
+        } else {
+            ("file".to_string(), String::new(), t)
+        };
+        if scheme == "file" && !path.starts_with('/') {
+            return Err(format!("`{t}` is not an absolute path"));
+        }
+        let mut segments = Vec::new();
+        for s in path.split('/') {
+            match s {
+                "" => {}
+                "." | ".." => return Err(format!("`{t}` has a `{s}` segment")),
+                s => segments.push(s.to_string()),
+            }
+        }
+        Ok(Location {
+            scheme,
+            authority,
+            segments,
+        })
+    }
+
+    /// Where a registered table's URI points, to find a second registration of the same table:
+    /// as [`Location::parse`], but a relative local path is read from the working folder, and a
+    /// local path that exists is resolved (links, `..`). `None` when it cannot be read.
+    pub fn of_table(uri: &str) -> Option<Location> {
+        let t = uri.trim();
+        let local = match t.strip_prefix("file:") {
+            Some(rest) => Some(match rest.strip_prefix("//") {
+                Some(r) => r.strip_prefix("localhost").unwrap_or(r),
+                None => rest,
+            }),
+            None => (!t.contains("://")).then_some(t),
+        };
+        match local {
+            Some(p) => {
+                let p = std::path::absolute(p).ok()?;
+                let p = std::fs::canonicalize(&p).unwrap_or(p);
+                Location::parse(p.to_str()?).ok()
+            }
+            None => Location::parse(t).ok(),
+        }
+    }
+
+    /// A local path that exists, resolved (links, `..`); `None` otherwise.
+    fn resolved(&self) -> Option<Location> {
+        if self.scheme != "file" {
+            return None;
+        }
+        let p = std::fs::canonicalize(format!("/{}", self.segments.join("/"))).ok()?;
+        Location::parse(p.to_str()?).ok()
+    }
+
+    /// Whether this is `prefix` or lies under it (a prefix ends at a `/`).
+    pub fn is_under(&self, prefix: &Location) -> bool {
+        self.scheme == prefix.scheme
+            && self.authority == prefix.authority
+            && self.segments.starts_with(&prefix.segments)
+    }
+}
+
+/// Why `POST /api/v1/tables` may not register a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiRefusal {
+    /// Beyond what the operator allowed the API (403).
+    Forbidden(String),
+    /// Not acceptable as given (422).
+    Invalid(String),
+}
+
+/// How a storage option given through the API must read.
+#[derive(Debug, Clone, Copy)]
+enum OptionValue {
+    /// A region's name: letters, digits and `-` (it goes into host names).
+    Region,
+    /// `sha256`.
+    Checksum,
+    /// A duration such as `30s` or `500ms`.
+    Duration,
+}
+
+/// The storage options `POST /api/v1/tables` may set. None says where requests go or with
+/// which credentials: endpoints, credentials and their sources (token files, STS, web identity,
+/// the metadata service), proxies, plain HTTP, TLS checks, the bucket or account, addressing
+/// style, encryption keys and conditional-write modes come only from the config file or the
+/// environment.
+pub const API_STORAGE_OPTIONS: &[&str] = &[
+    "aws_region",
+    "aws_default_region",
+    "aws_unsigned_payload",
+    "aws_checksum_algorithm",
+    "aws_timeout",
+    "aws_connect_timeout",
+    "google_timeout",
+    "google_connect_timeout",
+    "azure_timeout",
+    "azure_connect_timeout",
+];
+
+fn api_option_rule(key: &str) -> Option<Option<OptionValue>> {
+    if !API_STORAGE_OPTIONS.contains(&key) {
+        return None;
+    }
+    Some(match key {
+        "aws_region" | "aws_default_region" => Some(OptionValue::Region),
+        "aws_checksum_algorithm" => Some(OptionValue::Checksum),
+        k if k.ends_with("timeout") => Some(OptionValue::Duration),
+        // `true` or `false`.
+        _ => None,
+    })
+}
+
+/// Whether the storage options of an API registration are all on [`API_STORAGE_OPTIONS`], with
+/// values of the expected form; the error names the first key that is not.
+pub fn check_api_storage_options(options: &BTreeMap<String, String>) -> Result<(), String> {
+    for (k, v) in options {
+        let Some(rule) = api_option_rule(k) else {
+            return Err(format!(
+                "storage option `{k}` cannot be set through the API: endpoints, credentials and their sources, token files, proxies and the like come only from the config file or the environment (the API accepts {})",
+                API_STORAGE_OPTIONS.join(", ")
+            ));
+        };
+        let ok = match rule {
+            None => matches!(v.as_str(), "true" | "false"),
+            Some(OptionValue::Region) => {
+                (1..=32).contains(&v.len())
+                    && v.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            }
+            Some(OptionValue::Checksum) => v.eq_ignore_ascii_case("sha256"),
+            Some(OptionValue::Duration) => {
+                let digits = v.chars().take_while(|c| c.is_ascii_digit()).count();
+                (1..=9).contains(&digits) && matches!(&v[digits..], "ms" | "s" | "m")
+            }
+        };
+        if !ok {
+            let expected = match rule {
+                None => "true or false",
+                Some(OptionValue::Region) => "a region name (a-z, 0-9, -)",
+                Some(OptionValue::Checksum) => "sha256",
+                Some(OptionValue::Duration) => "a duration such as 30s or 500ms",
+            };
+            return Err(format!("storage option `{k}`: `{v}` is not {expected}"));
+        }
+    }
+    Ok(())
+}
+
+impl PolicySetting {
+    /// How much a policy keeps the daemon from changing a table: `observe` (never) over `lazy`
+    /// (a heartbeat that expired) over `eager` (a newer write started).
+    fn caution(self) -> u8 {
+        match self {
+            PolicySetting::Eager => 0,
+            PolicySetting::Lazy => 1,
+            PolicySetting::Observe => 2,
+        }
+    }
+}
+
+fn show(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+impl Defaults {
+    /// Where `entry` would judge or lock its table less carefully than these defaults, one
+    /// sentence per key: a less cautious policy, shorter heartbeat, age or skew thresholds,
+    /// fewer tolerated misses, `assume_lazy_writers` or a `max_write_duration` the defaults do
+    /// not have (or a shorter one), a lock other than `[defaults.lock]` (only its `timeout` may
+    /// differ). Whatever the table's policy.
+    pub fn weaker(&self, entry: &TableEntry) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(p) = entry.failed_writes_policy {
+            if p.caution() < self.failed_writes_policy.caution() {
+                w.push(format!(
+                    "failed_writes_policy `{}` is less cautious than the default `{}`",
+                    p.as_str(),
+                    self.failed_writes_policy.as_str()
+                ));
+            }
+        }
+        for (key, given, default) in [
+            (
+                "heartbeat_interval",
+                entry.heartbeat_interval,
+                self.heartbeat_interval,
+            ),
+            (
+                "min_instant_age",
+                entry.min_instant_age,
+                self.min_instant_age,
+            ),
+            (
+                "clock_skew_margin",
+                entry.clock_skew_margin,
+                self.clock_skew_margin,
+            ),
+        ] {
+            if let Some(d) = given.filter(|d| *d < default) {
+                w.push(format!(
+                    "{key} {} is shorter than the default {}",
+                    show(d),
+                    show(default)
+                ));
+            }
+        }
+        if let Some(m) = entry
+            .heartbeat_tolerable_misses
+            .filter(|m| *m < self.heartbeat_tolerable_misses)
+        {
+            w.push(format!(
+                "heartbeat_tolerable_misses {m} is fewer than the default {}",
+                self.heartbeat_tolerable_misses
+            ));
+        }
+        if entry.assume_lazy_writers == Some(true) && !self.assume_lazy_writers {
+            w.push("assume_lazy_writers = true where the default is false".into());
+        }
+        match (entry.max_write_duration, self.max_write_duration) {
+            (Some(d), None) => w.push(format!(
+                "max_write_duration {} where the default has none",
+                show(d)
+            )),
+            (Some(d), Some(default)) if d < default => w.push(format!(
+                "max_write_duration {} is shorter than the default {}",
+                show(d),
+                show(default)
+            )),
+            _ => {}
+        }
+        if let Some(lock) = &entry.lock {
+            let mut same = (**lock).clone();
+            same.timeout = self.lock.timeout;
+            if same != self.lock {
+                w.push(
+                    "lock differs from [defaults.lock] (through the API only lock.timeout may be set; leave lock out to use the default)"
+                        .into(),
+                );
+            }
+        }
+        w
+    }
+}
+
+impl Config {
+    /// Whether `POST /api/v1/tables` may register `entry`: its URI is under
+    /// `server.allowed_table_uris` (and, for a local path that exists, so is where it leads), its
+    /// storage options are on [`API_STORAGE_OPTIONS`], and, unless
+    /// `server.api_may_weaken_safety`, nothing in it is weaker than `[defaults]`
+    /// ([`Defaults::weaker`]). A second registration of a table is found by the daemon.
+    pub fn check_api_entry(&self, entry: &TableEntry) -> Result<(), ApiRefusal> {
+        let t = &entry.name;
+        if !valid_name(t) {
+            return Err(ApiRefusal::Invalid(format!(
+                "table name `{t}`: use 1 to 128 letters, digits, `-`, `_` or `.` (not `.` or `..` alone)"
+            )));
+        }
+        if entry.demo {
+            return Err(ApiRefusal::Invalid(
+                "demo tables come from the config file only".into(),
+            ));
+        }
+        let allowed = &self.server.allowed_table_uris;
+        if allowed.is_empty() {
+            return Err(ApiRefusal::Forbidden(
+                "the API registers no table: server.allowed_table_uris is empty (list the URI prefixes it may register under)".into(),
+            ));
+        }
+        let at = Location::parse(&entry.uri)
+            .map_err(|e| ApiRefusal::Invalid(format!("table `{t}`: uri: {e}")))?;
+        if at.segments.iter().any(|s| s == ".hoodie") {
+            // A table's own folder: its metadata table is no table to watch on its own.
+            return Err(ApiRefusal::Invalid(format!(
+                "table `{t}`: `{}` is inside a table's .hoodie folder; give the table's base path",
+                entry.uri
+            )));
+        }
+        let prefixes: Vec<Location> = allowed
+            .iter()
+            .filter_map(|p| Location::parse(p).ok())
+            .collect();
+        let outside = || {
+            ApiRefusal::Forbidden(format!(
+                "table `{t}`: `{}` is not under server.allowed_table_uris ({})",
+                entry.uri,
+                allowed.join(", ")
+            ))
+        };
+        if !prefixes.iter().any(|p| at.is_under(p)) {
+            return Err(outside());
+        }
+        if let Some(real) = at.resolved() {
+            // Where a local path leads, against where the prefixes lead.
+            if !prefixes
+                .iter()
+                .any(|p| real.is_under(&p.resolved().unwrap_or_else(|| p.clone())))
+            {
+                return Err(outside());
+            }
+        }
+        check_api_storage_options(&entry.storage_options)
+            .map_err(|e| ApiRefusal::Invalid(format!("table `{t}`: {e}")))?;
+        if !self.server.api_may_weaken_safety {
+            let weaker = self.defaults.weaker(entry);
+            if !weaker.is_empty() {
+                return Err(ApiRefusal::Forbidden(format!(
+                    "table `{t}`: {}. An API registration may not weaken what [defaults] sets (server.api_may_weaken_safety = true allows it)",
+                    weaker.join("; ")
+                )));
+            }
         }
         Ok(())
     }
@@ -730,6 +1115,234 @@ max_write_duration = "90m"
         let back: LockSettings =
             serde_json::from_str(&serde_json::to_string(&lock).unwrap()).unwrap();
         assert_eq!(back.filesystem_expire, Duration::from_secs(600));
+    }
+
+    fn loc(uri: &str) -> Location {
+        Location::parse(uri).unwrap_or_else(|e| panic!("{uri}: {e}"))
+    }
+
+    #[test]
+    fn a_location_compares_scheme_bucket_and_whole_segments() {
+        let prefix = loc("s3://b/t");
+        assert!(loc("s3://b/t").is_under(&prefix));
+        assert!(loc("s3://b/t/").is_under(&prefix));
+        assert!(loc("s3://b/t/x/y").is_under(&prefix));
+        assert!(loc("s3a://B/t//x").is_under(&prefix));
+        assert!(!loc("s3://b/t2").is_under(&prefix));
+        assert!(!loc("s3://b/").is_under(&prefix));
+        assert!(!loc("s3://c/t/x").is_under(&prefix));
+        assert!(!loc("gs://b/t/x").is_under(&prefix));
+        // Literal text, as the store reads it.
+        assert!(!loc("s3://b/%74/x").is_under(&prefix));
+        assert!(loc("s3://b/t/%2e%2e/x").is_under(&prefix));
+        assert!(loc("s3://b/").is_under(&loc("s3://b")));
+        // Local paths, however spelled.
+        let local = loc("/data/tables/");
+        for p in [
+            "/data/tables/t",
+            "file:///data/tables/t",
+            "file:/data/tables/t",
+            "file://localhost/data/tables/t",
+        ] {
+            assert!(loc(p).is_under(&local), "{p}");
+        }
+        assert!(!loc("/data/tables2/t").is_under(&local));
+        assert!(loc("abfss://c@acct.dfs.core.windows.net/t/x")
+            .is_under(&loc("abfss://c@acct.dfs.core.windows.net/t")));
+        for bad in [
+            "",
+            "relative/t",
+            "/data/../etc",
+            "/data/./t",
+            "s3://b/t/../u",
+            "file:relative",
+            "s3://user@b/t",
+            "s3://b:9000/t",
+            "s3:///t",
+            "s3://b?x/t",
+        ] {
+            assert!(Location::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_location_of_a_table_resolves_local_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(real.join("t")).unwrap();
+        std::fs::create_dir_all(real.join("x")).unwrap();
+        std::os::unix::fs::symlink(real.join("t"), real.join("link")).unwrap();
+        let t = Location::of_table(real.join("t").to_str().unwrap()).unwrap();
+        assert_eq!(
+            Location::of_table(real.join("link").to_str().unwrap()),
+            Some(t.clone())
+        );
+        assert_eq!(
+            Location::of_table(&format!("file://{}/x/../t/", real.display())),
+            Some(t)
+        );
+        assert!(Location::of_table("relative/missing").is_some());
+        assert_eq!(Location::of_table("s3://b/t"), Some(loc("s3://b/t/")));
+    }
+
+    #[test]
+    fn api_storage_options_are_an_allow_list_with_checked_values() {
+        let check = |k: &str, v: &str| {
+            check_api_storage_options(&BTreeMap::from([(k.to_string(), v.to_string())]))
+        };
+        for (k, v) in [
+            ("aws_region", "eu-west-1"),
+            ("aws_default_region", "us-gov-west-1"),
+            ("aws_unsigned_payload", "true"),
+            ("aws_checksum_algorithm", "SHA256"),
+            ("aws_timeout", "30s"),
+            ("google_connect_timeout", "500ms"),
+            ("azure_timeout", "2m"),
+        ] {
+            check(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        for (k, v) in [
+            ("aws_region", "a.evil.com/"),
+            ("aws_region", "EU-WEST-1"),
+            ("aws_region", ""),
+            ("aws_unsigned_payload", "yes"),
+            ("aws_checksum_algorithm", "crc32"),
+            ("aws_timeout", "30"),
+            ("aws_timeout", "1h"),
+            ("aws_timeout", "9999999999s"),
+        ] {
+            let e = check(k, v).unwrap_err();
+            assert!(e.contains(k), "{e}");
+        }
+        for k in [
+            "aws_endpoint",
+            "aws_endpoint_url_sts",
+            "aws_web_identity_token_file",
+            "aws_allow_http",
+            "region",
+            "AWS_REGION",
+            "",
+        ] {
+            let e = check(k, "x").unwrap_err();
+            assert!(e.contains(&format!("`{k}`")), "{e}");
+        }
+    }
+
+    #[test]
+    fn weaker_than_the_defaults_is_judged_key_by_key() {
+        let c = parse(
+            "[defaults]\nfailed_writes_policy = \"lazy\"\nmax_write_duration = \"6h\"\n[defaults.lock]\nprovider = \"filesystem\"\n",
+        )
+        .unwrap();
+        let entry = |json: serde_json::Value| -> TableEntry {
+            let mut v = serde_json::json!({"name": "t", "uri": "/t"});
+            for (k, x) in json.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        let weaker = |json| c.defaults.weaker(&entry(json));
+        assert!(weaker(serde_json::json!({})).is_empty());
+        for same_or_stronger in [
+            serde_json::json!({"failed_writes_policy": "lazy"}),
+            serde_json::json!({"failed_writes_policy": "observe"}),
+            serde_json::json!({"min_instant_age": "10m", "heartbeat_interval": "2m"}),
+            serde_json::json!({"heartbeat_tolerable_misses": 5, "clock_skew_margin": "1m"}),
+            serde_json::json!({"assume_lazy_writers": false, "max_write_duration": "12h"}),
+            serde_json::json!({"lock": {"provider": "filesystem", "timeout": "1s"}}),
+            serde_json::json!({"poll_interval": "1s"}),
+        ] {
+            assert!(
+                weaker(same_or_stronger.clone()).is_empty(),
+                "{same_or_stronger}"
+            );
+        }
+        for (json, key) in [
+            (
+                serde_json::json!({"failed_writes_policy": "eager"}),
+                "failed_writes_policy",
+            ),
+            (
+                serde_json::json!({"min_instant_age": "9m"}),
+                "min_instant_age",
+            ),
+            (
+                serde_json::json!({"heartbeat_interval": "59s"}),
+                "heartbeat_interval",
+            ),
+            (
+                serde_json::json!({"clock_skew_margin": "1s"}),
+                "clock_skew_margin",
+            ),
+            (
+                serde_json::json!({"heartbeat_tolerable_misses": 1}),
+                "heartbeat_tolerable_misses",
+            ),
+            (
+                serde_json::json!({"assume_lazy_writers": true}),
+                "assume_lazy_writers",
+            ),
+            (
+                serde_json::json!({"max_write_duration": "5h"}),
+                "max_write_duration",
+            ),
+            (serde_json::json!({"lock": {"provider": "none"}}), "lock"),
+            (
+                serde_json::json!({"lock": {"provider": "filesystem", "filesystem_expire": "10m"}}),
+                "lock",
+            ),
+        ] {
+            let w = weaker(json.clone());
+            assert_eq!(w.len(), 1, "{json}: {w:?}");
+            assert!(w[0].contains(key), "{json}: {w:?}");
+        }
+        // Eager defaults: lazy and observe are more cautious.
+        let eager = parse(
+            "[defaults]\nfailed_writes_policy = \"eager\"\n[defaults.lock]\nprovider = \"none\"\n",
+        )
+        .unwrap();
+        assert!(eager
+            .defaults
+            .weaker(&entry(serde_json::json!({"failed_writes_policy": "lazy"})))
+            .is_empty());
+        // No max_write_duration by default: setting one is weaker.
+        let none = parse("[defaults.lock]\nprovider = \"none\"\n").unwrap();
+        assert_eq!(
+            none.defaults
+                .weaker(&entry(serde_json::json!({"max_write_duration": "100d"})))
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn the_api_may_register_only_under_the_allowed_prefixes() {
+        let mut c = parse("[defaults]\nfailed_writes_policy = \"observe\"\n").unwrap();
+        let entry = |uri: &str| TableEntry {
+            name: "t".into(),
+            uri: uri.into(),
+            ..serde_json::from_str(r#"{"name": "x", "uri": "x"}"#).unwrap()
+        };
+        assert!(matches!(
+            c.check_api_entry(&entry("s3://b/t/x")),
+            Err(ApiRefusal::Forbidden(e)) if e.contains("allowed_table_uris")
+        ));
+        c.server.allowed_table_uris = vec!["s3://b/t/".into()];
+        c.check_api_entry(&entry("s3://b/t/x")).unwrap();
+        assert!(matches!(
+            c.check_api_entry(&entry("s3://b/t2")),
+            Err(ApiRefusal::Forbidden(_))
+        ));
+        assert!(matches!(
+            c.check_api_entry(&entry("s3://b/t/../x")),
+            Err(ApiRefusal::Invalid(_))
+        ));
+        assert!(matches!(
+            c.check_api_entry(&entry("s3://b/t/x/.hoodie/metadata")),
+            Err(ApiRefusal::Invalid(_))
+        ));
+        let err = parse("[server]\nallowed_table_uris = [\"s3://b/../x\"]\n").unwrap_err();
+        assert!(format!("{err:#}").contains("allowed_table_uris"), "{err:#}");
     }
 
     #[test]

@@ -60,6 +60,7 @@ impl From<TableError> for ApiError {
             TableError::NotFound(_) => StatusCode::NOT_FOUND,
             TableError::Conflict(_) => StatusCode::CONFLICT,
             TableError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            TableError::Forbidden(_) => StatusCode::FORBIDDEN,
             TableError::Failed(_) => StatusCode::BAD_GATEWAY,
             TableError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -125,10 +126,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn readyz(State(d): Shared) -> Response {
-    let (ready, tables) = d.readiness().await;
+    let (tables_ready, tables) = d.readiness().await;
+    // A registry that could not be read, or entries of it not restored: tables the operator
+    // registered are not watched.
+    let (registry_ok, registry) = d.registry_report();
+    let ready = tables_ready && registry_ok;
     let body = json!({
         "ready": ready,
         "tables": tables.into_iter().map(|(n, s)| json!({"name": n, "state": s})).collect::<Vec<_>>(),
+        "registry": registry,
     });
     let status = if ready {
         StatusCode::OK
@@ -189,6 +195,8 @@ async fn timeline(
     })))
 }
 
+/// `POST /api/v1/tables`: only what the operator allowed the API (`Daemon::register`); run
+/// detached, so that a client that goes away never leaves a table registered but not persisted.
 async fn register(
     State(d): Shared,
     headers: HeaderMap,
@@ -196,15 +204,15 @@ async fn register(
 ) -> Result<Response, ApiError> {
     authorize(&d, &headers)?;
     let Json(entry) = body?;
-    if entry.demo {
-        return Err(ApiError(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "demo tables come from the config file only".into(),
-        ));
-    }
     let name = entry.name.clone();
-    d.register(entry).await?;
-    let t = d.table(&name).await?;
+    let t = detached(&d, {
+        let d = d.clone();
+        async move {
+            d.register(entry).await?;
+            d.table(&name).await
+        }
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(table_json(&t))).into_response())
 }
 
@@ -214,7 +222,11 @@ async fn unregister(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     authorize(&d, &headers)?;
-    d.unregister(&name).await?;
+    detached(&d, {
+        let d = d.clone();
+        async move { d.unregister(&name).await }
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -125,8 +125,15 @@ pub struct Metrics {
     pub rollback_duration: Histogram,
     pub tables: IntGauge,
     pub tables_halted: IntGauge,
+    /// Problems with the registry of tables registered through the API, by kind
+    /// ([`REGISTRY_ERRORS`]).
+    pub registry_errors: prometheus::IntCounterVec,
     per_table: RwLock<BTreeMap<String, Arc<TableMetrics>>>,
 }
+
+/// Kinds of `hudi_keeper_registry_errors_total`: the file unreadable at start, an entry not
+/// restored (refused by the current policy, or not resolvable), a failed write.
+pub const REGISTRY_ERRORS: [&str; 3] = ["unreadable", "not_restored", "write"];
 
 fn must<T>(r: prometheus::Result<T>) -> T {
     // The definitions below are constant and valid; a failure is a programming error that the
@@ -160,6 +167,16 @@ impl Metrics {
             "hudi_keeper_tables_halted",
             "Registered tables that are halted.",
         ));
+        let registry_errors = must(prometheus::IntCounterVec::new(
+            Opts::new(
+                "hudi_keeper_registry_errors_total",
+                "Problems with state_dir/tables.json (tables registered through the API), by kind: unreadable at start, an entry not restored, a failed write.",
+            ),
+            &["kind"],
+        ));
+        for kind in REGISTRY_ERRORS {
+            registry_errors.with_label_values(&[kind]).reset();
+        }
         let build_info = must(prometheus::IntGaugeVec::new(
             Opts::new(
                 "hudi_keeper_build_info",
@@ -176,6 +193,7 @@ impl Metrics {
             Box::new(rollback_duration.clone()),
             Box::new(tables.clone()),
             Box::new(tables_halted.clone()),
+            Box::new(registry_errors.clone()),
             Box::new(build_info.clone()),
             Box::new(start_time.clone()),
         ] {
@@ -191,6 +209,7 @@ impl Metrics {
             rollback_duration,
             tables,
             tables_halted,
+            registry_errors,
             per_table: RwLock::new(BTreeMap::new()),
         }
     }

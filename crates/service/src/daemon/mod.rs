@@ -134,6 +134,8 @@ impl WritersStatus {
 pub struct TableState {
     pub entry: TableEntry,
     pub source: Source,
+    /// Where the table is, to find a second registration of it through the API.
+    location: Option<config::Location>,
     pub settings: Arc<TableSettings>,
     pub status: StdMutex<TableStatus>,
     /// This table's metrics.
@@ -259,6 +261,9 @@ pub enum TableError {
     Conflict(String),
     #[error("{0}")]
     Invalid(String),
+    /// Beyond what the operator allowed the API.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     Failed(String),
     /// The table is busy (a change holds it, or too many reads run): retry later.
@@ -318,10 +323,21 @@ pub struct Daemon {
     interned: StdMutex<Vec<Arc<TableSettings>>>,
     /// Serializes writes of the registry file.
     registry_write: tokio::sync::Mutex<()>,
+    /// What became of the registry file at start.
+    registry: StdMutex<RegistryState>,
     /// Which tables were seen with heartbeat files (`state_dir/writer-evidence/`).
     evidence: evidence::EvidenceStore,
     /// Writes suspected to be EAGER writers' (`state_dir/suspected-eager-writes/`).
     suspected: suspected::SuspectedStore,
+}
+
+/// What became of the registry file (`state_dir/tables.json`) at start.
+#[derive(Debug, Default)]
+struct RegistryState {
+    /// It could not be read: why. Then the API neither registers nor unregisters tables.
+    unreadable: Option<String>,
+    /// Entries not restored, and why; written back with every registry write until deleted.
+    not_restored: Vec<(TableEntry, String)>,
 }
 
 fn now_ms() -> i64 {
@@ -352,6 +368,7 @@ impl Daemon {
             initial: StdMutex::new(initial),
             registry_file,
             registry_write: tokio::sync::Mutex::new(()),
+            registry: StdMutex::new(RegistryState::default()),
             evidence,
             suspected,
             stores: hudi_keeper_core::storage::StoreCache::new(),
@@ -373,12 +390,74 @@ impl Daemon {
                 .await
                 .map_err(|e| anyhow::anyhow!(e))?;
         }
-        for entry in read_registry(&self.registry_file)? {
-            if let Err(e) = self.add(entry.clone(), Source::Api).await {
-                warn!(table = %entry.name, error = %e, "a table registered through the API was not restored");
+        self.restore_registry().await;
+        Ok(())
+    }
+
+    /// Register the tables kept in the registry file, each checked as a registration through
+    /// the API is now. A file that cannot be read, or an entry that is refused, is reported
+    /// (error log, `hudi_keeper_registry_errors_total`, `/readyz`) while every other table runs.
+    async fn restore_registry(self: &Arc<Self>) {
+        let file = self.registry_file.display().to_string();
+        let entries = match read_registry(&self.registry_file) {
+            Ok(entries) => entries,
+            Err(e) => {
+                let error = format!("{e:#}");
+                error!(file = %file, error = %error, "the registry of tables registered through the API cannot be read: those tables are not watched (the configured ones are), and registrations through the API are refused until the file is fixed or moved away and the daemon restarted");
+                self.metrics
+                    .registry_errors
+                    .with_label_values(&["unreadable"])
+                    .inc();
+                self.registry_state().unreadable = Some(error);
+                return;
+            }
+        };
+        for entry in entries {
+            let refused = match self.config.check_api_entry(&entry) {
+                Err(config::ApiRefusal::Forbidden(e) | config::ApiRefusal::Invalid(e)) => Some(e),
+                Ok(()) => self
+                    .add(entry.clone(), Source::Api)
+                    .await
+                    .err()
+                    .map(|e| e.to_string()),
+            };
+            if let Some(error) = refused {
+                error!(table = %entry.name, file = %file, error = %error, "a table registered through the API is not restored (it stays in the registry file: fix the config and restart, or DELETE /api/v1/tables/{{name}})");
+                self.metrics
+                    .registry_errors
+                    .with_label_values(&["not_restored"])
+                    .inc();
+                self.registry_state().not_restored.push((entry, error));
             }
         }
-        Ok(())
+    }
+
+    fn registry_state(&self) -> std::sync::MutexGuard<'_, RegistryState> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The registry's state for `/readyz`: whether it was read and every entry restored.
+    pub fn registry_report(&self) -> (bool, serde_json::Value) {
+        let r = self.registry_state();
+        let ok = r.unreadable.is_none() && r.not_restored.is_empty();
+        let report = serde_json::json!({
+            "ok": ok,
+            "file": self.registry_file.display().to_string(),
+            "error": r.unreadable,
+            "not_restored": r.not_restored.iter().map(|(e, why)| serde_json::json!({"name": e.name, "uri": e.uri, "error": why})).collect::<Vec<_>>(),
+        });
+        (ok, report)
+    }
+
+    /// Refused while the registry file could not be read at start: a write would replace it.
+    fn registry_writable(&self) -> Result<(), TableError> {
+        match &self.registry_state().unreadable {
+            Some(e) => Err(TableError::Conflict(format!(
+                "the registry file {} could not be read at start ({e}); fix it or move it away and restart before registering or unregistering tables through the API",
+                self.registry_file.display()
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The tables, by name.
@@ -397,6 +476,7 @@ impl Daemon {
     }
 
     async fn add(self: &Arc<Self>, entry: TableEntry, source: Source) -> Result<(), TableError> {
+        let location = config::Location::of_table(&entry.uri);
         let settings = self
             .config
             .defaults
@@ -420,9 +500,25 @@ impl Daemon {
                 entry.name
             )));
         }
+        if let (Source::Api, Some(at)) = (source, &location) {
+            // The same table under another name or spelling, or a table inside another one
+            // (a metadata table) or around it.
+            let other = tables.values().find(|t| {
+                t.location
+                    .as_ref()
+                    .is_some_and(|o| at.is_under(o) || o.is_under(at))
+            });
+            if let Some(other) = other {
+                return Err(TableError::Conflict(format!(
+                    "`{}` is registered already, or contains or lies inside a registered table: `{}` ({})",
+                    entry.uri, other.entry.name, other.entry.uri
+                )));
+            }
+        }
         let state = Arc::new(TableState {
             entry: entry.clone(),
             source,
+            location,
             settings,
             status: StdMutex::new(TableStatus::default()),
             metrics: self.metrics.table(&entry.name),
@@ -447,14 +543,53 @@ impl Daemon {
         Ok(())
     }
 
-    /// Register a table through the API and persist it.
+    /// Register a table through the API and persist it: only what
+    /// [`Config::check_api_entry`] allows, never a table registered already (by the config or
+    /// the API, under any name), and only while the registry file can be written. A
+    /// registration that could not be persisted is undone.
     pub async fn register(self: &Arc<Self>, entry: TableEntry) -> Result<(), TableError> {
+        self.config.check_api_entry(&entry).map_err(|r| match r {
+            config::ApiRefusal::Forbidden(e) => TableError::Forbidden(e),
+            config::ApiRefusal::Invalid(e) => TableError::Invalid(e),
+        })?;
+        self.registry_writable()?;
+        if self
+            .registry_state()
+            .not_restored
+            .iter()
+            .any(|(e, _)| e.name == entry.name)
+        {
+            return Err(TableError::Conflict(format!(
+                "a table named `{}` is in the registry file but was not restored; DELETE it first",
+                entry.name
+            )));
+        }
+        let name = entry.name.clone();
         self.add(entry, Source::Api).await?;
-        self.persist().await
+        if let Err(e) = self.persist().await {
+            let mut tables = self.tables.write().await;
+            tables.remove(&name);
+            self.metrics.tables.set(tables.len() as i64);
+            drop(tables);
+            self.metrics.remove_table(&name);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Unregister a table (its poll loop stops) and persist the change.
     pub async fn unregister(&self, name: &str) -> Result<(), TableError> {
+        self.registry_writable()?;
+        let dormant = {
+            let mut r = self.registry_state();
+            let before = r.not_restored.len();
+            r.not_restored.retain(|(e, _)| e.name != name);
+            before != r.not_restored.len()
+        };
+        if dormant {
+            info!(table = %name, "removed a table that was not restored from the registry");
+            return self.persist().await;
+        }
         let state = {
             let mut tables = self.tables.write().await;
             let state = tables
@@ -507,18 +642,40 @@ impl Daemon {
         self.metrics.tables_halted.set(n as i64);
     }
 
+    /// Write the registry file: the tables registered through the API, and the entries of the
+    /// file that were not restored at start (kept until deleted through the API).
     async fn persist(&self) -> Result<(), TableError> {
+        self.registry_writable()?;
         let _w = self.registry_write.lock().await;
-        let entries: Vec<TableEntry> = self
-            .tables
-            .read()
+        let mut entries: Vec<TableEntry> = {
+            let tables = self.tables.read().await;
+            let mut entries: Vec<TableEntry> = tables
+                .values()
+                .filter(|t| t.source == Source::Api)
+                .map(|t| t.entry.clone())
+                .collect();
+            entries.extend(
+                self.registry_state()
+                    .not_restored
+                    .iter()
+                    .filter(|(e, _)| !tables.contains_key(&e.name))
+                    .map(|(e, _)| e.clone()),
+            );
+            entries
+        };
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let path = self.registry_file.clone();
+        let written = tokio::task::spawn_blocking(move || write_registry(&path, &entries))
             .await
-            .values()
-            .filter(|t| t.source == Source::Api)
-            .map(|t| t.entry.clone())
-            .collect();
-        write_registry(&self.registry_file, &entries)
-            .map_err(|e| TableError::Failed(format!("could not persist the registry: {e:#}")))
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the write ended abnormally: {e}")));
+        written.map_err(|e| {
+            self.metrics
+                .registry_errors
+                .with_label_values(&["write"])
+                .inc();
+            error!(file = %self.registry_file.display(), error = %format!("{e:#}"), "could not write the registry file");
+            TableError::Failed(format!("could not persist the registry: {e:#}"))
+        })
     }
 
     /// Put `state` on the timer heap, `after` from now (replacing any earlier entry of it).
@@ -1265,14 +1422,51 @@ fn read_registry(path: &Path) -> anyhow::Result<Vec<TableEntry>> {
     }
 }
 
+/// Replace the registry file whole: a new file (mode 0600: the entries may name storage
+/// options) in the same folder, written and synced, renamed over the old one, and the folder
+/// synced, so that a crash leaves the old file or the new one, never a part.
 fn write_registry(path: &Path, entries: &[TableEntry]) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    use std::io::Write as _;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut create = std::fs::DirBuilder::new();
+    create.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut create, 0o700);
+    create
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let bytes = serde_json::to_vec_pretty(entries)?;
+    let tmp = dir.join(format!(
+        ".tables.json.{}.{}.tmp",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    let written = open
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(&bytes)?;
+            f.sync_all()
+        })
+        .with_context(|| format!("cannot write {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("cannot replace {}", path.display()))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(entries)?)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    written?;
+    // The rename itself, on disk.
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync {}", dir.display()))?;
     Ok(())
 }
 

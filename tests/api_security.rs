@@ -1,0 +1,651 @@
+//! What a holder of the API token can and cannot do (issue #15), against the real binary as
+//! deployed: registrations only under `server.allowed_table_uris`, storage options from a safe
+//! list only (no endpoints, credential sources or token files), no second registration of a
+//! table, no lock or policy weaker than `[defaults]`; the registry file is private and replaced
+//! whole, and a corrupt one does not stop the configured tables.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::daemon::Daemon;
+use common::fixtures::{build_local, Kind};
+use common::http::{request, Response};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// The body of a registration: `name`, `uri` and the fields of `extra`.
+fn entry(name: &str, uri: &str, extra: Value) -> String {
+    let mut v = json!({"name": name, "uri": uri});
+    if let Value::Object(m) = extra {
+        for (k, x) in m {
+            v[k] = x;
+        }
+    }
+    v.to_string()
+}
+
+fn register(d: &Daemon, body: &str) -> Response {
+    request(&d.addr, "POST", "/api/v1/tables", Some(TOKEN), Some(body))
+}
+
+fn names(d: &Daemon) -> Vec<String> {
+    d.get("/api/v1/tables").json()["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name").to_string())
+        .collect()
+}
+
+/// A `[server]` section with the token and the state folder, plus `extra` lines.
+fn server(extra: &str) -> String {
+    format!("[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n{extra}")
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    let outside = w.join("outside");
+    build_local(&rt, &allowed.join("configured"), Kind::CowV8);
+    build_local(&rt, &allowed.join("t"), Kind::CowV8);
+    build_local(&rt, &w.join("allowed2/t"), Kind::CowV8);
+    build_local(&rt, &outside.join("t"), Kind::CowV8);
+    build_local(&rt, &outside.join("u"), Kind::CowV8);
+    // A link inside the allowed folder to a table outside it.
+    std::os::unix::fs::symlink(outside.join("u"), allowed.join("link")).unwrap();
+    let tables = format!(
+        "[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n[defaults.storage_options]\naws_endpoint = \"http://127.0.0.1:1\"\naws_allow_http = \"true\"\naws_access_key_id = \"x\"\naws_secret_access_key = \"x\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n[[tables]]\nname = \"outside\"\nuri = \"{}\"\n",
+        allowed.join("configured").display(),
+        outside.join("t").display()
+    );
+    let u = |p: &Path| p.display().to_string();
+
+    // The default: the API registers no table at all.
+    let d = Daemon::start(&w.join("d1"), &format!("{}{tables}", server("")));
+    let r = register(&d, &entry("t", &u(&allowed.join("t")), json!({})));
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("server.allowed_table_uris"), "{}", r.body);
+    drop(d);
+
+    let allow = format!(
+        "allowed_table_uris = [\"{}/\", \"s3://hk-sec/tables/\"]\n",
+        allowed.display()
+    );
+    let d = Daemon::start(&w.join("d2"), &format!("{}{tables}", server(&allow)));
+    // A configured table outside the list runs as before.
+    assert_eq!(names(&d), ["configured", "outside"]);
+    for (name, uri, status) in [
+        // A prefix ends at a `/`: `allowed` does not allow `allowed2`.
+        ("a", u(&w.join("allowed2/t")), 403),
+        ("b", u(&outside.join("t")), 403),
+        // `..` and `.` are refused outright, wherever they lead.
+        ("c", format!("{}/../outside/t", allowed.display()), 422),
+        ("d", format!("{}/./t", allowed.display()), 422),
+        (
+            "e",
+            format!("file://{}/../outside/t", allowed.display()),
+            422,
+        ),
+        // A link is judged by where it leads.
+        ("f", u(&allowed.join("link")), 403),
+        // A relative path would depend on the daemon's working folder.
+        ("g", "allowed/t".to_string(), 422),
+        ("h", "s3://hk-sec/tables2/t".to_string(), 403),
+        ("i", "s3://other-bucket/tables/t".to_string(), 403),
+        ("j", "gs://hk-sec/tables/t".to_string(), 403),
+        ("k", "s3://hk-sec/tables/../../other/t".to_string(), 422),
+        ("l", "s3://attacker@hk-sec/tables/t".to_string(), 422),
+        // A table's metadata table is not a table of its own.
+        (
+            "m",
+            format!("{}/.hoodie/metadata", allowed.join("configured").display()),
+            422,
+        ),
+    ] {
+        let r = register(&d, &entry(name, &uri, json!({})));
+        assert_eq!(r.status, status, "{uri}: {}", r.body);
+        assert!(r.json()["error"].is_string(), "{}", r.body);
+    }
+    let r = register(&d, &entry("t", &u(&allowed.join("t")), json!({})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    // The same table again under other names and spellings.
+    for (name, uri) in [
+        ("t2", format!("file://{}/", allowed.join("t").display())),
+        ("t3", format!("{}//t/", allowed.display())),
+        ("c2", u(&allowed.join("configured"))),
+        // Inside a registered table, or around one.
+        ("t4", u(&allowed.join("t/p1"))),
+        ("all", u(&allowed)),
+    ] {
+        let r = register(&d, &entry(name, &uri, json!({})));
+        assert_eq!(r.status, 409, "{uri}: {}", r.body);
+        assert!(r.body.contains("registered already"), "{}", r.body);
+    }
+    // s3a:// names the bucket s3:// does.
+    let r = register(&d, &entry("s", "s3a://hk-sec/tables/x", json!({})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = register(&d, &entry("s-again", "s3://hk-sec/tables/x/", json!({})));
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(names(&d), ["configured", "outside", "s", "t"]);
+}
+
+#[test]
+fn api_storage_options_are_limited_to_a_safe_list() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let d = Daemon::start(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server(&format!(
+                "allowed_table_uris = [\"{}\"]\n",
+                allowed.display()
+            ))
+        ),
+    );
+    // Endpoints, credentials and their sources, token files, the metadata service, proxies,
+    // plain HTTP, TLS checks, another bucket or account, and keys nobody listed.
+    let refused = [
+        "aws_endpoint",
+        "endpoint",
+        "aws_endpoint_url",
+        "aws_endpoint_url_s3",
+        "aws_endpoint_url_sts",
+        "aws_web_identity_token_file",
+        "aws_role_arn",
+        "aws_container_credentials_full_uri",
+        "aws_container_credentials_relative_uri",
+        "aws_container_authorization_token_file",
+        "aws_metadata_endpoint",
+        "aws_imdsv1_fallback",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "aws_allow_http",
+        "allow_http",
+        "aws_proxy_url",
+        "proxy_url",
+        "aws_allow_invalid_certificates",
+        "aws_bucket",
+        // With a configured endpoint, requests would go to the endpoint's root, where the
+        // table's first folder is read as the bucket.
+        "aws_virtual_hosted_style_request",
+        "aws_s3_express",
+        "aws_copy_if_not_exists",
+        "aws_conditional_put",
+        "aws_sse_kms_key_id",
+        "google_service_account",
+        "google_application_credentials",
+        "google_base_url",
+        "google_bearer_token",
+        "azure_storage_account_name",
+        "azure_storage_account_key",
+        "azure_federated_token_file",
+        "azure_msi_endpoint",
+        "azure_authority_host",
+        "azure_endpoint",
+        "azure_use_emulator",
+        "AWS_ENDPOINT",
+        "no_such_option",
+    ];
+    for (i, key) in refused.iter().enumerate() {
+        let r = register(
+            &d,
+            &entry(
+                &format!("t{i}"),
+                &allowed.join(format!("t{i}")).display().to_string(),
+                json!({"storage_options": {*key: "http://127.0.0.1:1/x"}}),
+            ),
+        );
+        assert_eq!(r.status, 422, "{key}: {}", r.body);
+        assert!(r.body.contains(&format!("`{key}`")), "{key}: {}", r.body);
+    }
+    // A region goes into host names (`sts.<region>.amazonaws.com`): only a region's letters.
+    for region in ["evil.example.com/x?", "127.0.0.1:9", "us-east-1#"] {
+        let r = register(
+            &d,
+            &entry(
+                "r",
+                &allowed.join("r").display().to_string(),
+                json!({"storage_options": {"aws_region": region}}),
+            ),
+        );
+        assert_eq!(r.status, 422, "{region}: {}", r.body);
+        assert!(r.body.contains("aws_region"), "{}", r.body);
+    }
+    let r = register(
+        &d,
+        &entry(
+            "ok",
+            &allowed.join("ok").display().to_string(),
+            json!({"storage_options": {
+                "aws_region": "eu-west-1",
+                "aws_unsigned_payload": "true",
+                "aws_timeout": "30s",
+            }}),
+        ),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(names(&d), ["ok"]);
+}
+
+/// A stand-in for an STS (or container credentials) endpoint: records every connection and
+/// what it sent.
+struct Listener {
+    port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Listener {
+    fn start() -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match l.accept() {
+                        Ok((mut s, _)) => {
+                            let _ = s.set_nonblocking(false);
+                            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                            let mut got = Vec::new();
+                            let mut buf = [0u8; 4096];
+                            while let Ok(n) = s.read(&mut buf) {
+                                if n == 0 {
+                                    break;
+                                }
+                                got.extend_from_slice(&buf[..n]);
+                            }
+                            seen.lock().unwrap().push(got);
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            });
+        }
+        Self { port, seen, stop }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_registration_naming_a_credentials_endpoint_is_refused_and_nothing_reaches_it() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    // The pod's identity token, as a projected service-account token would be.
+    let secret = format!("pod-identity-token-{}", std::process::id());
+    let token_file = w.join("token");
+    std::fs::write(&token_file, &secret).unwrap();
+    let sts = Listener::start();
+    let d = Daemon::start_with(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"observe\"\n[defaults.storage_options]\naws_endpoint = \"http://127.0.0.1:1\"\naws_allow_http = \"true\"\naws_region = \"us-east-1\"\n",
+            server("allowed_table_uris = [\"s3://hk-sec/tables/\"]\n")
+        ),
+        |c| {
+            // Only the registration names a credential source.
+            for (k, _) in std::env::vars() {
+                if k.starts_with("AWS_") {
+                    c.env_remove(k);
+                }
+            }
+        },
+    );
+    let web_identity = register(
+        &d,
+        &entry(
+            "sts",
+            "s3://hk-sec/tables/a",
+            json!({"storage_options": {
+                "aws_endpoint_url_sts": format!("https://127.0.0.1:{}", sts.port),
+                "aws_web_identity_token_file": token_file.display().to_string(),
+                "aws_role_arn": "arn:aws:iam::123456789012:role/attacker",
+            }}),
+        ),
+    );
+    let container = register(
+        &d,
+        &entry(
+            "container",
+            "s3://hk-sec/tables/b",
+            json!({"storage_options": {
+                "aws_container_credentials_full_uri": format!("http://127.0.0.1:{}/creds", sts.port),
+                "aws_container_authorization_token_file": token_file.display().to_string(),
+            }}),
+        ),
+    );
+    // A registered table is first polled within a second; give it several polls.
+    std::thread::sleep(Duration::from_secs(5));
+    let seen = sts.seen.lock().unwrap().clone();
+    let leaked = seen
+        .iter()
+        .filter(|b| String::from_utf8_lossy(b).contains(&secret))
+        .count();
+    assert!(
+        seen.is_empty(),
+        "the daemon connected {} times to the caller's endpoint ({leaked} carried the pod's token)",
+        seen.len()
+    );
+    assert_eq!(web_identity.status, 422, "{}", web_identity.body);
+    assert!(
+        web_identity.body.contains("aws_endpoint_url_sts"),
+        "{}",
+        web_identity.body
+    );
+    assert_eq!(container.status, 422, "{}", container.body);
+    assert!(
+        container
+            .body
+            .contains("aws_container_authorization_token_file")
+            || container
+                .body
+                .contains("aws_container_credentials_full_uri"),
+        "{}",
+        container.body
+    );
+    assert!(names(&d).is_empty());
+}
+
+#[test]
+fn an_api_registration_cannot_weaken_the_lock_or_policy_of_the_defaults() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let defaults = "[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"lazy\"\nheartbeat_interval = \"60s\"\nheartbeat_tolerable_misses = 2\nmin_instant_age = \"10m\"\nclock_skew_margin = \"5s\"\n[defaults.lock]\nprovider = \"filesystem\"\n";
+    let allow = format!("allowed_table_uris = [\"{}\"]\n", allowed.display());
+    let d = Daemon::start(&w.join("d1"), &format!("{}{defaults}", server(&allow)));
+    let uri = |n: &str| allowed.join(n).display().to_string();
+    for (i, (extra, key)) in [
+        (json!({"lock": {"provider": "none"}}), "lock"),
+        (
+            json!({"lock": {"provider": "filesystem", "filesystem_dir": ".hoodie/elsewhere"}}),
+            "lock",
+        ),
+        (
+            json!({"lock": {"provider": "filesystem", "filesystem_expire": "1m"}}),
+            "lock",
+        ),
+        (
+            json!({"lock": {"provider": "zookeeper", "zookeeper_url": "127.0.0.1:2181", "zookeeper_base_path": "/x"}}),
+            "lock",
+        ),
+        (json!({"failed_writes_policy": "eager"}), "failed_writes_policy"),
+        (json!({"min_instant_age": "0s"}), "min_instant_age"),
+        (json!({"heartbeat_interval": "1s"}), "heartbeat_interval"),
+        (
+            json!({"heartbeat_tolerable_misses": 0}),
+            "heartbeat_tolerable_misses",
+        ),
+        (json!({"clock_skew_margin": "0s"}), "clock_skew_margin"),
+        (json!({"assume_lazy_writers": true}), "assume_lazy_writers"),
+        (json!({"max_write_duration": "1h"}), "max_write_duration"),
+        // The issue's example, all at once.
+        (
+            json!({"lock": {"provider": "none"}, "failed_writes_policy": "eager", "min_instant_age": "0s"}),
+            "min_instant_age",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = register(&d, &entry(&format!("w{i}"), &uri(&format!("w{i}")), extra));
+        assert_eq!(r.status, 403, "{key}: {}", r.body);
+        assert!(r.body.contains(key), "{key}: {}", r.body);
+        assert!(r.body.contains("api_may_weaken_safety"), "{}", r.body);
+    }
+    // As strong or stronger is fine.
+    for (i, extra) in [
+        json!({"failed_writes_policy": "observe"}),
+        json!({"min_instant_age": "20m", "heartbeat_tolerable_misses": 3, "clock_skew_margin": "10s"}),
+        json!({"lock": {"provider": "filesystem", "timeout": "5m"}}),
+        json!({"assume_lazy_writers": false, "poll_interval": "10m"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = register(&d, &entry(&format!("s{i}"), &uri(&format!("s{i}")), extra));
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    drop(d);
+
+    // The operator may allow it.
+    let d = Daemon::start(
+        &w.join("d2"),
+        &format!(
+            "{}{defaults}",
+            server(&format!("{allow}api_may_weaken_safety = true\n"))
+        ),
+    );
+    let r = register(
+        &d,
+        &entry(
+            "weak",
+            &uri("weak"),
+            json!({"lock": {"provider": "none"}, "failed_writes_policy": "eager", "min_instant_age": "0s"}),
+        ),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+#[test]
+fn the_registry_file_is_private_and_replaced_whole() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let dir = w.join("d");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    // A registry an older version left readable by all.
+    let registry = state.join("tables.json");
+    std::fs::write(&registry, "[]").unwrap();
+    std::fs::set_permissions(
+        &registry,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let d = Daemon::start(
+        &dir,
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server(&format!(
+                "allowed_table_uris = [\"{}\"]\n",
+                allowed.display()
+            ))
+        ),
+    );
+    for n in ["a", "b"] {
+        let r = register(
+            &d,
+            &entry(n, &allowed.join(n).display().to_string(), json!({})),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(mode(&registry), 0o600, "after registering {n}");
+    }
+    let kept: Value = serde_json::from_slice(&std::fs::read(&registry).unwrap()).unwrap();
+    assert_eq!(kept.as_array().map(|a| a.len()), Some(2), "{kept}");
+    // Nothing but the registry is left of its writes.
+    let mut left: Vec<String> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tables"))
+        .collect();
+    left.sort();
+    assert_eq!(left, ["tables.json"]);
+}
+
+#[test]
+fn a_corrupt_registry_is_reported_while_the_configured_tables_keep_running() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let table = w.join("configured");
+    build_local(&rt, &table, Kind::CowV8);
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let dir = w.join("d");
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let registry = dir.join("state/tables.json");
+    let corrupt = b"[{\"name\": \"half-writ";
+    std::fs::write(&registry, corrupt).unwrap();
+    let d = Daemon::start(
+        &dir,
+        &format!(
+            "{}[defaults]\npoll_interval = \"200ms\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n",
+            server(&format!("allowed_table_uris = [\"{}\"]\n", allowed.display())),
+            table.display()
+        ),
+    );
+    d.wait_for(
+        "the configured table's polls",
+        Duration::from_secs(20),
+        || (d.table("configured")["status"]["polls"].as_u64() >= Some(2)).then_some(()),
+    );
+    assert_eq!(d.table("configured")["status"]["last_poll_ok"], true);
+    let ready = d.get("/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    let ready = ready.json();
+    assert_eq!(ready["registry"]["ok"], false, "{ready}");
+    assert!(
+        ready["registry"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("tables.json")),
+        "{ready}"
+    );
+    assert_eq!(
+        d.metric(r#"hudi_keeper_registry_errors_total{kind="unreadable"}"#),
+        Some(1.0)
+    );
+    assert!(
+        d.logs().contains("ERROR") && d.logs().contains("tables.json"),
+        "{}",
+        d.logs()
+    );
+    // Registering now would replace the file and lose what it held: refused until it is fixed.
+    let r = register(
+        &d,
+        &entry("new", &allowed.join("new").display().to_string(), json!({})),
+    );
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body.contains("tables.json"), "{}", r.body);
+    assert_eq!(std::fs::read(&registry).unwrap(), corrupt);
+}
+
+#[test]
+fn registry_entries_the_policy_refuses_are_reported_kept_and_removable() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let dir = w.join("d");
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    let registry = dir.join("state/tables.json");
+    // What an older version let the API register.
+    let old = json!([
+        {"name": "good", "uri": allowed.join("good").display().to_string()},
+        {"name": "elsewhere", "uri": w.join("elsewhere").display().to_string()},
+        {"name": "endpoint", "uri": allowed.join("e").display().to_string(),
+         "storage_options": {"aws_endpoint": "http://127.0.0.1:1"}},
+        {"name": "no-lock", "uri": allowed.join("n").display().to_string(),
+         "failed_writes_policy": "eager", "lock": {"provider": "none"}},
+    ]);
+    std::fs::write(&registry, old.to_string()).unwrap();
+    let d = Daemon::start(
+        &dir,
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server(&format!(
+                "allowed_table_uris = [\"{}\"]\n",
+                allowed.display()
+            ))
+        ),
+    );
+    assert_eq!(names(&d), ["good"]);
+    let ready = d.get("/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    let ready = ready.json();
+    let mut refused: Vec<String> = ready["registry"]["not_restored"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{ready}"))
+        .iter()
+        .map(|e| {
+            assert!(e["error"].is_string(), "{e}");
+            e["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    refused.sort();
+    assert_eq!(refused, ["elsewhere", "endpoint", "no-lock"], "{ready}");
+    assert_eq!(
+        d.metric(r#"hudi_keeper_registry_errors_total{kind="not_restored"}"#),
+        Some(3.0)
+    );
+    // Kept in the file across other changes, so a corrected config brings them back...
+    let r = register(
+        &d,
+        &entry("new", &allowed.join("new").display().to_string(), json!({})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let kept = |registry: &Path| -> Vec<String> {
+        let v: Value = serde_json::from_slice(&std::fs::read(registry).unwrap()).unwrap();
+        let mut n: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(
+        kept(&registry),
+        ["elsewhere", "endpoint", "good", "new", "no-lock"]
+    );
+    // ...and removable through the API.
+    for n in ["elsewhere", "endpoint", "no-lock"] {
+        let r = request(
+            &d.addr,
+            "DELETE",
+            &format!("/api/v1/tables/{n}"),
+            Some(TOKEN),
+            None,
+        );
+        assert_eq!(r.status, 204, "{n}: {}", r.body);
+    }
+    assert_eq!(kept(&registry), ["good", "new"]);
+    d.wait_for("readiness", Duration::from_secs(10), || {
+        let r = d.get("/readyz");
+        (r.json()["registry"]["ok"] == true).then_some(())
+    });
+}
