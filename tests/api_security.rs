@@ -2,12 +2,13 @@
 //! deployed: registrations only under `server.allowed_table_uris`, storage options from a safe
 //! list only (no endpoints, credential sources or token files), no second registration of a
 //! table, no lock or policy weaker than `[defaults]`; the registry file is private and replaced
-//! whole, and a corrupt one does not stop the configured tables.
+//! whole, and a corrupt one does not stop the configured tables. And the HTTP server's own limits:
+//! request body, connections, requests in flight, slow clients.
 
 mod common;
 
-use std::io::Read;
-use std::net::TcpListener;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +48,55 @@ fn names(d: &Daemon) -> Vec<String> {
 /// A `[server]` section with the token and the state folder, plus `extra` lines.
 fn server(extra: &str) -> String {
     format!("[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n{extra}")
+}
+
+/// Open a connection and send `bytes` (a request, or the start of one).
+fn send_raw(addr: &str, bytes: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(bytes).expect("send");
+    s
+}
+
+/// The status of the response on `s`, if one arrives within `wait`.
+fn status_within(s: &mut TcpStream, wait: Duration) -> Option<u16> {
+    s.set_read_timeout(Some(wait)).expect("read timeout");
+    let mut buf = [0u8; 4096];
+    let mut got = Vec::new();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                got.extend_from_slice(&buf[..n]);
+                if got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None
+            }
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&got)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+}
+
+/// Whether the server closes `s` (end of stream or reset, after any response) within `wait`.
+fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).expect("read timeout");
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
 }
 
 fn mode(path: &Path) -> u32 {
@@ -648,4 +698,156 @@ fn registry_entries_the_policy_refuses_are_reported_kept_and_removable() {
         let r = d.get("/readyz");
         (r.json()["registry"]["ok"] == true).then_some(())
     });
+}
+
+#[test]
+fn oversized_bodies_get_413_and_slow_clients_are_cut_off() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let d = Daemon::start(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server("max_body_bytes = 1024\nclient_timeout = \"1s\"\n")
+        ),
+    );
+    let big = format!(r#"{{"name": "big", "uri": "{}"}}"#, "x".repeat(4096));
+    let r = register(&d, &big);
+    assert_eq!(r.status, 413, "{}", r.body);
+    // Chunked, without a length up front.
+    let mut s = send_raw(
+        &d.addr,
+        format!(
+            "POST /api/v1/tables HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{big}\r\n0\r\n\r\n",
+            big.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status_within(&mut s, Duration::from_secs(10)), Some(413));
+    // A body that stops coming.
+    let mut s = send_raw(
+        &d.addr,
+        format!(
+            "POST /api/v1/tables HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\": "
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status_within(&mut s, Duration::from_secs(10)), Some(408));
+    // Headers that stop coming, and a connection that never sends anything.
+    let mut s = send_raw(&d.addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    assert!(closed_within(&mut s, Duration::from_secs(10)));
+    let mut s = send_raw(&d.addr, b"");
+    assert!(closed_within(&mut s, Duration::from_secs(10)));
+    // The server still answers.
+    assert_eq!(d.get("/healthz").status, 200);
+}
+
+#[test]
+fn connections_and_requests_in_flight_are_bounded() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let d = Daemon::start(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server("max_connections = 3\nmax_concurrent_requests = 1\nclient_timeout = \"60s\"\n")
+        ),
+    );
+    // A request in flight (its body is still coming) takes the one slot.
+    let slow = send_raw(
+        &d.addr,
+        format!(
+            "POST /api/v1/tables HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+        )
+        .as_bytes(),
+    );
+    d.wait_for(
+        "the slow request to hold the slot",
+        Duration::from_secs(10),
+        || {
+            let r = d.get("/api/v1/tables");
+            (r.status == 503).then_some(r)
+        },
+    )
+    .header("retry-after")
+    .expect("Retry-After");
+    // Probes and scrapes are not counted.
+    assert_eq!(d.get("/healthz").status, 200);
+    assert_eq!(d.get("/readyz").status, 200);
+    assert_eq!(d.get("/metrics").status, 200);
+    drop(slow);
+    d.wait_for("the slot to be free again", Duration::from_secs(10), || {
+        (d.get("/api/v1/tables").status == 200).then_some(())
+    });
+
+    // Three open connections are the most; a fourth waits until one closes.
+    let idle: Vec<TcpStream> = (0..3).map(|_| send_raw(&d.addr, b"")).collect();
+    let mut fourth = send_raw(
+        &d.addr,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(
+        status_within(&mut fourth, Duration::from_millis(1500)),
+        None,
+        "a fourth connection was served while three were open"
+    );
+    drop(idle);
+    assert_eq!(
+        status_within(&mut fourth, Duration::from_secs(10)),
+        Some(200)
+    );
+}
+
+#[test]
+fn a_slow_client_does_not_hold_the_table() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let table = w.join("t");
+    build_local(&rt, &table, Kind::CowV8);
+    let d = Daemon::start(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            server("client_timeout = \"60s\"\nmutation_timeout = \"3s\"\n"),
+            table.display()
+        ),
+    );
+    d.wait_for("the first poll", Duration::from_secs(20), || {
+        (d.table("t")["status"]["polls"].as_u64() >= Some(1)).then_some(())
+    });
+    let dry_run = || {
+        request(
+            &d.addr,
+            "POST",
+            "/api/v1/tables/t/rollback",
+            Some(TOKEN),
+            Some(r#"{"dry_run": true}"#),
+        )
+    };
+    // A change whose body trickles in (here: stops) holds nothing of the table.
+    let _trickle = send_raw(
+        &d.addr,
+        format!(
+            "POST /api/v1/tables/t/rollback HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{{\"dry_run\":"
+        )
+        .as_bytes(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let r = dry_run();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Nor do clients that never read their responses.
+    let mut unread = Vec::new();
+    for req in [
+        "GET /api/v1/tables/t/timeline HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+        format!("POST /api/v1/tables/t/savepoints HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{{\"dry_run\":true}}"),
+        format!("POST /api/v1/tables/t/rollback HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{{\"dry_run\":true}}"),
+    ] {
+        unread.push(send_raw(&d.addr, req.as_bytes()));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let r = dry_run();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
 }

@@ -125,6 +125,15 @@ pub struct ServerConfig {
     /// Let `POST /api/v1/tables` give a table a lock or policy weaker than `[defaults]` (see
     /// [`Config::check_api_entry`]). Off: such a registration is refused.
     pub api_may_weaken_safety: bool,
+    /// HTTP connections open at once; more wait (in the listen backlog) until one closes.
+    pub max_connections: usize,
+    /// API requests being served at once (`/healthz`, `/readyz` and `/metrics` not counted);
+    /// more are answered 503 with `Retry-After`.
+    pub max_concurrent_requests: usize,
+    /// A client must send its request headers (also the next request on a kept-alive
+    /// connection), then its body, each within this; and take each part of a response within it.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub client_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -142,6 +151,9 @@ impl Default for ServerConfig {
             max_body_bytes: 64 * 1024,
             allowed_table_uris: Vec::new(),
             api_may_weaken_safety: false,
+            max_connections: 256,
+            max_concurrent_requests: 64,
+            client_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -552,6 +564,15 @@ impl Config {
             if t.len() < 16 {
                 bail!("server.auth_token must be at least 16 characters");
             }
+        }
+        if self.server.max_connections == 0
+            || self.server.max_concurrent_requests == 0
+            || self.server.max_body_bytes == 0
+        {
+            bail!("server.max_connections, server.max_concurrent_requests and server.max_body_bytes must be positive");
+        }
+        if self.server.client_timeout.is_zero() {
+            bail!("server.client_timeout must be positive");
         }
         for p in &self.server.allowed_table_uris {
             Location::parse(p)
@@ -1343,6 +1364,8 @@ max_write_duration = "90m"
         ));
         let err = parse("[server]\nallowed_table_uris = [\"s3://b/../x\"]\n").unwrap_err();
         assert!(format!("{err:#}").contains("allowed_table_uris"), "{err:#}");
+        let err = parse("[server]\nmax_connections = 0\n").unwrap_err();
+        assert!(format!("{err:#}").contains("max_connections"), "{err:#}");
     }
 
     #[test]

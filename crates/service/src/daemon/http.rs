@@ -1,20 +1,37 @@
 //! The HTTP surface: health, readiness, metrics, the table API and its OpenAPI document.
 //!
 //! Mutating routes need `Authorization: Bearer <server.auth_token>`; without a configured token
-//! they answer 403 (off). Errors are JSON: `{"error": "..."}`. Request bodies are size-limited.
+//! they answer 403 (off). Errors are JSON: `{"error": "..."}`.
+//!
+//! The server's own limits ([`serve`], [`admit`]): at most `server.max_connections` connections;
+//! request headers within `server.client_timeout`, then the whole body (at most
+//! `server.max_body_bytes`) within it again, read before any handler runs, so a slow client
+//! never holds a table; at most `server.max_concurrent_requests` API requests at once, a change
+//! holding its slot until it ends even if its client has gone; a response the client does not
+//! take for `server.client_timeout` ends the connection.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
 
-use super::config::TableEntry;
+use super::config::{ServerConfig, TableEntry};
 use super::{Daemon, TableError};
 
 /// The OpenAPI document of this API.
@@ -79,6 +96,11 @@ type Shared = State<Arc<Daemon>>;
 /// The router.
 pub fn router(daemon: Arc<Daemon>) -> Router {
     let limit = daemon.config.server.max_body_bytes;
+    let admission = Arc::new(Admission {
+        requests: Arc::new(Semaphore::new(daemon.config.server.max_concurrent_requests)),
+        max_body_bytes: limit,
+        client_timeout: daemon.config.server.client_timeout,
+    });
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -93,7 +115,256 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/api/v1/tables/{name}/savepoints", post(savepoint))
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(admission, admit))
         .with_state(daemon)
+}
+
+/// What the API admits at once, and how long a client may take to send a body.
+#[derive(Debug)]
+struct Admission {
+    /// `server.max_concurrent_requests`.
+    requests: Arc<Semaphore>,
+    max_body_bytes: usize,
+    client_timeout: Duration,
+}
+
+/// A slot of `server.max_concurrent_requests`, held by a request until its response is ready and
+/// by the change it started until that ends (a change outlives a client that goes away).
+#[derive(Debug, Clone)]
+struct InFlight(#[allow(dead_code)] Arc<OwnedSemaphorePermit>);
+
+/// Admit a request: a slot of `server.max_concurrent_requests` (503 with `Retry-After` when
+/// none is free; `/healthz`, `/readyz` and `/metrics` need none, so probes and scrapes answer
+/// while the API is busy), then its whole body, at most `server.max_body_bytes` (413) within
+/// `server.client_timeout` (408), before any handler runs.
+async fn admit(State(a): State<Arc<Admission>>, req: Request, next: Next) -> Response {
+    let counted = !matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics");
+    let slot =
+        if counted {
+            match a.requests.clone().try_acquire_owned() {
+                Ok(p) => Some(InFlight(Arc::new(p))),
+                Err(_) => return ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many API requests at once (server.max_concurrent_requests); retry later"
+                        .into(),
+                )
+                .into_response(),
+            }
+        } else {
+            None
+        };
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than server.max_body_bytes ({} bytes)",
+                a.max_body_bytes
+            ),
+        )
+        .into_response()
+    };
+    if declared.is_some_and(|n| n > a.max_body_bytes as u64) {
+        return too_large();
+    }
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| Err(e.to_string()))?;
+            if bytes.len() + chunk.len() > a.max_body_bytes {
+                return Err(Ok(()));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    let bytes = match tokio::time::timeout(a.client_timeout, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(Ok(()))) => return too_large(),
+        Ok(Err(Err(e))) => {
+            return ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {e}"),
+            )
+            .into_response()
+        }
+        Err(_) => {
+            return ApiError(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within server.client_timeout ({} ms)",
+                    a.client_timeout.as_millis()
+                ),
+            )
+            .into_response()
+        }
+    };
+    let mut req = Request::from_parts(parts, Body::from(bytes));
+    if let Some(slot) = slot {
+        req.extensions_mut().insert(slot);
+    }
+    next.run(req).await
+}
+
+/// Serve `app` on `listener` until `shutdown` within the server's limits: at most
+/// `server.max_connections` connections at once (more wait in the listen backlog until one
+/// closes); request headers within `server.client_timeout`, which is also how long a kept-alive
+/// connection waits for its next request; a response the client takes nothing of for
+/// `server.client_timeout` ends its connection. At shutdown, open connections finish the
+/// request they serve, then close.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    server: &ServerConfig,
+    shutdown: CancellationToken,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let connections = Arc::new(Semaphore::new(server.max_connections));
+    let client_timeout = server.client_timeout;
+    let open = tokio_util::task::TaskTracker::new();
+    loop {
+        let slot = tokio::select! {
+            s = connections.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before it was accepted.
+                    warn!(error = %e, "could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let io = TokioIo::new(WriteDeadline::new(stream, client_timeout));
+        let shutdown = shutdown.clone();
+        open.spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(client_timeout);
+            let conn = builder.serve_connection(io, service);
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                r = conn.as_mut() => Some(r),
+                _ = shutdown.cancelled() => None,
+            };
+            let ended = match ended {
+                Some(r) => r,
+                None => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
+                debug!(peer = %peer, error = %e, "connection ended");
+            }
+        });
+    }
+    open.close();
+    open.wait().await;
+}
+
+/// A connection whose write fails once it has made no progress for `limit`: a client that does
+/// not read its response does not keep its connection (and its slot of
+/// `server.max_connections`).
+struct WriteDeadline<S> {
+    inner: S,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, limit: Duration) -> Self {
+        Self {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// The inner write gave `r`: progress resets the deadline; no progress past it is an error.
+    fn judge<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let limit = self.limit;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match std::future::Future::poll(sleep.as_mut(), cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client took no response data for server.client_timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.judge(cx, r)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.judge(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        this.judge(cx, r)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 /// Check the bearer token of a mutating request.
@@ -199,13 +470,14 @@ async fn timeline(
 /// detached, so that a client that goes away never leaves a table registered but not persisted.
 async fn register(
     State(d): Shared,
+    slot: Option<Extension<InFlight>>,
     headers: HeaderMap,
     body: Result<Json<TableEntry>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     authorize(&d, &headers)?;
     let Json(entry) = body?;
     let name = entry.name.clone();
-    let t = detached(&d, {
+    let t = detached(&d, slot, {
         let d = d.clone();
         async move {
             d.register(entry).await?;
@@ -218,11 +490,12 @@ async fn register(
 
 async fn unregister(
     State(d): Shared,
+    slot: Option<Extension<InFlight>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     authorize(&d, &headers)?;
-    detached(&d, {
+    detached(&d, slot, {
         let d = d.clone();
         async move { d.unregister(&name).await }
     })
@@ -232,11 +505,17 @@ async fn unregister(
 
 /// Run a change of a table on its own task, so that a client that goes away does not cut it
 /// short: the handler waits for it, and if the connection drops, the change still runs to its
-/// end (or to a safe point at shutdown or its deadline) and releases its lock.
+/// end (or to a safe point at shutdown or its deadline) and releases its lock. It keeps the
+/// request's slot of `server.max_concurrent_requests` until it ends.
 async fn detached<T: Send + 'static>(
     d: &Daemon,
+    slot: Option<Extension<InFlight>>,
     work: impl std::future::Future<Output = Result<T, TableError>> + Send + 'static,
 ) -> Result<T, ApiError> {
+    let work = async move {
+        let _slot = slot;
+        work.await
+    };
     match d.tracker.spawn(work).await {
         Ok(r) => Ok(r?),
         Err(e) => Err(ApiError(
@@ -260,13 +539,14 @@ pub struct RollbackRequest {
 
 async fn rollback(
     State(d): Shared,
+    slot: Option<Extension<InFlight>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Result<Json<RollbackRequest>, JsonRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authorize(&d, &headers)?;
     let Json(req) = body?;
-    let result = detached(&d, {
+    let result = detached(&d, slot, {
         let (d, name) = (d.clone(), name.clone());
         async move { d.manual_rollback(&name, req.instant, req.dry_run).await }
     })
@@ -297,6 +577,7 @@ pub struct RestoreRequest {
 
 async fn restore(
     State(d): Shared,
+    slot: Option<Extension<InFlight>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Result<Json<RestoreRequest>, JsonRejection>,
@@ -313,7 +594,7 @@ async fn restore(
             ))
         }
     };
-    let done = detached(&d, {
+    let done = detached(&d, slot, {
         let d = d.clone();
         async move {
             d.manual_restore(&name, target, require_savepoint, req.dry_run)
@@ -344,6 +625,7 @@ pub struct SavepointBody {
 
 async fn savepoint(
     State(d): Shared,
+    slot: Option<Extension<InFlight>>,
     headers: HeaderMap,
     Path(name): Path<String>,
     body: Result<Json<SavepointBody>, JsonRejection>,
@@ -355,7 +637,7 @@ async fn savepoint(
         user: req.user.unwrap_or_else(|| "hudi-keeper".into()),
         comment: req.comment.unwrap_or_default(),
     };
-    let created = detached(&d, {
+    let created = detached(&d, slot, {
         let d = d.clone();
         async move { d.manual_savepoint(&name, request, req.dry_run).await }
     })
@@ -365,11 +647,16 @@ async fn savepoint(
 
 async fn resume(
     State(d): Shared,
+    slot: Option<Extension<InFlight>>,
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authorize(&d, &headers)?;
-    d.resume(&name).await?;
+    detached(&d, slot, {
+        let (d, name) = (d.clone(), name.clone());
+        async move { d.resume(&name).await }
+    })
+    .await?;
     Ok(Json(json!({"table": name, "halted": false})))
 }
 
@@ -438,6 +725,34 @@ mod tests {
                 "{method} {path}: {status} {body}"
             );
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_response_the_client_does_not_take_ends_its_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let limit = Duration::from_secs(5);
+        // A client that takes 16 bytes every 4 s keeps its connection.
+        let (server, mut client) = tokio::io::duplex(16);
+        let mut w = WriteDeadline::new(server, limit);
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 16];
+            loop {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                match client.read(&mut buf).await {
+                    Ok(0) | Err(_) => return got.len(),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        w.write_all(&[1u8; 64]).await.unwrap();
+        drop(w);
+        assert_eq!(reader.await.unwrap(), 64);
+        // One that takes nothing loses it.
+        let (server, _client) = tokio::io::duplex(16);
+        let mut w = WriteDeadline::new(server, limit);
+        let err = w.write_all(&[1u8; 64]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
     }
 
     #[test]

@@ -1527,10 +1527,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let app = http::router(daemon.clone());
     let shutdown = daemon.shutdown.clone();
+    let limits = daemon.config.server.clone();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+        http::serve(listener, app, &limits, shutdown).await;
+        Ok::<(), std::io::Error>(())
     });
 
     wait_for_signal().await;
