@@ -683,8 +683,8 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
     let base = format!("s3a://{}/{root}", common::s3::BUCKET);
 
     // hudi-keeper, the binary as deployed, rolls back the fixture's failed write under the storage
-    // lock (a 4 s lease renewed every second); the store never answers its completed rollback, so it
-    // stays inside its lock window, renewing.
+    // lock (a 6 s lease renewed every second: slack for a loaded machine); the store never answers
+    // its completed rollback, so it stays inside its lock window, renewing.
     let proxy = common::proxy::SlowProxy::start(&common::s3::endpoint(), Duration::from_millis(20));
     let timeline = format!("/{root}/.hoodie/timeline/");
     proxy.hang(&["PUT ", &timeline, ".rollback HTTP"]);
@@ -697,7 +697,7 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
             common::fixtures::TF,
             "--force",
         ])
-        .args(["--lock", "storage", "--lock-storage-validity", "4s"])
+        .args(["--lock", "storage", "--lock-storage-validity", "6s"])
         .args([
             "--lock-storage-renew-interval",
             "1s",
