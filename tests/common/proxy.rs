@@ -1,5 +1,6 @@
 //! A slow store: a loopback TCP proxy in front of the S3-compatible server that delays every
-//! request, and can hold requests whose request line matches a pattern (a hung store). Each
+//! request, can hold requests whose request line matches a pattern (a hung store), and can inject
+//! faults at random ([`Faults`]: throttling answers, dropped connections, lost answers). Each
 //! connection carries one request (the proxy asks for `Connection: close`), so every request is
 //! seen. Bounded: it stops when dropped, and by itself after [`MAX_LIFETIME`].
 
@@ -12,8 +13,41 @@ use std::time::{Duration, Instant};
 /// The longest a proxy runs.
 pub const MAX_LIFETIME: Duration = Duration::from_secs(600);
 
+/// Faults injected at random, each request drawing one (or none): the chance of each in 1,000.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Answered `503 SlowDown` without reaching the server (S3 throttling).
+    pub throttle_per_mille: u32,
+    /// The connection is closed before the request reaches the server.
+    pub drop_per_mille: u32,
+    /// The request reaches the server, which acts on it, but its answer is lost (the connection
+    /// closes): the client cannot tell whether a write or delete happened.
+    pub lose_answer_per_mille: u32,
+    /// A delay of up to this many ms on top of the fixed one.
+    pub max_jitter_ms: u64,
+}
+
+/// The faults a proxy injected so far, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Injected {
+    pub throttled: usize,
+    pub dropped: usize,
+    pub answers_lost: usize,
+}
+
+impl Injected {
+    pub fn total(&self) -> usize {
+        self.throttled + self.dropped + self.answers_lost
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shared {
+    faults: Mutex<Option<Faults>>,
+    rng: AtomicU64,
+    throttled: AtomicUsize,
+    dropped: AtomicUsize,
+    answers_lost: AtomicUsize,
     delay_ms: AtomicU64,
     hang: Mutex<Vec<String>>,
     hung: AtomicUsize,
@@ -86,6 +120,70 @@ impl SlowProxy {
     pub fn requests(&self) -> usize {
         self.shared.requests.load(Ordering::SeqCst)
     }
+
+    /// Inject `faults` from now on (`None`: none), drawn from a generator seeded with `seed`.
+    pub fn set_faults(&self, faults: Option<Faults>, seed: u64) {
+        self.shared.rng.store(seed | 1, Ordering::SeqCst);
+        *self.shared.faults.lock().unwrap() = faults;
+    }
+
+    /// The faults injected so far.
+    pub fn injected(&self) -> Injected {
+        Injected {
+            throttled: self.shared.throttled.load(Ordering::SeqCst),
+            dropped: self.shared.dropped.load(Ordering::SeqCst),
+            answers_lost: self.shared.answers_lost.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// What to do with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Pass,
+    Throttle,
+    Drop,
+    LoseAnswer,
+}
+
+/// The next number of the shared xorshift generator.
+fn next_random(s: &Shared) -> u64 {
+    let mut x = s.rng.load(Ordering::SeqCst);
+    loop {
+        let mut n = x;
+        n ^= n << 13;
+        n ^= n >> 7;
+        n ^= n << 17;
+        match s
+            .rng
+            .compare_exchange(x, n, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => return n,
+            Err(now) => x = now,
+        }
+    }
+}
+
+/// Draw the fate of one request, and its extra delay.
+fn draw(s: &Shared) -> (Fate, u64) {
+    let Some(f) = *s.faults.lock().unwrap() else {
+        return (Fate::Pass, 0);
+    };
+    let roll = (next_random(s) % 1000) as u32;
+    let jitter = match f.max_jitter_ms {
+        0 => 0,
+        m => next_random(s) % (m + 1),
+    };
+    let fate = if roll < f.throttle_per_mille {
+        Fate::Throttle
+    } else if roll < f.throttle_per_mille + f.drop_per_mille {
+        Fate::Drop
+    } else if roll < f.throttle_per_mille + f.drop_per_mille + f.lose_answer_per_mille {
+        Fate::LoseAnswer
+    } else {
+        Fate::Pass
+    };
+    (fate, jitter)
 }
 
 impl Drop for SlowProxy {
@@ -134,7 +232,29 @@ fn serve(mut client: TcpStream, upstream: &str, s: &Shared) {
         let _ = client.shutdown(Shutdown::Both);
         return;
     }
-    std::thread::sleep(Duration::from_millis(s.delay_ms.load(Ordering::SeqCst)));
+    let (fate, jitter) = draw(s);
+    std::thread::sleep(Duration::from_millis(
+        s.delay_ms.load(Ordering::SeqCst) + jitter,
+    ));
+    match fate {
+        Fate::Throttle => {
+            s.throttled.fetch_add(1, Ordering::SeqCst);
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+            let _ = write!(
+                client,
+                "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        Fate::Drop => {
+            s.dropped.fetch_add(1, Ordering::SeqCst);
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        Fate::Pass | Fate::LoseAnswer => {}
+    }
     let Ok(mut server) = TcpStream::connect(upstream) else {
         return;
     };
@@ -158,6 +278,14 @@ fn serve(mut client: TcpStream, upstream: &str, s: &Shared) {
     let upload = std::thread::spawn(move || {
         let _ = std::io::copy(&mut from_client, &mut to_server);
     });
+    if fate == Fate::LoseAnswer {
+        // The server gets the whole request and acts on it; its answer goes nowhere.
+        s.answers_lost.fetch_add(1, Ordering::SeqCst);
+        let _ = std::io::copy(&mut server, &mut std::io::sink());
+        let _ = client.shutdown(Shutdown::Both);
+        let _ = upload.join();
+        return;
+    }
     let _ = std::io::copy(&mut server, &mut client);
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);

@@ -53,6 +53,10 @@ ALL_SCENARIOS=(cow-nomdt-direct cow-mdt-direct mor-nomdt-direct mor-mdt-direct
 JAVA_OPTS=(
   -Xmx1g -XX:+UseSerialGC -XX:TieredStopAtLevel=1
   -Djava.net.preferIPv4Stack=true -Djdk.attach.allowAttachSelf=true
+  # Hudi's object-size estimator (JOL) otherwise forks a second JVM per harness JVM to attach
+  # HotSpot's Serviceability Agent (and prints "Unable to attach Serviceability Agent"); its
+  # estimates only size in-memory buffers.
+  -Djol.skipHotspotSAAttach=true
   # ZooKeeper lock provider: no SASL (its principal lookup fails on an IP-literal server address)
   -Dzookeeper.sasl.client=false
   --add-opens=java.base/java.lang=ALL-UNNAMED

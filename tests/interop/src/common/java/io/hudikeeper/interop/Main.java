@@ -314,6 +314,11 @@ public final class Main {
             throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
           }
         }
+        // Announced before the commit: a writer killed after its commit completed but before it
+        // printed COMMITTED still names the records of that commit (the soak expects them).
+        String records = new ObjectMapper().writeValueAsString(Data.toJson(rowMap(rows)).get("records"));
+        OUT.println("COMMITTING " + t + " " + records);
+        OUT.flush();
         if (!client.commit(t, ws)) {
           throw new IllegalStateException("commit returned false");
         }

@@ -1,0 +1,594 @@
+//! The chaos soak (issue #15): real Hudi writers commit in a loop under the ZooKeeper lock with
+//! the LAZY policy — two Hudi 1.1 writers on a merge-on-read table with a metadata table, one
+//! Hudi 0.15 writer on a copy-on-write table with one — while the real `hudi-keeper serve`
+//! binary, as deployed, watches both tables. Writers are SIGKILLed at random points; the daemon
+//! is SIGKILLed at random points and right after it scheduled a rollback, and started again.
+//!
+//! At the end: every commit a writer saw succeed is intact; no write is left pending, and every
+//! failed write was rolled back exactly once (no instant is the target of two completed
+//! rollbacks, and no completed commit is the target of one); no lock is left held; Hudi's
+//! validator passes on both tables with every committed record; the last daemon's metrics agree
+//! with its log.
+//!
+//! `HUDI_KEEPER_SOAK_SECONDS` sets the chaos phase (default 60: the CI run); `scripts/soak` runs it
+//! longer and keeps the JSON report (`HUDI_KEEPER_SOAK_REPORT`). `HUDI_KEEPER_SOAK_SEED` replays
+//! a run's random choices (the report names the seed). Needs `HUDI_KEEPER_INTEROP=1` and ZooKeeper
+//! (`HUDI_KEEPER_ZK`), as the other real-Hudi suites.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::daemon::Daemon;
+use common::interop::{enabled, tables_root, workspace};
+use hudi_keeper_core::format::rollback::RollbackMetadata;
+use hudi_keeper_core::protocol::lock::{acquire, LockOptions, LockProvider, ZkLockConfig};
+use hudi_keeper_core::timeline::{Action, State};
+use hudi_keeper_core::Table;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// One table of the soak and its writers.
+struct SoakTable {
+    /// The daemon's name for it.
+    name: &'static str,
+    /// The harness's Hudi version key.
+    version: &'static str,
+    /// The scenario `run.sh generate` makes it from (completed commits and one failed write).
+    scenario: &'static str,
+    /// Writers at once.
+    writers: usize,
+    dir: PathBuf,
+    /// The ZooKeeper lock key of its writers and of hudi-keeper.
+    zk_key: String,
+}
+
+const TABLES: [(&str, &str, &str, usize); 2] = [
+    ("mor11", "1.1", "mor-mdt-direct", 2),
+    ("cow015", "0.15", "cow-mdt-direct", 1),
+];
+
+/// Commits per writer JVM: a writer that finishes is replaced by a new one (new keys).
+const COMMITS_PER_WRITER: usize = 4;
+const ZK_BASE: &str = "/hudi-soak";
+
+fn soak_seconds() -> u64 {
+    std::env::var("HUDI_KEEPER_SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60)
+}
+
+fn zk() -> String {
+    std::env::var("HUDI_KEEPER_ZK").expect(
+        "HUDI_KEEPER_ZK is not set: run the tests through scripts/test, which starts ZooKeeper",
+    )
+}
+
+fn run_sh(t: &SoakTable) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(workspace().join("tests/interop/run.sh")).env(
+        "INTEROP_LOCK",
+        format!("zookeeper,{},{ZK_BASE},{}", zk(), t.zk_key),
+    );
+    c
+}
+
+fn must(out: std::process::Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A writer JVM (`run.sh writer` replaces its shell with the JVM: the child is the JVM).
+struct Writer {
+    table: usize,
+    child: Child,
+    stdout: PathBuf,
+}
+
+/// What the writers printed: the records each write announced before committing, and the
+/// instants they saw commit.
+#[derive(Default)]
+struct WriterLog {
+    announced: BTreeMap<String, serde_json::Value>,
+    committed: BTreeSet<String>,
+    failed: usize,
+}
+
+fn read_writer_log(path: &Path, into: &mut WriterLog) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("COMMITTING ") {
+            // A line cut short by the kill is not a complete announcement.
+            if let Some((t, records)) = rest.split_once(' ') {
+                if let Ok(v) = serde_json::from_str(records) {
+                    into.announced.insert(t.to_string(), v);
+                }
+            }
+        } else if let Some(t) = line.strip_prefix("COMMITTED ") {
+            into.committed.insert(t.trim().to_string());
+        } else if line.starts_with("FAILED ") {
+            into.failed += 1;
+        }
+    }
+}
+
+fn daemon_config(state: &Path, tables: &[SoakTable]) -> String {
+    let mut c = format!(
+        "[server]\nstate_dir = \"{}\"\nshutdown_grace = \"5s\"\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"lazy\"\nheartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nmin_instant_age = \"5s\"\nclock_skew_margin = \"500ms\"\nassume_lazy_writers = true\n",
+        state.display()
+    );
+    for t in tables {
+        c.push_str(&format!(
+            "[[tables]]\nname = \"{}\"\nuri = \"{}\"\n[tables.lock]\nprovider = \"zookeeper\"\ntimeout = \"120s\"\nzookeeper_url = \"{}\"\nzookeeper_base_path = \"{ZK_BASE}\"\nzookeeper_lock_key = \"{}\"\nzookeeper_session_timeout = \"10s\"\nzookeeper_connection_timeout = \"5s\"\n",
+            t.name,
+            t.dir.display(),
+            zk(),
+            t.zk_key
+        ));
+    }
+    c
+}
+
+/// Counters of the run, reported at the end.
+#[derive(Default, serde::Serialize)]
+struct Report {
+    seed: u64,
+    chaos_seconds: u64,
+    total_seconds: u64,
+    store: &'static str,
+    writer_jvms: usize,
+    writer_kills: usize,
+    daemon_kills_random: usize,
+    daemon_kills_after_scheduling: usize,
+    daemon_kills_with_a_rollback_pending: usize,
+    daemon_starts: usize,
+    commits_seen_by_writers: usize,
+    commits_completed: usize,
+    writer_reported_failures: usize,
+    rollbacks_completed: usize,
+    rollbacks_logged_by_daemons: usize,
+    faults_injected: usize,
+    lost_commits: usize,
+    rolled_back_twice: usize,
+    committed_rolled_back: usize,
+    tables: BTreeMap<String, serde_json::Value>,
+}
+
+/// The last daemon started, with the logs of every earlier one.
+struct Daemons {
+    work: PathBuf,
+    config: String,
+    current: Option<Daemon>,
+    earlier_logs: Vec<String>,
+}
+
+impl Daemons {
+    fn start(&mut self, report: &mut Report) {
+        let d = Daemon::start_with(&self.work, &self.config, |c| {
+            c.env("RUST_LOG", "info,hudi_keeper_core=info");
+        });
+        report.daemon_starts += 1;
+        self.current = Some(d);
+    }
+
+    /// SIGKILL the running daemon; its log is kept.
+    fn kill(&mut self) {
+        if let Some(mut d) = self.current.take() {
+            let _ = d.child.kill();
+            let _ = d.child.wait();
+            // The reader thread drains what the process wrote before it died.
+            std::thread::sleep(Duration::from_millis(100));
+            self.earlier_logs.push(d.logs());
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut all = self.earlier_logs.join("\n");
+        if let Some(d) = &self.current {
+            all.push('\n');
+            all.push_str(&d.logs());
+        }
+        all
+    }
+}
+
+fn count(log: &str, needle: &str) -> usize {
+    log.lines().filter(|l| l.contains(needle)).count()
+}
+
+fn has_pending_rollback(rt: &tokio::runtime::Runtime, dir: &Path) -> bool {
+    let Ok(table) = rt.block_on(Table::open(
+        dir.to_str().expect("utf-8"),
+        &Default::default(),
+    )) else {
+        return false;
+    };
+    rt.block_on(table.timeline())
+        .map(|tl| tl.pending().any(|i| i.action == Action::Rollback))
+        .unwrap_or(false)
+}
+
+/// The table's instants: completed writes, pending instants, and the targets of its completed
+/// rollbacks (one entry per rollback).
+struct Final {
+    completed_writes: BTreeSet<String>,
+    pending: Vec<String>,
+    rollback_targets: Vec<String>,
+}
+
+fn final_state(rt: &tokio::runtime::Runtime, dir: &Path) -> Final {
+    rt.block_on(async {
+        let table = Table::open(dir.to_str().expect("utf-8"), &Default::default())
+            .await
+            .expect("open the table");
+        let tl = table.timeline().await.expect("the timeline");
+        let mut rollback_targets = Vec::new();
+        for i in tl.completed().filter(|i| i.action == Action::Rollback) {
+            let f = i.file(State::Completed).expect("a completed file");
+            let bytes = table
+                .storage()
+                .get(&f.path)
+                .await
+                .expect("read the rollback");
+            let meta = RollbackMetadata::from_avro(&bytes).expect("rollback metadata");
+            rollback_targets.extend(meta.commits_rollback);
+        }
+        Final {
+            completed_writes: tl
+                .completed()
+                .filter(|i| matches!(i.action, Action::Commit | Action::DeltaCommit))
+                .map(|i| i.requested_time.clone())
+                .collect(),
+            pending: tl
+                .pending()
+                .map(|i| format!("{}.{}", i.requested_time, i.action))
+                .collect(),
+            rollback_targets,
+        }
+    })
+}
+
+#[test]
+fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_write() {
+    if !enabled() {
+        return;
+    }
+    let seed = std::env::var("HUDI_KEEPER_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(1)
+        });
+    let mut rng = StdRng::seed_from_u64(seed);
+    let chaos = Duration::from_secs(soak_seconds());
+    let mut report = Report {
+        seed,
+        chaos_seconds: chaos.as_secs(),
+        store: "local file system",
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let root = tables_root().join(format!("soak-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let logs = root.join("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    let tables: Vec<SoakTable> = TABLES
+        .iter()
+        .map(|(name, version, scenario, writers)| SoakTable {
+            name,
+            version,
+            scenario,
+            writers: *writers,
+            dir: root.join(name),
+            zk_key: format!("soak-{name}-{}", std::process::id()),
+        })
+        .collect();
+
+    // The tables, made by real Hudi under the same lock: completed commits and a failed write.
+    for t in &tables {
+        must(
+            run_sh(t)
+                .args([
+                    "generate",
+                    t.version,
+                    t.scenario,
+                    t.dir.to_str().expect("utf-8"),
+                ])
+                .output()
+                .expect("run.sh generate"),
+            "generate",
+        );
+    }
+
+    let mut daemons = Daemons {
+        work: root.join("daemon"),
+        config: daemon_config(&root.join("daemon/state"), &tables),
+        current: None,
+        earlier_logs: Vec::new(),
+    };
+    daemons.start(&mut report);
+
+    let mut next_id = 1usize;
+    let mut spawn = |t: usize, report: &mut Report| -> Writer {
+        let id = next_id;
+        next_id += 1;
+        let stdout = logs.join(format!("{}-writer{id}.stdout", tables[t].name));
+        let stderr = logs.join(format!("{}-writer{id}.stderr", tables[t].name));
+        let child = run_sh(&tables[t])
+            .args([
+                "writer",
+                tables[t].version,
+                tables[t].dir.to_str().expect("utf-8"),
+                &id.to_string(),
+                &COMMITS_PER_WRITER.to_string(),
+            ])
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn a writer");
+        report.writer_jvms += 1;
+        Writer {
+            table: t,
+            child,
+            stdout,
+        }
+    };
+    let mut writers: Vec<Writer> = Vec::new();
+    for (i, t) in tables.iter().enumerate() {
+        for _ in 0..t.writers {
+            writers.push(spawn(i, &mut report));
+        }
+    }
+    let mut finished: Vec<Writer> = Vec::new();
+
+    // The chaos phase.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut next_writer_kill = Instant::now() + Duration::from_secs(rng.random_range(6..15));
+    let mut next_daemon_kill = Instant::now() + Duration::from_secs(rng.random_range(10..25));
+    let mut scheduled_seen = 0usize;
+    let chaos_end = Instant::now() + chaos;
+    while Instant::now() < chaos_end {
+        std::thread::sleep(Duration::from_millis(20));
+        // Writers that ended (their commits done, or killed) are replaced.
+        let mut i = 0;
+        while i < writers.len() {
+            if matches!(writers[i].child.try_wait(), Ok(Some(_))) {
+                let w = writers.swap_remove(i);
+                let t = w.table;
+                finished.push(w);
+                writers.push(spawn(t, &mut report));
+            } else {
+                i += 1;
+            }
+        }
+        if Instant::now() >= next_writer_kill && !writers.is_empty() {
+            let i = rng.random_range(0..writers.len());
+            let _ = writers[i].child.kill();
+            report.writer_kills += 1;
+            next_writer_kill = Instant::now() + Duration::from_secs(rng.random_range(6..15));
+        }
+        match &daemons.current {
+            Some(d) => {
+                let scheduled = count(&d.logs(), "scheduled rollback");
+                let after_scheduling = scheduled > scheduled_seen && rng.random_bool(0.5);
+                scheduled_seen = scheduled;
+                if after_scheduling || Instant::now() >= next_daemon_kill {
+                    daemons.kill();
+                    if after_scheduling {
+                        report.daemon_kills_after_scheduling += 1;
+                    } else {
+                        report.daemon_kills_random += 1;
+                    }
+                    if tables.iter().any(|t| has_pending_rollback(&rt, &t.dir)) {
+                        report.daemon_kills_with_a_rollback_pending += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(rng.random_range(200..3000)));
+                    daemons.start(&mut report);
+                    scheduled_seen = 0;
+                    next_daemon_kill =
+                        Instant::now() + Duration::from_secs(rng.random_range(10..25));
+                }
+            }
+            None => daemons.start(&mut report),
+        }
+    }
+
+    // The writers at work finish their runs (no more kills, no replacements).
+    let drain = Instant::now();
+    for w in &mut writers {
+        loop {
+            if let Ok(Some(_)) = w.child.try_wait() {
+                break;
+            }
+            assert!(
+                drain.elapsed() < Duration::from_secs(600),
+                "the writers did not finish within 10 minutes of the chaos phase"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    finished.append(&mut writers);
+
+    // The daemon cleans up what failed last: nothing pending on either table.
+    let settle = Instant::now();
+    loop {
+        let pending: Vec<(String, Vec<String>)> = tables
+            .iter()
+            .map(|t| (t.name.to_string(), final_state(&rt, &t.dir).pending))
+            .filter(|(_, p)| !p.is_empty())
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        assert!(
+            settle.elapsed() < Duration::from_secs(180),
+            "instants still pending 3 minutes after the writers stopped: {pending:?}\n{}",
+            daemons.logs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // The last daemon's metrics agree with its log.
+    let last = daemons.current.as_ref().expect("a daemon runs");
+    let last_log = last.logs();
+    for t in &tables {
+        let series = format!(
+            "hudi_keeper_rollbacks_total{{outcome=\"success\",table=\"{}\",trigger=\"auto\"}}",
+            t.name
+        );
+        let metric = last.metric(&series).unwrap_or(0.0) as usize;
+        let logged = last_log
+            .lines()
+            .filter(|l| l.contains("rolled back a failed write") && l.contains(t.name))
+            .count();
+        assert_eq!(
+            metric, logged,
+            "{}: the last daemon counts {metric} rollbacks, its log {logged}\n{last_log}",
+            t.name
+        );
+        let failed = last
+            .metric(&format!(
+                "hudi_keeper_failed_instants{{table=\"{}\"}}",
+                t.name
+            ))
+            .unwrap_or(0.0);
+        assert_eq!(
+            failed, 0.0,
+            "{}: failed instants reported at the end",
+            t.name
+        );
+    }
+    let all_logs = daemons.logs();
+    report.rollbacks_logged_by_daemons = count(&all_logs, "rolled back a failed write");
+    daemons
+        .current
+        .take()
+        .expect("a daemon runs")
+        .terminate(Duration::from_secs(60));
+    std::fs::write(logs.join("daemons.log"), &all_logs).expect("keep the daemon logs");
+
+    // No lock is left held: hudi-keeper takes and releases each table's lock at once.
+    for t in &tables {
+        let lock = LockOptions {
+            provider: LockProvider::ZooKeeper(ZkLockConfig {
+                connect: zk(),
+                base_path: ZK_BASE.into(),
+                lock_key: t.zk_key.clone(),
+                session_timeout: Duration::from_secs(10),
+                connection_timeout: Duration::from_secs(5),
+            }),
+            timeout: Duration::from_secs(1),
+            retry_interval: Duration::from_millis(100),
+        };
+        rt.block_on(async {
+            let table = Table::open(t.dir.to_str().expect("utf-8"), &Default::default())
+                .await
+                .expect("open the table");
+            let guard = acquire(table.storage(), &lock)
+                .await
+                .unwrap_or_else(|e| panic!("{}: the lock is held at the end: {e}", t.name));
+            guard.release().await.expect("release");
+        });
+    }
+
+    // Every commit a writer saw succeed is intact; every failed write was rolled back once.
+    for (i, t) in tables.iter().enumerate() {
+        let mut log = WriterLog::default();
+        for w in finished.iter().filter(|w| w.table == i) {
+            read_writer_log(&w.stdout, &mut log);
+        }
+        let f = final_state(&rt, &t.dir);
+        let lost: Vec<&String> = log.committed.difference(&f.completed_writes).collect();
+        let mut targets: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in &f.rollback_targets {
+            *targets.entry(r).or_default() += 1;
+        }
+        let twice: Vec<_> = targets.iter().filter(|(_, n)| **n > 1).collect();
+        let committed_rolled_back: Vec<_> = targets
+            .keys()
+            .filter(|r| f.completed_writes.contains(**r))
+            .collect();
+        report.lost_commits += lost.len();
+        report.rolled_back_twice += twice.len();
+        report.committed_rolled_back += committed_rolled_back.len();
+        report.commits_seen_by_writers += log.committed.len();
+        report.commits_completed += f.completed_writes.len();
+        report.writer_reported_failures += log.failed;
+        report.rollbacks_completed += f.rollback_targets.len();
+        assert!(lost.is_empty(), "{}: commits lost: {lost:?}", t.name);
+        assert!(twice.is_empty(), "{}: rolled back twice: {twice:?}", t.name);
+        assert!(
+            committed_rolled_back.is_empty(),
+            "{}: completed commits rolled back: {committed_rolled_back:?}",
+            t.name
+        );
+
+        // Hudi's validator, expecting the generated records and those of every completed write.
+        let mut expected: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(t.dir.join("expected-records.json"))
+                .expect("expected records"),
+        )
+        .expect("expected JSON");
+        for c in &f.completed_writes {
+            if let Some(records) = log.announced.get(c) {
+                for (k, v) in records.as_object().expect("records") {
+                    expected["records"][k] = v.clone();
+                }
+            }
+        }
+        let expected_path = logs.join(format!("{}-expected.json", t.name));
+        std::fs::write(
+            &expected_path,
+            serde_json::to_vec_pretty(&expected).expect("json"),
+        )
+        .expect("write expected");
+        let out = run_sh(t)
+            .args([
+                "verify",
+                t.version,
+                t.dir.to_str().expect("utf-8"),
+                "--expect",
+                expected_path.to_str().expect("utf-8"),
+            ])
+            .output()
+            .expect("run.sh verify");
+        let verdict = must(out, "Hudi's validator");
+        let v: serde_json::Value = serde_json::from_str(&verdict).expect("validator report");
+        assert_eq!(v["ok"], true, "{}: {verdict}", t.name);
+        report.tables.insert(
+            t.name.to_string(),
+            serde_json::json!({
+                "hudi": t.version,
+                "scenario": t.scenario,
+                "commits_seen_by_writers": log.committed.len(),
+                "commits_completed": f.completed_writes.len(),
+                "rollbacks_completed": f.rollback_targets.len(),
+                "validator": "passed",
+            }),
+        );
+    }
+    report.total_seconds = started.elapsed().as_secs();
+    let json = serde_json::to_string_pretty(&report).expect("report JSON");
+    eprintln!("SOAK {json}");
+    if let Ok(path) = std::env::var("HUDI_KEEPER_SOAK_REPORT") {
+        std::fs::write(path, &json).expect("write the report");
+    }
+    assert!(
+        report.writer_kills > 0 && report.daemon_starts > 1,
+        "no chaos: {json}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
