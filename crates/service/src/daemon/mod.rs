@@ -11,6 +11,7 @@ mod deadline;
 pub mod evidence;
 pub mod http;
 pub mod metrics;
+pub mod own_changes;
 mod state_files;
 pub mod suspected;
 
@@ -329,6 +330,8 @@ pub struct Daemon {
     evidence: evidence::EvidenceStore,
     /// Writes suspected to be EAGER writers' (`state_dir/suspected-eager-writes/`).
     suspected: suspected::SuspectedStore,
+    /// The rollbacks and restores this daemon started (`state_dir/own-changes/`).
+    own_changes: Arc<own_changes::OwnChangesStore>,
 }
 
 /// What became of the registry file (`state_dir/tables.json`) at start.
@@ -356,6 +359,9 @@ impl Daemon {
         let suspected = suspected::SuspectedStore::load(
             &config.server.state_dir.join("suspected-eager-writes"),
         )?;
+        let own_changes = Arc::new(own_changes::OwnChangesStore::load(
+            &config.server.state_dir.join("own-changes"),
+        )?);
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
             timer,
@@ -371,6 +377,7 @@ impl Daemon {
             registry: StdMutex::new(RegistryState::default()),
             evidence,
             suspected,
+            own_changes,
             stores: hudi_keeper_core::storage::StoreCache::new(),
             interned: StdMutex::new(Vec::new()),
             config,
@@ -476,7 +483,10 @@ impl Daemon {
     }
 
     async fn add(self: &Arc<Self>, entry: TableEntry, source: Source) -> Result<(), TableError> {
-        let location = config::Location::of_table(&entry.uri);
+        // Only needed to find a second registration through the API (off without prefixes).
+        let location = (!self.config.server.allowed_table_uris.is_empty())
+            .then(|| config::Location::of_table(&entry.uri))
+            .flatten();
         let settings = self
             .config
             .defaults
@@ -894,6 +904,7 @@ impl Daemon {
             }
         };
         record_pending(state, &timeline);
+        self.forget_finished_changes(state, &timeline).await;
         let has_pending = timeline.pending().next().is_some();
         if !has_pending {
             state.metrics.oldest_pending_age.set(0.0);
@@ -961,6 +972,22 @@ impl Daemon {
             .pending()
             .find(|i| i.action == hudi_keeper_core::timeline::Action::Restore)
         {
+            let own = self
+                .own_changes
+                .get(&state.entry.name, &state.entry.uri)
+                .into_iter()
+                .find(|c| {
+                    c.kind == own_changes::ChangeKind::Restore && c.instant == r.requested_time
+                });
+            let options = state
+                .rollback_options()
+                .filter(|_| state.settings.failed_writes_policy != PolicySetting::Observe);
+            if let (Some(own), Some(options)) = (own, options) {
+                // This daemon started it and was stopped (killed, or cut off at a safe point):
+                // nobody else runs it, so it is finished now.
+                drop(permit);
+                return self.resume_own_restore(state, table, own, options).await;
+            }
             // The table is between states until the restore finishes (its writers refuse to
             // write too); its pending instants belong to the restore. Not a failed poll.
             warn!(table = %state.entry.name, restore = %r.requested_time, "a restore is pending: automatic rollbacks are paused until it is finished (run the restore again, or POST /api/v1/tables/{{name}}/restore)");
@@ -977,6 +1004,7 @@ impl Daemon {
         let Some(options) = state.rollback_options() else {
             return Ok(());
         };
+        let options = self.journaled(state, options, false);
         // The reads are over: the poll slot goes back before the change, which may run up to
         // server.mutation_timeout (+ shutdown_grace) and must not keep other tables from
         // their polls. The table's mutex stays held, so one change per table at most.
@@ -997,6 +1025,41 @@ impl Daemon {
             }
             Err(e) => {
                 self.record_failure(state, "auto", "(failed writes)", &e.to_string(), started);
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Finish a restore this daemon started and did not finish (it was killed or stopped at a
+    /// safe point): the same restore point, resumed with the restore's own plan.
+    async fn resume_own_restore(
+        &self,
+        state: &TableState,
+        table: &Table,
+        own: own_changes::OwnChange,
+        options: RollbackOptions,
+    ) -> Result<(), String> {
+        let name = &state.entry.name;
+        info!(table = %name, restore_instant = %own.instant, target = %own.target, "resuming the restore this daemon started before it stopped");
+        let options = RestoreOptions {
+            rollback: self.journaled(state, options, own.require_savepoint),
+            require_savepoint: own.require_savepoint,
+        };
+        let started = std::time::Instant::now();
+        let (target, options) = (&own.target, &options);
+        match self
+            .mutate(table, |t| async move {
+                restore(&t, target, options, None).await
+            })
+            .await
+        {
+            Ok(done) => {
+                info!(table = %name, target = %target, restore_instant = %done.restore_instant, undone = done.undone.len(), "resumed restore finished");
+                Ok(())
+            }
+            Err(e) => {
+                let what = format!("(restore {})", own.instant);
+                self.record_failure(state, "auto", &what, &e.to_string(), started);
                 Err(e.to_string())
             }
         }
@@ -1143,6 +1206,7 @@ impl Daemon {
                 )))
             }
         };
+        let options = self.journaled(&state, options, false);
         let selection = match &instant {
             Some(t) => Selection::Instant(t.clone()),
             None => Selection::AllFailed,
@@ -1243,6 +1307,40 @@ impl Daemon {
         })
     }
 
+    /// `options` with this daemon's journal of the changes it starts on `state`'s table
+    /// (`state_dir/own-changes/`), and its own pending rollbacks, which it resumes at once.
+    fn journaled(
+        &self,
+        state: &TableState,
+        options: RollbackOptions,
+        require_savepoint: bool,
+    ) -> RollbackOptions {
+        let (name, uri) = (&state.entry.name, &state.entry.uri);
+        RollbackOptions {
+            journal: Some(Arc::new(own_changes::TableJournal {
+                store: self.own_changes.clone(),
+                name: name.clone(),
+                uri: uri.clone(),
+                require_savepoint,
+            })),
+            own_rollbacks: self.own_changes.rollbacks(name, uri),
+            ..options
+        }
+    }
+
+    /// Forget the recorded changes of `state`'s table that are no longer pending. Called with
+    /// the table's mutex held (no change of this daemon runs on it meanwhile).
+    async fn forget_finished_changes(&self, state: &TableState, timeline: &Timeline) {
+        let pending: std::collections::BTreeSet<&str> = timeline
+            .pending()
+            .map(|i| i.requested_time.as_str())
+            .collect();
+        let (name, uri) = (&state.entry.name, &state.entry.uri);
+        if let Err(e) = self.own_changes.retain_pending(name, uri, &pending).await {
+            warn!(table = %name, error = %format!("{e:#}"), "could not update state_dir/own-changes; retried at the next poll");
+        }
+    }
+
     /// Options to change a table through the API: its lock is required, observe tables are
     /// never changed.
     fn change_options(
@@ -1276,7 +1374,11 @@ impl Daemon {
     ) -> Result<serde_json::Value, TableError> {
         let state = self.table(name).await?;
         let options = RestoreOptions {
-            rollback: self.change_options(name, &state, dry_run)?,
+            rollback: self.journaled(
+                &state,
+                self.change_options(name, &state, dry_run)?,
+                require_savepoint,
+            ),
             require_savepoint,
         };
         self.with_table(&state, |table| async move {
@@ -1502,6 +1604,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let local = listener.local_addr()?;
     let grace = config.server.shutdown_grace;
+    // Held until the process ends: the changes recorded in state_dir/own-changes are this
+    // process's or an earlier one's that is gone, so they are resumed at once.
+    let _state_lock = own_changes::lock_state_dir(&config.server.state_dir)?;
     let daemon = Daemon::new(config)?;
     daemon.start().await?;
     // Parsing a config of thousands of tables leaves megabytes of freed memory the allocator
