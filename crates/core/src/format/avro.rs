@@ -20,6 +20,8 @@ pub enum AvroError {
     Shape(String),
 }
 
+pub use super::avro_check::parse_schema;
+
 /// Parse `json` once into `cell` (a `static` of the caller's) and hand out the cached schema.
 pub(crate) fn cached_schema(
     cell: &'static std::sync::OnceLock<Schema>,

@@ -149,8 +149,7 @@ pub(crate) fn check_container(bytes: &[u8]) -> Result<(), AvroError> {
         .ok_or_else(|| AvroError::Container("no `avro.schema` in the file metadata".into()))?;
     let text = std::str::from_utf8(schema_json)
         .map_err(|_| AvroError::Container("the writer schema is not UTF-8".into()))?;
-    let schema =
-        Schema::parse_str(text).map_err(|e| AvroError::Container(format!("writer schema: {e}")))?;
+    let schema = parse_schema(text)?;
     if c.remaining() == 0 {
         // No block: the reader finds no record.
         return Ok(());
@@ -163,6 +162,62 @@ pub(crate) fn check_container(bytes: &[u8]) -> Result<(), AvroError> {
         return Ok(());
     }
     check_datum(&schema, block).map(|_| ())
+}
+
+/// Parse an Avro schema read from input (a container's writer schema, an HFile's `schema`).
+///
+/// `apache_avro`'s parser unwraps the names it reads (record, enum and fixed names, named type
+/// references, aliases), so a damaged name would panic it: every such name is checked first
+/// (defaults, which may hold anything, are not names). A panic left in the parser is caught
+/// and reported as an error too.
+pub fn parse_schema(text: &str) -> Result<Schema, AvroError> {
+    let bad = |why: String| AvroError::Container(format!("schema: {why}"));
+    let json: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    check_names(&json).map_err(bad)?;
+    std::panic::catch_unwind(|| Schema::parse(&json))
+        .map_err(|_| bad("the Avro library failed on it".into()))?
+        .map_err(|e| bad(e.to_string()))
+}
+
+/// An Avro full name: dot-separated parts of `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_full_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('.').all(|part| {
+            let mut b = part.bytes();
+            b.next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        })
+}
+
+fn check_names(v: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value;
+    match v {
+        Value::Array(items) => items.iter().try_for_each(check_names),
+        Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("default", _) => {}
+                    ("name" | "type", Value::String(n)) if !is_full_name(n) => {
+                        return Err(format!("`{n}` is not an Avro name"))
+                    }
+                    ("namespace", Value::String(n)) if !n.is_empty() && !is_full_name(n) => {
+                        return Err(format!("`{n}` is not an Avro namespace"))
+                    }
+                    ("aliases", Value::Array(aliases)) => {
+                        for a in aliases {
+                            if !a.as_str().is_some_and(is_full_name) {
+                                return Err(format!("alias {a} is not an Avro name"));
+                            }
+                        }
+                    }
+                    _ => check_names(value)?,
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Check one datum written under `schema` at the start of `bytes`; returns the bytes it takes.

@@ -286,7 +286,7 @@ mod fuzz_tests {
     }
 
     proptest! {
-        #![proptest_config(fuzz::config(256))]
+        #![proptest_config(fuzz::config(512))]
 
         #[test]
         fn fuzz_log_files_of_arbitrary_bytes(bytes in fuzz::bytes(256)) {

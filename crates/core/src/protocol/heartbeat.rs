@@ -453,7 +453,7 @@ mod fuzz_tests {
     }
 
     proptest! {
-        #![proptest_config(fuzz::config(512))]
+        #![proptest_config(fuzz::config(2048))]
 
         #[test]
         fn fuzz_heartbeat_thresholds_never_wrap(

@@ -467,7 +467,7 @@ mod fuzz_tests {
     }
 
     proptest! {
-        #![proptest_config(fuzz::config(256))]
+        #![proptest_config(fuzz::config(1024))]
 
         #[test]
         fn fuzz_marker_files_of_arbitrary_bytes(bytes in fuzz::bytes(256)) {

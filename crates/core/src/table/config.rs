@@ -456,7 +456,7 @@ mod fuzz_tests {
     }
 
     proptest! {
-        #![proptest_config(fuzz::config(256))]
+        #![proptest_config(fuzz::config(1024))]
 
         #[test]
         fn fuzz_properties_of_arbitrary_bytes(bytes in fuzz::bytes(256)) {

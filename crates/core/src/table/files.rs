@@ -387,7 +387,7 @@ mod fuzz_tests {
     }
 
     proptest! {
-        #![proptest_config(fuzz::config(256))]
+        #![proptest_config(fuzz::config(1024))]
 
         #[test]
         fn fuzz_data_file_names(

@@ -361,7 +361,8 @@ fn hfile_records(
         }
     };
     if !schemas.contains_key(&text) {
-        let parsed = Schema::parse_str(&text).map_err(|e| format!("its schema: {e}"))?;
+        let parsed =
+            crate::format::avro::parse_schema(&text).map_err(|e| format!("its schema: {e}"))?;
         schemas.insert(text.clone(), parsed);
     }
     let schema = schemas.get(&text).ok_or("schema")?;

@@ -597,7 +597,7 @@ fn fuzz_huge_offsets_and_counts_in_the_trailer_are_errors() {
 }
 
 proptest! {
-    #![proptest_config(crate::fuzz::config(128))]
+    #![proptest_config(crate::fuzz::config(256))]
 
     #[test]
     fn fuzz_hfiles_of_arbitrary_bytes(bytes in crate::fuzz::bytes(TRAILER_SIZE + 256)) {

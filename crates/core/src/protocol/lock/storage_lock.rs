@@ -581,7 +581,7 @@ mod fuzz_tests {
     }
 
     proptest! {
-        #![proptest_config(fuzz::config(256))]
+        #![proptest_config(fuzz::config(1024))]
 
         #[test]
         fn fuzz_lock_files_of_arbitrary_bytes_are_errors_or_judged(bytes in fuzz::bytes(256), now in now()) {
