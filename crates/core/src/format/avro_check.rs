@@ -222,100 +222,124 @@ fn check_names(v: &serde_json::Value) -> Result<(), String> {
 
 /// Check one datum written under `schema` at the start of `bytes`; returns the bytes it takes.
 pub(crate) fn check_datum(schema: &Schema, bytes: &[u8]) -> Result<usize, AvroError> {
-    let resolved =
-        ResolvedSchema::try_from(schema).map_err(|e| AvroError::Shape(format!("schema: {e}")))?;
     let mut c = Cursor::new(bytes);
-    walk(schema, resolved.get_names(), &None, &mut c, 0)?;
+    Walker {
+        root: schema,
+        names: None,
+    }
+    .walk(schema, &None, &mut c, 0)?;
     Ok(c.at)
 }
 
-fn walk(
-    schema: &Schema,
-    names: &NamesRef<'_>,
-    ns: &Namespace,
-    c: &mut Cursor<'_>,
-    depth: usize,
-) -> Result<(), AvroError> {
-    if depth > MAX_DEPTH {
-        return Err(AvroError::Container(format!(
-            "values nested deeper than {MAX_DEPTH} levels"
-        )));
+/// Walks a datum; the schema's named types are looked up (and collected, once) only when a
+/// reference to one is met: a files-partition record mostly holds nulls and meets none.
+struct Walker<'s> {
+    root: &'s Schema,
+    names: Option<ResolvedSchema<'s>>,
+}
+
+impl<'s> Walker<'s> {
+    fn named(&mut self, full: &Name) -> Result<&'s Schema, AvroError> {
+        if self.names.is_none() {
+            self.names = Some(
+                ResolvedSchema::try_from(self.root)
+                    .map_err(|e| AvroError::Shape(format!("schema: {e}")))?,
+            );
+        }
+        self.names
+            .as_ref()
+            .and_then(|n| n.get_names().get(full).copied())
+            .ok_or_else(|| AvroError::Shape(format!("schema names unknown type {full}")))
     }
-    match schema {
-        Schema::Null => {}
-        Schema::Boolean => {
-            c.take(1, "a boolean")?;
+
+    fn walk(
+        &mut self,
+        schema: &'s Schema,
+        ns: &Namespace,
+        c: &mut Cursor<'_>,
+        depth: usize,
+    ) -> Result<(), AvroError> {
+        if depth > MAX_DEPTH {
+            return Err(AvroError::Container(format!(
+                "values nested deeper than {MAX_DEPTH} levels"
+            )));
         }
-        Schema::Int
-        | Schema::Long
-        | Schema::Date
-        | Schema::TimeMillis
-        | Schema::TimeMicros
-        | Schema::TimestampMillis
-        | Schema::TimestampMicros
-        | Schema::TimestampNanos
-        | Schema::LocalTimestampMillis
-        | Schema::LocalTimestampMicros
-        | Schema::LocalTimestampNanos
-        | Schema::Enum(_) => {
-            c.long("a number")?;
-        }
-        Schema::Float => {
-            c.take(4, "a float")?;
-        }
-        Schema::Double => {
-            c.take(8, "a double")?;
-        }
-        Schema::Duration => {
-            c.take(12, "a duration")?;
-        }
-        Schema::Bytes | Schema::String | Schema::Uuid | Schema::BigDecimal => {
-            c.skip_bytes("a string or bytes value")?;
-        }
-        Schema::Fixed(f) => {
-            c.take(f.size, "a fixed value")?;
-        }
-        Schema::Decimal(d) => walk(&d.inner, names, ns, c, depth + 1)?,
-        Schema::Array(a) => loop {
-            let n = c.block_count("an array")?;
-            if n == 0 {
-                break;
+        match schema {
+            Schema::Null => {}
+            Schema::Boolean => {
+                c.take(1, "a boolean")?;
             }
-            for _ in 0..n {
-                walk(&a.items, names, ns, c, depth + 1)?;
+            Schema::Int
+            | Schema::Long
+            | Schema::Date
+            | Schema::TimeMillis
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos
+            | Schema::Enum(_) => {
+                c.long("a number")?;
             }
-        },
-        Schema::Map(m) => loop {
-            let n = c.block_count("a map")?;
-            if n == 0 {
-                break;
+            Schema::Float => {
+                c.take(4, "a float")?;
             }
-            for _ in 0..n {
-                c.skip_bytes("a map key")?;
-                walk(&m.types, names, ns, c, depth + 1)?;
+            Schema::Double => {
+                c.take(8, "a double")?;
             }
-        },
-        Schema::Union(u) => {
-            let i = c.long("a union branch")?;
-            let branch = usize::try_from(i)
-                .ok()
-                .and_then(|i| u.variants().get(i))
-                .ok_or_else(|| AvroError::Container(format!("union branch {i} out of range")))?;
-            walk(branch, names, ns, c, depth + 1)?;
+            Schema::Duration => {
+                c.take(12, "a duration")?;
+            }
+            Schema::Bytes | Schema::String | Schema::Uuid | Schema::BigDecimal => {
+                c.skip_bytes("a string or bytes value")?;
+            }
+            Schema::Fixed(f) => {
+                c.take(f.size, "a fixed value")?;
+            }
+            Schema::Decimal(d) => self.walk(&d.inner, ns, c, depth + 1)?,
+            Schema::Array(a) => loop {
+                let n = c.block_count("an array")?;
+                if n == 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    self.walk(&a.items, ns, c, depth + 1)?;
+                }
+            },
+            Schema::Map(m) => loop {
+                let n = c.block_count("a map")?;
+                if n == 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    c.skip_bytes("a map key")?;
+                    self.walk(&m.types, ns, c, depth + 1)?;
+                }
+            },
+            Schema::Union(u) => {
+                let i = c.long("a union branch")?;
+                let branch = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| u.variants().get(i))
+                    .ok_or_else(|| {
+                        AvroError::Container(format!("union branch {i} out of range"))
+                    })?;
+                self.walk(branch, ns, c, depth + 1)?;
+            }
+            Schema::Record(r) => {
+                let inner = r.name.fully_qualified_name(ns).namespace;
+                for f in &r.fields {
+                    self.walk(&f.schema, &inner, c, depth + 1)?;
+                }
+            }
+            Schema::Ref { name } => {
+                let full: Name = name.fully_qualified_name(ns);
+                let target = self.named(&full)?;
+                self.walk(target, &full.namespace, c, depth + 1)?;
+            }
         }
-        Schema::Record(r) => {
-            let inner = r.name.fully_qualified_name(ns).namespace;
-            for f in &r.fields {
-                walk(&f.schema, names, &inner, c, depth + 1)?;
-            }
-        }
-        Schema::Ref { name } => {
-            let full: Name = name.fully_qualified_name(ns);
-            let target = names
-                .get(&full)
-                .ok_or_else(|| AvroError::Shape(format!("schema names unknown type {full}")))?;
-            walk(target, names, &full.namespace, c, depth + 1)?;
-        }
+        Ok(())
     }
-    Ok(())
 }

@@ -346,8 +346,9 @@ fn fuzz_every_valid_file_still_reads() {
 // ---- Properties -----------------------------------------------------------------------------
 
 /// A small writer schema of the kinds Hudi uses, for datum-level fuzzing.
-fn files_record_schema() -> Schema {
-    Schema::parse_str(super::metadata_record::LOG_BLOCK_SCHEMA_V6).unwrap()
+fn files_record_schema() -> &'static Schema {
+    static S: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
+    S.get_or_init(|| Schema::parse_str(super::metadata_record::LOG_BLOCK_SCHEMA_V6).unwrap())
 }
 
 proptest! {
@@ -385,14 +386,14 @@ proptest! {
         ])
     ) {
         let schema = files_record_schema();
-        let (_, largest) = largest_allocation(|| super::metadata_record::decode_files_record(&schema, &bytes));
+        let (_, largest) = largest_allocation(|| super::metadata_record::decode_files_record(schema, &bytes));
         prop_assert!(largest <= allowance(bytes.len()), "{} bytes allocated {largest}", bytes.len());
     }
 
     #[test]
     fn fuzz_metadata_records_take_arbitrary_bytes(bytes in fuzz::bytes(256)) {
         let schema = files_record_schema();
-        let (_, largest) = largest_allocation(|| super::metadata_record::decode_files_record(&schema, &bytes));
+        let (_, largest) = largest_allocation(|| super::metadata_record::decode_files_record(schema, &bytes));
         prop_assert!(largest <= allowance(bytes.len()), "{} bytes allocated {largest}", bytes.len());
     }
 
