@@ -2,6 +2,8 @@
 
 mod cli;
 mod daemon;
+#[cfg(test)]
+mod fuzz_tests;
 
 use std::process::ExitCode;
 

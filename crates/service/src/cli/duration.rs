@@ -1,10 +1,26 @@
 //! Durations on the command line and in config: `500ms`, `30s`, `2m`, `1h`, `1d`, or a bare
-//! number of seconds; several parts may be combined (`1m30s`).
+//! number of seconds; several parts may be combined (`1m30s`). At most [`MAX_DURATION`].
 
 use std::time::Duration;
 
+/// The longest duration accepted: 100 years. Longer ones are refused rather than saturated: a
+/// timeout or interval of `u64::MAX` seconds overflows every clock it is added to (a poll
+/// timeout that long panicked the daemon's poll task), and none means anything here.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// Parse a duration such as `90s`, `1m30s` or `250ms`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_unbounded(s)?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "`{}` is longer than the limit of 100 years",
+            s.trim()
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_unbounded(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     if s.is_empty() {
         return Err("empty duration".into());
@@ -48,7 +64,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// their unit. `0` means the lock never expires.
 pub fn parse_lock_expire(s: &str) -> Result<Duration, String> {
     match s.trim().parse::<u64>() {
-        Ok(minutes) => Ok(Duration::from_secs(minutes.saturating_mul(60))),
+        Ok(minutes) => parse_duration(&format!("{minutes}m")),
         Err(_) => parse_duration(s),
     }
 }
