@@ -15,7 +15,7 @@
 //! decoded by `apache_avro` with every allocation bounded by a small multiple of the input's
 //! size.
 
-use apache_avro::schema::{Name, NamesRef, Namespace, ResolvedSchema};
+use apache_avro::schema::{Name, Namespace, ResolvedSchema};
 use apache_avro::Schema;
 
 use super::avro::AvroError;

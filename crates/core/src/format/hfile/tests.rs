@@ -492,8 +492,7 @@ fn small_hfile() -> Vec<u8> {
             (b"a".as_slice(), b"1".as_slice()),
             (b"b", b"22"),
             (b"c", b"333"),
-        ]
-        .into_iter(),
+        ],
         &[(b"schema".as_slice(), b"{}".as_slice())],
         &WriterOptions {
             block_size: 8,
