@@ -275,6 +275,39 @@ async fn with_zookeeper_down_a_rollback_stops_with_a_clear_error_and_changes_not
 }
 
 #[tokio::test]
+async fn a_zookeeper_lock_without_a_key_is_the_tables_hoodie_table_name_as_for_hudis_writers() {
+    let f = Fixture::build(Kind::MorV9, true).await;
+    let table = Table::open_storage(f.storage()).await.unwrap();
+    let name = table.config().name.clone();
+    // A writer holds the table's lock under the key Hudi's writers infer: hoodie.table.name.
+    let writer = acquire(
+        &f.storage(),
+        &options_for(
+            LockProvider::ZooKeeper(zk_lock(&zk(), &name)),
+            Duration::from_secs(5),
+        ),
+    )
+    .await
+    .unwrap();
+    let opts = RollbackOptions {
+        lock: options_for(
+            LockProvider::ZooKeeper(zk_lock(&zk(), "")),
+            Duration::from_secs(2),
+        ),
+        ..failed_write_detection()
+    };
+    let err = rollback(&table, &Selection::AllFailed, &opts, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "{err}");
+    writer.release().await.unwrap();
+    let done = rollback(&table, &Selection::AllFailed, &opts, None)
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+}
+
+#[tokio::test]
 async fn a_rollback_under_the_zookeeper_lock_completes_and_releases_it() {
     let key = unique("rollback");
     let f = Fixture::build(Kind::MorV9, true).await;

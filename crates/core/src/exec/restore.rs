@@ -265,12 +265,8 @@ pub async fn restore(
     progress: Option<&dyn Progress>,
 ) -> Result<RestoreDone, Error> {
     let started = Clock::now();
-    let guard = acquire_until(
-        table.storage(),
-        &options.rollback.lock,
-        table.cancel_token(),
-    )
-    .await?;
+    let lock = options.rollback.lock.for_table(&table.config().name);
+    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
     let waited = guard.waited;
     let fence = guard.fence();
     let fenced = table.fenced(Arc::new(fence.clone()));

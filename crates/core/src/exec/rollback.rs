@@ -102,7 +102,8 @@ where
     F: FnOnce(Table) -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
-    let guard = acquire_until(table.storage(), &options.lock, table.cancel_token()).await?;
+    let lock = options.lock.for_table(&table.config().name);
+    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
     let waited = guard.waited;
     let fence = guard.fence();
     let fenced = table.fenced(Arc::new(fence.clone()));

@@ -180,7 +180,8 @@ pub async fn create_savepoint(
     request: &SavepointRequest,
     lock: &LockOptions,
 ) -> Result<SavepointCreated, Error> {
-    let guard = acquire_until(table.storage(), lock, table.cancel_token()).await?;
+    let lock = lock.for_table(&table.config().name);
+    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
     let fenced = table.fenced(Arc::new(guard.fence()));
     let result = async {
         let (instant, metadata) = savepoint_metadata(&fenced, request).await?;
@@ -236,7 +237,8 @@ pub async fn delete_savepoint(
     instant: &str,
     lock: &LockOptions,
 ) -> Result<(), Error> {
-    let guard = acquire_until(table.storage(), lock, table.cancel_token()).await?;
+    let lock = lock.for_table(&table.config().name);
+    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
     let fenced = table.fenced(Arc::new(guard.fence()));
     let result = async {
         let timeline = fenced.timeline().await?;

@@ -248,9 +248,11 @@ impl Default for LockSettings {
 }
 
 impl LockSettings {
-    /// The lock options for a table named `table_name` (for the ZooKeeper key default), or why
-    /// they are incomplete. `None` when no provider was chosen.
-    pub fn options(&self, table_name: &str) -> Result<Option<LockOptions>, String> {
+    /// The lock options, or why they are incomplete. `None` when no provider was chosen. A
+    /// ZooKeeper lock without `zookeeper_lock_key` is the table's `hoodie.table.name` node, as
+    /// for Hudi's writers (filled in when the lock is taken: `LockOptions::for_table`), never
+    /// the name the table is registered under.
+    pub fn options(&self) -> Result<Option<LockOptions>, String> {
         let Some(provider) = self.provider.as_deref() else {
             return Ok(None);
         };
@@ -280,10 +282,9 @@ impl LockSettings {
                     base_path: self.zookeeper_base_path.clone().ok_or(
                         "lock.zookeeper_base_path is required with provider = \"zookeeper\"",
                     )?,
-                    lock_key: self
-                        .zookeeper_lock_key
-                        .clone()
-                        .unwrap_or_else(|| table_name.to_string()),
+                    // None: the table's hoodie.table.name, filled in when the lock is taken
+                    // (the writers' node, whatever name the table is registered under).
+                    lock_key: self.zookeeper_lock_key.clone().unwrap_or_default(),
                     session_timeout: self.zookeeper_session_timeout,
                     connection_timeout: self.zookeeper_connection_timeout,
                 };
@@ -471,7 +472,7 @@ impl Defaults {
             .unwrap_or(self.failed_writes_policy);
         let lock_settings = entry.lock.as_deref().unwrap_or(&self.lock);
         let lock = lock_settings
-            .options(t)
+            .options()
             .map_err(|e| format!("table `{t}`: {e}"))?;
         if lock.is_none() && policy != PolicySetting::Observe {
             return Err(format!(
@@ -1110,6 +1111,24 @@ max_write_duration = "90m"
         ] {
             Config::load(&root.join(f), true).unwrap_or_else(|e| panic!("{f}: {e:#}"));
         }
+    }
+
+    #[test]
+    fn a_zookeeper_lock_key_defaults_to_the_tables_hoodie_name_not_its_registered_name() {
+        let c = parse(
+            "[defaults.lock]\nprovider = \"zookeeper\"\nzookeeper_url = \"127.0.0.1:2181\"\nzookeeper_base_path = \"/hudi/locks\"\n[[tables]]\nname = \"orders-api\"\nuri = \"/a\"\n[[tables]]\nname = \"b\"\nuri = \"/b\"\n[tables.lock]\nprovider = \"zookeeper\"\nzookeeper_url = \"127.0.0.1:2181\"\nzookeeper_base_path = \"/hudi/locks\"\nzookeeper_lock_key = \"orders\"\n",
+        )
+        .unwrap();
+        let key = |i: usize| match c.defaults.resolve(&c.tables[i]).unwrap().lock {
+            Some(LockOptions {
+                provider: LockProvider::ZooKeeper(z),
+                ..
+            }) => z.lock_key,
+            other => panic!("{other:?}"),
+        };
+        // Empty: the table's hoodie.table.name when the lock is taken (LockOptions::for_table).
+        assert_eq!(key(0), "");
+        assert_eq!(key(1), "orders");
     }
 
     #[test]

@@ -104,6 +104,19 @@ impl LockOptions {
             retry_interval: Duration::from_millis(500),
         }
     }
+
+    /// These options for the table named `table_name` (its `hoodie.table.name`): a ZooKeeper
+    /// lock without a key gets the table's name, as Hudi's writers infer it. Every change takes
+    /// its lock through this, so that the node is the writers' whatever a caller named the table.
+    pub fn for_table(&self, table_name: &str) -> LockOptions {
+        let mut options = self.clone();
+        if let LockProvider::ZooKeeper(c) = &mut options.provider {
+            if c.lock_key.is_empty() {
+                c.lock_key = table_name.to_string();
+            }
+        }
+        options
+    }
 }
 
 /// Whether a held lock can still be trusted, as its keeper sees it.
@@ -495,6 +508,12 @@ pub async fn acquire_until(
             }
         }
         LockProvider::ZooKeeper(config) => {
+            if config.lock_key.is_empty() {
+                // `for_table` names it; without a name the node would not be the writers'.
+                return Err(lock_err(
+                    "the ZooKeeper lock key is unknown (empty): it must be the table's name or hoodie.write.lock.zookeeper.lock_key".into(),
+                ));
+            }
             let owner = format!("{table} pid {}", std::process::id());
             match zookeeper::acquire(
                 config,
@@ -542,6 +561,28 @@ mod tests {
             timeout,
             retry_interval: Duration::from_millis(10),
         }
+    }
+
+    #[tokio::test]
+    async fn a_zookeeper_lock_gets_the_tables_name_when_it_has_no_key_and_is_never_taken_without_one(
+    ) {
+        let zk = |key: &str| LockOptions {
+            provider: LockProvider::ZooKeeper(ZkLockConfig {
+                connect: "127.0.0.1:1".into(),
+                base_path: "/hudi/locks".into(),
+                lock_key: key.into(),
+                session_timeout: Duration::from_secs(1),
+                connection_timeout: Duration::from_secs(1),
+            }),
+            timeout: Duration::from_millis(10),
+            retry_interval: Duration::from_millis(5),
+        };
+        assert_eq!(zk("").for_table("orders"), zk("orders"));
+        assert_eq!(zk("mine").for_table("orders"), zk("mine"));
+        let fs = fs(Duration::ZERO, Duration::from_millis(10));
+        assert_eq!(fs.for_table("orders"), fs);
+        let err = acquire(&storage(), &zk("")).await.err().expect("refused");
+        assert!(err.to_string().contains("lock key is unknown"), "{err}");
     }
 
     #[tokio::test]
@@ -848,6 +889,22 @@ mod tests {
             assert!(err.to_string().contains("corrupt"), "{err}");
             assert_eq!(s.get(&path).await.unwrap(), Bytes::from(bad));
         }
+    }
+
+    #[tokio::test]
+    async fn a_storage_lock_file_over_a_mebibyte_is_refused_unread_and_left_alone() {
+        let s = storage();
+        let path = RelPath::parse(storage_lock::DEFAULT_PATH).unwrap();
+        // A lapsed lease, padded with white space past 1 MiB: valid JSON, but no lock file
+        // Hudi writes is that large.
+        let mut big = br#"{"expired":false,"validUntil":1,"owner":"x"}"#.to_vec();
+        big.resize(crate::storage::SMALL_FILE_MAX_READ as usize + 1, b' ');
+        s.put(&path, Bytes::from(big.clone())).await.unwrap();
+        let err = acquire(&s, &lease(10_000, 1_000, Duration::from_secs(1)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("more than the"), "{err}");
+        assert!(s.get(&path).await.unwrap() == big, "left as it is");
     }
 
     #[tokio::test]

@@ -31,7 +31,9 @@ pub struct ZkLockConfig {
     pub connect: String,
     /// `hoodie.write.lock.zookeeper.base_path`, for example `/hudi/locks`.
     pub base_path: String,
-    /// `hoodie.write.lock.zookeeper.lock_key`; Hudi's default is the table name.
+    /// `hoodie.write.lock.zookeeper.lock_key`. Empty: the table's `hoodie.table.name`, the key
+    /// Hudi's writers infer when none is set ([`super::LockOptions::for_table`] fills it in before
+    /// the lock is taken; a lock is never taken with an empty key).
     pub lock_key: String,
     /// `hoodie.write.lock.zookeeper.session_timeout_ms` (Hudi's default: 60 s).
     pub session_timeout: Duration,
@@ -41,7 +43,7 @@ pub struct ZkLockConfig {
 
 impl ZkLockConfig {
     /// Check the path rules Hudi applies: an absolute base path without a trailing `/`, a key
-    /// without `/`, and a connect string without a chroot.
+    /// without `/` (empty: the table's name), and a connect string without a chroot.
     pub fn validate(&self) -> Result<(), String> {
         if !self.base_path.starts_with('/')
             || (self.base_path.len() > 1 && self.base_path.ends_with('/'))
@@ -51,9 +53,9 @@ impl ZkLockConfig {
                 self.base_path
             ));
         }
-        if self.lock_key.is_empty() || self.lock_key.contains('/') {
+        if self.lock_key.contains('/') || self.lock_key == "." || self.lock_key == ".." {
             return Err(format!(
-                "the lock key `{}` must be one non-empty path segment",
+                "the lock key `{}` must be one path segment",
                 self.lock_key
             ));
         }
