@@ -27,6 +27,9 @@
 #   run.sh hfile-read <version-key> <hfile> [--native] (Hudi's Avro HFile reader on one file; records as JSON)
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key> | storage,<s3-endpoint>,<validity-s>,<renew-s>)
 # picks the writers' lock provider (storage: Hudi 1.1's StorageBasedLockProvider on an s3a:// base path).
+# generate, writer and verify also take an s3a://<bucket>/<key> base path instead of <dir> (Hadoop's S3A
+# against INTEROP_S3_ENDPOINT, else HUDI_KEEPER_S3_ENDPOINT; see README "Tables on S3"); generate there
+# makes the direct-marker scenarios without Hudi's reference rollback.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
 # scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-twice]
@@ -174,9 +177,36 @@ kill_failed_writer() { # key dir logdir [Main command and args, default: fail --
   grep '^READY_TO_DIE' "$out" | head -1 | awk '{print $2}'
 }
 
+is_uri() { [[ "$1" =~ ^[A-Za-z][A-Za-z0-9+.-]*:// ]]; }
+
+# generate on an object store (s3a://): the completed commits and the killed write through S3A, the
+# failed instant recorded in the scenario.json Main wrote into the base path. No reference copy with
+# Hudi's rollback (nothing copies a table within the store) and no scenario whose failure injection
+# lives in the local file system (-mdtdone, -mdtinflight, -mdtcompact, -append) or that needs the
+# timeline server or a second failed writer (-timeline, -twice). Logs: INTEROP_LOGS or a new /tmp folder.
+generate_remote() { # key scenario base-uri
+  local key="$1" sc="$2" dir="$3"
+  [[ "$sc" =~ ^(cow|mor)-(mdt|nomdt)-direct(-requested)?(-urlenc|-hive|-slash|-nopart)?$ ]] \
+    || die "scenario $sc cannot be made on an object store (see README \"Tables on S3\")"
+  local logs="${INTEROP_LOGS:-}"
+  [[ -n "$logs" ]] || logs="$(mktemp -d /tmp/interop-generate.XXXXXX)"
+  mkdir -p "$logs"
+  local t0=$SECONDS failed
+  log "generate $key $sc -> $dir (logs: $logs)"
+  export INTEROP_LOCK_LOG="$logs/locks.log"
+  hj "$key" commits --dir "$dir" --scenario "$sc" >"$logs/commits.stdout" 2>"$logs/commits.stderr" \
+    || { cat "$logs/commits.stderr" >&2; die "completed commits failed ($logs)"; }
+  failed="$(kill_failed_writer "$key" "$dir" "$logs")"
+  [[ -n "$failed" ]] || die "no failed instant reported"
+  hj "$key" scenario-set --dir "$dir" --json "{\"failed_instant\": \"$failed\", \"stale_lock_file_left\": false}" \
+    2>"$logs/scenario-set.stderr" || { cat "$logs/scenario-set.stderr" >&2; die "scenario-set failed"; }
+  log "  killed writer of $failed; done in $((SECONDS - t0))s: $dir (failed write, no reference copy on an object store)"
+}
+
 generate_one() { # key scenario dir
   local key="$1" sc="$2" dir="$3"
   scenario_supported "$key" "$sc" || die "scenario $sc is not supported with Hudi $key (see README)"
+  if is_uri "$dir"; then generate_remote "$key" "$sc" "$dir"; return; fi
   [[ -e "$dir" ]] && die "$dir already exists"
   local logs="$dir.logs" ref="$dir-hudi-rollback"
   rm -rf "$logs" "$ref" "$ref.logs"
@@ -267,6 +297,7 @@ cmd_generate() {
   module_dir "$key" >/dev/null
   cmd_build
   if [[ "$sc" == all ]]; then
+    is_uri "$dir" && die "generate ... all takes a local folder"
     mkdir -p "$dir"
     local s failed=()
     for s in "${ALL_SCENARIOS[@]}"; do
@@ -291,7 +322,7 @@ cmd_rollback() {
 cmd_verify() {
   local usage="usage: run.sh verify <version-key> <dir> [--expect <records.json>] [--native-hfile-reader|--hbase-hfile-reader]"
   [[ $# -ge 2 ]] || die "$usage"
-  local key="$1" dir="$2" expect="$2/expected-records.json"
+  local key="$1" dir="$2" expect=""
   shift 2
   while (( $# )); do
     case "$1" in
@@ -306,11 +337,19 @@ cmd_verify() {
     esac
   done
   cmd_build
-  [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (verify needs the scenario of the table)"
-  # the follow-up write mutates the table: validate a scratch copy, keep <dir> as it is
+  # the follow-up write mutates the table: validate a scratch copy, keep <dir> as it is (a table on an
+  # object store is copied to the local scratch folder object by object, with the keys it has there)
   local scratch rc=0
   scratch="$(mktemp -d /tmp/interop-verify.XXXXXX)"
-  cp -a "$dir" "$scratch/table"
+  if is_uri "$dir"; then
+    hj "$key" copy-local --from "$dir" --to "$scratch/table" >"$scratch/copy.stdout" 2>"$scratch/copy.stderr" \
+      || { cat "$scratch/copy.stderr" >&2; die "copying $dir failed (kept in $scratch)"; }
+  else
+    [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (verify needs the scenario of the table)"
+    cp -a "$dir" "$scratch/table"
+  fi
+  [[ -f "$scratch/table/scenario.json" ]] || die "$dir has no scenario.json (verify needs the scenario of the table)"
+  [[ -n "$expect" ]] || expect="$scratch/table/expected-records.json"
   hj "$key" verify --dir "$scratch/table" --expect "$(cd "$(dirname "$expect")" && pwd)/$(basename "$expect")" \
     2>"$scratch/verify.stderr" || rc=$?
   if [[ $rc == 0 ]]; then rm -rf "$scratch"; else log "verify failed; scratch copy and stderr kept in $scratch"; fi

@@ -28,6 +28,10 @@ import java.util.Properties;
  * <pre>
  *   commits  --dir D --scenario S   create the table and run the completed commits
  *   fail     --dir D                start one more write and stop before it completes (READY_TO_DIE)
+ *   scenario-set --dir D --json J   merge the top-level fields of JSON object J into D's scenario.json
+ *   copy-local --from B --to D      copy the table at base path B (s3a://...) into the new local folder D
+ *                                   (see TableDir; commits, fail, writer and scenario-set also take an
+ *                                   s3a:// base path as --dir)
  *   rollback --dir D                Hudi's own lazy rollback of expired failed writes
  *   verify   --dir D --expect F     validate the table with Hudi's APIs (JSON report, exit 1 on failure)
  *   dump     --file F               print a timeline file (Avro decoded)
@@ -79,8 +83,10 @@ public final class Main {
         OUT.println(JSON.writeValueAsString(n));
         rc = 0;
       }
-      case "commits" -> rc = commits(new File(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
-      case "fail" -> rc = fail(new File(req(opts, "dir")));
+      case "commits" -> rc = commits(TableDir.of(req(opts, "dir")), Scenario.parse(req(opts, "scenario")));
+      case "fail" -> rc = fail(TableDir.of(req(opts, "dir")));
+      case "scenario-set" -> rc = scenarioSet(TableDir.of(req(opts, "dir")), req(opts, "json"));
+      case "copy-local" -> rc = TableDir.copyLocal(req(opts, "from"), new File(req(opts, "to")));
       case "savepoint" -> rc = savepoint(new File(req(opts, "dir")), req(opts, "instant"));
       case "restore" -> rc = restore(new File(req(opts, "dir")), req(opts, "instant"),
           opts.getOrDefault("mode", "savepoint"));
@@ -89,7 +95,7 @@ public final class Main {
       case "lock-cycles" -> rc = LockCycles.run(req(opts, "base"), Integer.parseInt(req(opts, "cycles")),
           Long.parseLong(req(opts, "hold-ms")), Long.parseLong(req(opts, "wait-ms")),
           Long.parseLong(opts.getOrDefault("pause-ms", "0")));
-      case "writer" -> rc = writer(new File(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
+      case "writer" -> rc = writer(TableDir.of(req(opts, "dir")), Integer.parseInt(req(opts, "id")),
           Integer.parseInt(req(opts, "commits")));
       case "rollback" -> rc = rollback(new File(req(opts, "dir")));
       case "verify" -> rc = Verify.run(new File(req(opts, "dir")), new File(req(opts, "expect")));
@@ -110,6 +116,7 @@ public final class Main {
 
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
+        + " | scenario-set --dir D --json J | copy-local --from B --to D"
         + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N | savepoint --dir D --instant T"
         + " | lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]"
         + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D"
@@ -154,13 +161,17 @@ public final class Main {
     return storageConf(blockingFs ? BlockingLocalFileSystem.class : NoForkLocalFileSystem.class);
   }
 
-  /** file:// served by the given LocalFileSystem subclass (null: Hadoop's default). */
+  /**
+   * file:// served by the given LocalFileSystem subclass (null: Hadoop's default), and s3a:// (Hadoop's
+   * S3A of the pinned release) pointed at the S3-compatible server of the tests.
+   */
   static StorageConfiguration<Configuration> storageConf(Class<?> localFs) {
     Configuration c = new Configuration();
     if (localFs != null) {
       c.set("fs.file.impl", localFs.getName());
       c.setBoolean("fs.file.impl.disable.cache", true);
     }
+    s3a(c);
     String nativeReader = nativeHFileReader();
     if (nativeReader != null) {
       // 0.15.0 and 1.0.1 read it from the storage (Hadoop) configuration, not from any Hudi config:
@@ -168,6 +179,29 @@ public final class Main {
       c.set(HFILE_NATIVE_READER_KEY, nativeReader);
     }
     return HadoopFSUtils.getStorageConf(c);
+  }
+
+  /**
+   * s3a:// against the server named by INTEROP_S3_ENDPOINT (else HUDI_KEEPER_S3_ENDPOINT, which
+   * scripts/s3-server prints), e.g. http://127.0.0.1:5757: path-style requests over plain HTTP, the
+   * server's fake credentials (test/test, as tests/common/s3.rs), no bucket probing beyond S3A's own.
+   * Nothing is set without an endpoint: s3a:// then means AWS, as for any Hadoop client.
+   */
+  static void s3a(Configuration c) {
+    c.set("fs.s3a.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem");
+    String endpoint = System.getenv("INTEROP_S3_ENDPOINT");
+    if (endpoint == null || endpoint.isEmpty()) {
+      endpoint = System.getenv("HUDI_KEEPER_S3_ENDPOINT");
+    }
+    if (endpoint == null || endpoint.isEmpty()) {
+      return;
+    }
+    c.set("fs.s3a.endpoint", endpoint);
+    c.setBoolean("fs.s3a.connection.ssl.enabled", endpoint.startsWith("https://"));
+    c.setBoolean("fs.s3a.path.style.access", true);
+    c.set("fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider");
+    c.set("fs.s3a.access.key", "test");
+    c.set("fs.s3a.secret.key", "test");
   }
 
   /** HoodieReaderConfig.USE_NATIVE_HFILE_READER (0.15.0: default false; 1.0.1: default true; 1.1.1: gone). */
@@ -236,13 +270,13 @@ public final class Main {
   }
 
   @SuppressWarnings({"rawtypes", "unchecked"})
-  static int commits(File dir, Scenario s) throws Exception {
-    if (dir.exists() && new File(dir, ".hoodie").exists()) {
+  static int commits(TableDir dir, Scenario s) throws Exception {
+    if (dir.holdsTable()) {
       throw new IOException(dir + " already holds a table");
     }
-    dir.mkdirs();
+    dir.create();
     Data.use(s);
-    String base = base(dir);
+    String base = dir.base;
     StorageConfiguration<Configuration> conf = storageConf(false);
     HoodieTableMetaClient mc = Compat.initTable(conf, base, s.tableProps());
     ArrayNode instants = JSON.createArrayNode();
@@ -266,11 +300,11 @@ public final class Main {
     mc = HoodieTableMetaClient.reload(mc);
     ObjectNode sj = s.toJson(hudiVersion(), String.valueOf(tableVersion(mc)));
     sj.set("completed_instants", instants);
-    JSON.writeValue(new File(dir, "scenario.json"), sj);
-    JSON.writeValue(new File(dir, "expected-records.json"), Data.toJson(Data.expected()));
+    dir.writeJson("scenario.json", sj);
+    dir.writeJson("expected-records.json", Data.toJson(Data.expected()));
     // what a reader must see once the table is restored to each completed commit
     for (int c = 1; c <= Data.COMPLETED_COMMITS; c++) {
-      JSON.writeValue(expectedFile(dir, instants.get(c - 1).asText()), Data.toJson(Data.expectedAfter(c)));
+      dir.writeJson(expectedName(instants.get(c - 1).asText()), Data.toJson(Data.expectedAfter(c)));
     }
     OUT.println(JSON.writeValueAsString(sj));
     return 0;
@@ -284,9 +318,9 @@ public final class Main {
    * rollbacks under test undo failed writes.
    */
   @SuppressWarnings({"rawtypes", "unchecked"})
-  static int writer(File dir, int id, int commits) throws Exception {
+  static int writer(TableDir dir, int id, int commits) throws Exception {
     Scenario s = Scenario.load(dir);
-    String base = base(dir);
+    String base = dir.base;
     StorageConfiguration<Configuration> conf = storageConf(false);
     Properties extra = new Properties();
     extra.setProperty("hoodie.clean.automatic", "false");
@@ -366,7 +400,11 @@ public final class Main {
 
   /** {@code <dir>/expected-records-<instant>.json}: the records of the table as of that completed commit. */
   static File expectedFile(File dir, String instant) {
-    return new File(dir, "expected-records-" + instant + ".json");
+    return new File(dir, expectedName(instant));
+  }
+
+  static String expectedName(String instant) {
+    return "expected-records-" + instant + ".json";
   }
 
   /**
@@ -547,6 +585,14 @@ public final class Main {
     return 0;
   }
 
+  /** {@code scenario-set}: merges the top-level fields of {@code json} into the table's scenario.json. */
+  static int scenarioSet(TableDir dir, String json) throws Exception {
+    ObjectNode sj = (ObjectNode) JSON.readTree(dir.read("scenario.json"));
+    sj.setAll((ObjectNode) JSON.readTree(json));
+    dir.writeJson("scenario.json", sj);
+    return 0;
+  }
+
   /** Prints the line the driver waits for, then blocks until SIGKILL. */
   public static void readyToDie(String instant, String detail) {
     OUT.println("READY_TO_DIE " + instant + " " + detail);
@@ -561,9 +607,13 @@ public final class Main {
   }
 
   @SuppressWarnings({"rawtypes", "unchecked"})
-  static int fail(File dir) throws Exception {
+  static int fail(TableDir dir) throws Exception {
     Scenario s = Scenario.load(dir);
-    String base = base(dir);
+    String base = dir.base;
+    if (!dir.isLocal() && (s.mdtDone || s.mdtInflight || s.appendMarkers)) {
+      // these stop or change the write inside the local file system (BlockingLocalFileSystem, renames)
+      throw new IllegalArgumentException(s.name + " needs a local table folder, not " + base);
+    }
     StorageConfiguration<Configuration> conf = storageConf(s.mdtDone || s.mdtInflight);
     HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
         writeConfig(s, base, s.makingProps()));
@@ -576,7 +626,7 @@ public final class Main {
     List<HoodieRecord> recs = Data.hoodieRecords(Data.failedBatch());
     List<WriteStatus> ws = client.upsert(recs, t);
     if (s.appendMarkers) {
-      appendMarkers(new File(dir, ".hoodie/.temp/" + t));
+      appendMarkers(new File(dir.local, ".hoodie/.temp/" + t));
     }
     if (s.mdtDone || s.mdtInflight) {
       // -mdtdone: blocks before the DT completed file exists (the MDT deltacommit T completed);

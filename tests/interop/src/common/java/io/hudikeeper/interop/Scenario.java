@@ -217,11 +217,15 @@ public final class Scenario {
    * {@link Data} uses in this JVM.
    */
   public static Scenario load(File tableDir) throws IOException {
-    File f = new File(tableDir, "scenario.json");
-    if (!f.exists()) {
-      throw new IOException("no scenario.json in " + tableDir);
+    return load(TableDir.of(tableDir.getPath()));
+  }
+
+  /** {@link #load(File)} for a table in a local folder or on an object store. */
+  static Scenario load(TableDir table) throws IOException {
+    if (!table.exists("scenario.json")) {
+      throw new IOException("no scenario.json in " + table);
     }
-    JsonNode n = new ObjectMapper().readTree(f);
+    JsonNode n = new ObjectMapper().readTree(table.read("scenario.json"));
     Scenario s = parse(n.get("scenario").asText());
     Data.use(s);
     return s;
