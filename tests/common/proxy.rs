@@ -51,6 +51,9 @@ struct Shared {
     delay_ms: AtomicU64,
     hang: Mutex<Vec<String>>,
     hung: AtomicUsize,
+    /// Requests whose answer is lost on purpose: the parts of their request line, and how many
+    /// more.
+    lose: Mutex<(Vec<String>, usize)>,
     requests: AtomicUsize,
     stop: AtomicBool,
 }
@@ -64,6 +67,12 @@ pub struct SlowProxy {
 impl SlowProxy {
     /// Proxy to `upstream` (`http://host:port`), delaying each request by `delay`.
     pub fn start(upstream: &str, delay: Duration) -> SlowProxy {
+        Self::start_for(upstream, delay, MAX_LIFETIME)
+    }
+
+    /// As [`SlowProxy::start`], stopping by itself after `lifetime` instead of [`MAX_LIFETIME`]
+    /// (a soak longer than that).
+    pub fn start_for(upstream: &str, delay: Duration, lifetime: Duration) -> SlowProxy {
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -78,7 +87,7 @@ impl SlowProxy {
         let s = shared.clone();
         std::thread::spawn(move || {
             let started = Instant::now();
-            while !s.stop.load(Ordering::SeqCst) && started.elapsed() < MAX_LIFETIME {
+            while !s.stop.load(Ordering::SeqCst) && started.elapsed() < lifetime {
                 match listener.accept() {
                     Ok((client, _)) => {
                         let (s, upstream) = (s.clone(), upstream.clone());
@@ -109,6 +118,13 @@ impl SlowProxy {
     /// hang is lifted or the proxy stops (then it is closed unanswered). No parts lift it.
     pub fn hang(&self, parts: &[&str]) {
         *self.shared.hang.lock().unwrap() = parts.iter().map(|p| p.to_string()).collect();
+    }
+
+    /// Lose the answers of the next `count` requests whose request line contains all of `parts`:
+    /// each reaches the server, which acts on it, and the client's connection is closed
+    /// unanswered (counted in [`Injected::answers_lost`]).
+    pub fn lose_answers(&self, parts: &[&str], count: usize) {
+        *self.shared.lose.lock().unwrap() = (parts.iter().map(|p| p.to_string()).collect(), count);
     }
 
     /// Requests held right now.
@@ -232,7 +248,15 @@ fn serve(mut client: TcpStream, upstream: &str, s: &Shared) {
         let _ = client.shutdown(Shutdown::Both);
         return;
     }
-    let (fate, jitter) = draw(s);
+    let (mut fate, jitter) = draw(s);
+    {
+        let mut lose = s.lose.lock().unwrap();
+        let (parts, left) = &mut *lose;
+        if *left > 0 && !parts.is_empty() && parts.iter().all(|p| line.contains(p.as_str())) {
+            *left -= 1;
+            fate = Fate::LoseAnswer;
+        }
+    }
     std::thread::sleep(Duration::from_millis(
         s.delay_ms.load(Ordering::SeqCst) + jitter,
     ));

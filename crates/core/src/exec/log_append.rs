@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::timeline_ops::create_if_absent;
+use super::timeline_ops::{create_if_absent, is_our_own};
 use crate::storage::{RelPath, Storage, StorageError};
 use crate::table::files::{log_file_name, DataFile};
 use crate::Error;
@@ -89,11 +89,16 @@ pub(super) async fn append_block(
             .join(&format!("{name}.marker.APPEND"))
             .map_err(StorageError::from)?;
         create_if_absent(storage, &marker, Vec::new()).await?;
-        match storage
-            .put_if_absent(&rel, Bytes::copy_from_slice(block))
-            .await
-        {
+        let bytes = Bytes::copy_from_slice(block);
+        match storage.put_if_absent(&rel, bytes.clone()).await {
             Ok(()) => return Ok((rel, block.len() as i64)),
+            // A create whose answer was lost, sent again: the file is this block (see
+            // `create_if_absent`), not another writer's.
+            Err(StorageError::AlreadyExists { .. })
+                if is_our_own(storage, &rel, &bytes).await? =>
+            {
+                return Ok((rel, block.len() as i64))
+            }
             Err(StorageError::AlreadyExists { .. }) => continue,
             Err(e) => return Err(e.into()),
         }

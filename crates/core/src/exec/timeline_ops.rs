@@ -54,16 +54,36 @@ pub(crate) fn timeline_file(
 }
 
 /// Create a timeline file only if it does not exist. `Ok(false)` if it already did.
+///
+/// A create whose answer was lost after the store wrote the object (the connection closed) is
+/// sent again by the store client, and the store then reports the object as existing: an
+/// existing object holding exactly these (non-empty) bytes is this create's own. Every such
+/// file hudi-keeper creates is unique to its run (an Avro plan or metadata carries a random
+/// sync marker; a log block names new instant times).
 pub(crate) async fn create_if_absent(
     storage: &Storage,
     path: &RelPath,
     bytes: Vec<u8>,
 ) -> Result<bool, StorageError> {
-    match storage.put_if_absent(path, Bytes::from(bytes)).await {
+    let bytes = Bytes::from(bytes);
+    match storage.put_if_absent(path, bytes.clone()).await {
         Ok(()) => Ok(true),
-        Err(StorageError::AlreadyExists { .. }) => Ok(false),
+        Err(StorageError::AlreadyExists { .. }) => is_our_own(storage, path, &bytes).await,
         Err(e) => Err(e),
     }
+}
+
+/// Whether the existing object at `path` is the one a create of `bytes` wrote (see
+/// [`create_if_absent`]). An empty file cannot tell whose it is: not ours.
+pub(crate) async fn is_our_own(
+    storage: &Storage,
+    path: &RelPath,
+    bytes: &Bytes,
+) -> Result<bool, StorageError> {
+    if bytes.is_empty() {
+        return Ok(false);
+    }
+    Ok(storage.get_opt(path).await?.is_some_and(|b| b == *bytes))
 }
 
 #[cfg(test)]
