@@ -5,6 +5,7 @@ mod duration;
 mod health;
 mod inspect;
 mod interrupt;
+mod progress;
 mod restore;
 mod rollback;
 mod savepoint;

@@ -2,7 +2,6 @@
 //! completed commit on the active timeline) through a series of rollbacks, as Hudi does.
 
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -10,10 +9,10 @@ use clap::Args;
 use hudi_keeper_core::exec::restore::{
     preview_restore, restore, MetadataTableAction, RestoreDone, RestoreOptions, RestorePreview,
 };
-use hudi_keeper_core::exec::rollback::{Progress, RollbackOptions};
+use hudi_keeper_core::exec::rollback::RollbackOptions;
 use hudi_keeper_core::protocol::lock::LockOptions;
 
-use super::rollback::Bar;
+use super::progress::Bars;
 use super::{DetectionArgs, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
@@ -93,9 +92,8 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
     {
         return Ok(ExitCode::SUCCESS);
     }
-    let bar = Bar::new();
-    let progress: Option<&dyn Progress> =
-        (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
+    let bars = Bars::for_stderr(args.json);
+    let progress = Bars::sink(&bars);
     let resume = |_: Option<&str>| {
         "this restore command again: it continues the pending restore".to_string()
     };
@@ -108,6 +106,8 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
         Ok(done) => done,
         Err(code) => return Ok(code),
     };
+    // The last bar stays on screen, above the summary.
+    drop(bars);
     if args.json {
         let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "restore": done});
         println!("{}", serde_json::to_string_pretty(&doc)?);

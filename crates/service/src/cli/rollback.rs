@@ -1,20 +1,19 @@
 //! `hudi-keeper rollback`.
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use hudi_keeper_core::exec::rollback::{
-    preview, rollback, Progress, RollbackDone, RollbackOptions, RollbackPreview, Selection,
+    preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::protocol::lock::LockOptions;
 use hudi_keeper_core::storage::{RequestCounter, Storage};
 use hudi_keeper_core::Table;
 
+use super::progress::Bars;
 use super::{DetectionArgs, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
@@ -51,64 +50,6 @@ pub struct RollbackArgs {
     /// Deletes in flight at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub delete_concurrency: u16,
-}
-
-/// A progress bar on stderr: one line per rolled-back instant.
-pub(super) struct Bar {
-    total: AtomicUsize,
-    done: AtomicUsize,
-    label: Mutex<String>,
-}
-
-impl Bar {
-    pub(super) fn new() -> Self {
-        Bar {
-            total: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            label: Mutex::new(String::new()),
-        }
-    }
-
-    fn draw(&self) {
-        let total = self.total.load(Ordering::Relaxed);
-        let done = self.done.load(Ordering::Relaxed);
-        let label = self.label.lock().map(|l| l.clone()).unwrap_or_default();
-        let width = 30;
-        let filled = (done * width)
-            .checked_div(total)
-            .unwrap_or(width)
-            .min(width);
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r{label} [{}{}] {done}/{total} files",
-            "#".repeat(filled),
-            " ".repeat(width - filled)
-        );
-        if done >= total {
-            let _ = writeln!(err);
-        }
-        let _ = err.flush();
-    }
-}
-
-impl Progress for Bar {
-    fn start(&self, instant: &str, total: usize) {
-        self.total.store(total, Ordering::Relaxed);
-        self.done.store(0, Ordering::Relaxed);
-        if let Ok(mut l) = self.label.lock() {
-            *l = format!("rolling back {instant}");
-        }
-        self.draw();
-    }
-
-    fn deleted(&self) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        let total = self.total.load(Ordering::Relaxed);
-        if done == total || done.is_multiple_of(64) {
-            self.draw();
-        }
-    }
 }
 
 pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
@@ -162,9 +103,8 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     {
         return Ok(ExitCode::SUCCESS);
     }
-    let bar = Bar::new();
-    let progress: Option<&dyn Progress> =
-        (!args.json && std::io::stderr().is_terminal()).then_some(&bar as &dyn Progress);
+    let bars = Bars::for_stderr(args.json);
+    let progress = Bars::sink(&bars);
     let uri = table.uri().to_string();
     let resume = |pending: Option<&str>| {
         match pending {
@@ -180,6 +120,8 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         Ok(done) => done,
         Err(code) => return Ok(code),
     };
+    // The last bar stays on screen, above the summary.
+    drop(bars);
     if args.json {
         let requests: std::collections::BTreeMap<&str, u64> = requests
             .snapshot()
