@@ -575,3 +575,168 @@ fn json_reports_the_object_store_requests_of_the_run_by_kind() {
         "{requests:?}"
     );
 }
+
+/// Run `hudi-keeper args` with a terminal on stdin, stdout and stderr (util-linux `script`
+/// gives it one): whether it succeeded, and what the terminal showed.
+fn run_on_a_terminal(args: &[&str]) -> (bool, String) {
+    let quoted: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_hudi-keeper"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let out = std::process::Command::new("script")
+        .args([
+            "--quiet",
+            "--return",
+            "--command",
+            &quoted.join(" "),
+            "/dev/null",
+        ])
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .output()
+        .expect("util-linux `script`");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The last state a bar showed for `instant` on `screen`: `(done, total, rest of the line)`.
+fn last_bar(screen: &str, instant: &str) -> Option<(u64, u64, String)> {
+    let from = screen.rfind(&format!("rolling back {instant} ["))?;
+    let line = screen[from..].split(['\r', '\n']).next()?;
+    let (_, after) = line.split_once("] ")?;
+    let (counts, rest) = after.split_once(" files")?;
+    let (done, total) = counts.split_once('/')?;
+    Some((
+        done.parse().ok()?,
+        total.parse().ok()?,
+        rest.trim_end().to_string(),
+    ))
+}
+
+#[test]
+fn on_a_terminal_each_instant_shows_files_done_rate_and_eta() {
+    let t = failed_table();
+    let (ok, screen) = run_on_a_terminal(&["rollback", &t.uri(), "--yes", "--lock", "filesystem"]);
+    assert!(ok, "{screen}");
+    let (done, total, rest) = last_bar(&screen, TF).unwrap_or_else(|| panic!("{screen}"));
+    assert_eq!(done, total, "{screen}");
+    assert!(total >= 2, "the two files of the failed write: {screen}");
+    assert!(
+        rest.starts_with(", ") && rest.contains("/s, ETA "),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&format!("rolled back {TF} deltacommit")),
+        "{screen}"
+    );
+
+    // A restore: one bar per undone instant, in order.
+    let t = table_with_two_commits();
+    let (ok, screen) = run_on_a_terminal(&[
+        "restore",
+        &t.uri(),
+        "--to-instant",
+        "20200101000000000",
+        "--yes",
+        "--lock",
+        "filesystem",
+        "--min-instant-age",
+        "0s",
+    ]);
+    assert!(ok, "{screen}");
+    for instant in [TF, "20200101120000000"] {
+        let (done, total, rest) =
+            last_bar(&screen, instant).unwrap_or_else(|| panic!("{instant}: {screen}"));
+        assert_eq!(done, total, "{screen}");
+        assert!(rest.contains("/s, ETA "), "{screen}");
+    }
+    assert!(
+        screen.find(&format!("rolling back {TF}")) < screen.find("rolling back 20200101120000000"),
+        "{screen}"
+    );
+    assert!(screen.contains("Restored to 20200101000000000"), "{screen}");
+}
+
+#[test]
+fn json_on_a_terminal_draws_no_bar() {
+    let t = failed_table();
+    let (ok, screen) = run_on_a_terminal(&[
+        "rollback",
+        &t.uri(),
+        "--yes",
+        "--json",
+        "--lock",
+        "filesystem",
+    ]);
+    assert!(ok, "{screen}");
+    assert!(!screen.contains("rolling back"), "{screen}");
+    assert!(screen.contains("\"files_deleted\""), "{screen}");
+}
+
+#[test]
+fn without_a_terminal_nothing_but_the_summary_is_printed() {
+    let t = failed_table();
+    let out = run(&["rollback", &t.uri(), "--yes", "--lock", "filesystem"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "",
+        "no progress on a stderr that is not a terminal"
+    );
+    // The summary: one line per rolled-back instant, as before.
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let (head, tail) = lines[0]
+        .split_once(": ")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        head.starts_with(&format!("rolled back {TF} deltacommit with rollback 20")),
+        "{text}"
+    );
+    assert!(
+        tail.starts_with("2 files deleted, 0 command blocks, metadata table: ")
+            && tail.ends_with(" ms"),
+        "{text}"
+    );
+
+    let t = table_with_two_commits();
+    let out = run(&[
+        "restore",
+        &t.uri(),
+        "--to-instant",
+        "20200101000000000",
+        "--yes",
+        "--lock",
+        "filesystem",
+        "--min-instant-age",
+        "0s",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "",
+        "no progress on a stderr that is not a terminal"
+    );
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("Restored to 20200101000000000 with restore 20"),
+        "{text}"
+    );
+    assert!(
+        lines[0].contains(": 2 instant(s) undone, 3 files deleted, "),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("  undid {TF} deltacommit with rollback 20")),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("  undid 20200101120000000 deltacommit with rollback 20"),
+        "{text}"
+    );
+}
