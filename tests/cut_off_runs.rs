@@ -18,7 +18,7 @@ use common::runs::{
     rolled_back_reference, s3_fixture, store_flags, with_expired_heartbeat, within, HEARTBEATS,
     LOCK_FLAGS,
 };
-use common::s3::{endpoint, options};
+use common::s3::{endpoint, options, BUCKET};
 use common::{bin, stderr};
 use hudi_keeper_core::exec::restore::{restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
@@ -223,6 +223,62 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
         (!now.contains(&r)).then_some(())
     });
     assert!(restarted.terminate(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_table_being_unregistered_mid_change_cannot_be_registered_again_until_the_change_ends() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (f, _root) = s3_fixture(&rt, "unregister-race", Kind::MorV9, true);
+    with_expired_heartbeat(&rt, &f);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    // The rollback's deletes hang: the change runs until the hang is lifted.
+    proxy.hang(&["?delete"]);
+    let work = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        work.path(),
+        &format!(
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\nallowed_table_uris = [\"s3://{BUCKET}/\"]\n[defaults]\npoll_interval = \"1h\"\n{HEARTBEATS}[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"5s\"\nstorage_renew_interval = \"1s\"\n{}",
+            daemon_store_toml(&proxy.endpoint()),
+        ),
+    );
+    let entry = format!(r#"{{"name": "t", "uri": "{}"}}"#, f.uri);
+    let r = common::http::request(&d.addr, "POST", "/api/v1/tables", Some(TOKEN), Some(&entry));
+    assert_eq!(r.status, 201, "{}", r.body);
+    // A manual rollback, left running (the client does not wait for it).
+    let mut client = std::net::TcpStream::connect(&d.addr).expect("connect");
+    write!(
+        client,
+        "POST /api/v1/tables/t/rollback HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+        d.addr
+    )
+    .expect("send");
+    assert!(
+        within(Duration::from_secs(60), || proxy.hung() > 0),
+        "the rollback never deleted\n{}",
+        d.logs()
+    );
+    // Unregistering waits for the change; meanwhile the table cannot come back under any name.
+    let addr = d.addr.clone();
+    let unregister = std::thread::spawn(move || {
+        common::http::request(&addr, "DELETE", "/api/v1/tables/t", Some(TOKEN), None)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    for name in ["t", "t2"] {
+        let again = format!(r#"{{"name": "{name}", "uri": "{}"}}"#, f.uri);
+        let r = common::http::request(&d.addr, "POST", "/api/v1/tables", Some(TOKEN), Some(&again));
+        assert_eq!(
+            r.status, 409,
+            "registered {name} again mid-change: {}",
+            r.body
+        );
+    }
+    proxy.hang(&[]);
+    drop(client);
+    let r = unregister.join().expect("unregister");
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = common::http::request(&d.addr, "POST", "/api/v1/tables", Some(TOKEN), Some(&entry));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(d.terminate(Duration::from_secs(30)).success());
 }
 
 #[test]

@@ -600,24 +600,28 @@ impl Daemon {
             info!(table = %name, "removed a table that was not restored from the registry");
             return self.persist().await;
         }
-        let state = {
+        let state = self.table(name).await?;
+        if state.source == Source::Config {
+            return Err(TableError::Conflict(format!(
+                "`{name}` comes from the config file; remove it there"
+            )));
+        }
+        // Wait for a poll or change of the table to end, and keep new ones out, before it goes:
+        // until it is gone, its name and location cannot be registered again, so no second
+        // state of the table (with a mutex of its own) can run a change next to this one's, or
+        // resume a rollback of this one's as its own.
+        let held = state.table.lock().await;
+        {
             let mut tables = self.tables.write().await;
-            let state = tables
-                .get(name)
-                .cloned()
-                .ok_or_else(|| TableError::NotFound(name.to_string()))?;
-            if state.source == Source::Config {
-                return Err(TableError::Conflict(format!(
-                    "`{name}` comes from the config file; remove it there"
-                )));
+            if !tables.get(name).is_some_and(|s| Arc::ptr_eq(s, &state)) {
+                // Unregistered by another call meanwhile.
+                return Err(TableError::NotFound(name.to_string()));
             }
             tables.remove(name);
             self.metrics.tables.set(tables.len() as i64);
-            state
-        };
-        // Wait for an in-flight poll to end before its series go.
-        let _ = state.table.lock().await;
-        self.metrics.remove_table(name);
+            self.metrics.remove_table(name);
+        }
+        drop(held);
         self.refresh_halted().await;
         info!(table = %name, "unregistered table");
         self.persist().await
