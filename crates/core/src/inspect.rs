@@ -181,8 +181,18 @@ pub async fn lock_report(table: &Table, now_ms: i64) -> Result<LockReport, Error
         |p: &str| crate::storage::RelPath::parse(p).map_err(crate::storage::StorageError::from);
     let fs = table.storage().head(&rel(".hoodie/lock")?).await?;
     let lock_path = rel(crate::protocol::lock::storage_lock::DEFAULT_PATH)?;
-    let storage_lock = table.storage().get_opt(&lock_path).await?.map(|bytes| {
-        match crate::protocol::lock::storage_lock::LockData::parse(&bytes) {
+    let lock_file = match table
+        .storage()
+        .get_opt_capped(&lock_path, crate::storage::SMALL_FILE_MAX_READ)
+        .await
+    {
+        Ok(bytes) => bytes.map(Ok),
+        // Reported like any other lock file that is not one, and left unread.
+        Err(e @ crate::storage::StorageError::TooLarge { .. }) => Some(Err(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    let storage_lock = lock_file.map(|read| {
+        match read.and_then(|bytes| crate::protocol::lock::storage_lock::LockData::parse(&bytes)) {
             Ok(d) => StorageLockState {
                 owner: Some(d.owner.clone()),
                 valid_until_ms: Some(d.valid_until),
@@ -398,4 +408,40 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         metadata_table,
         lock: lock_report(table, options.now_ms).await?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{RelPath, Storage, SMALL_FILE_MAX_READ};
+    use bytes::Bytes;
+    use object_store::memory::InMemory;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_storage_lock_file_over_a_mebibyte_is_reported_corrupt_unread() {
+        let s = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t");
+        let put = |p: &str, b: Vec<u8>| {
+            let s = s.clone();
+            let p = RelPath::parse(p).unwrap();
+            async move { s.put(&p, Bytes::from(b)).await.unwrap() }
+        };
+        put(
+            ".hoodie/hoodie.properties",
+            b"hoodie.table.name=t\nhoodie.table.type=COPY_ON_WRITE\nhoodie.table.version=6\n"
+                .to_vec(),
+        )
+        .await;
+        let mut big = br#"{"expired":false,"validUntil":1,"owner":"x"}"#.to_vec();
+        big.resize(SMALL_FILE_MAX_READ as usize + 1, b' ');
+        put(crate::protocol::lock::storage_lock::DEFAULT_PATH, big).await;
+        let table = Table::open_storage(s).await.unwrap();
+        let report = lock_report(&table, 0).await.unwrap();
+        assert!(report.storage_lock_file);
+        let corrupt = report
+            .storage_lock
+            .and_then(|l| l.corrupt)
+            .unwrap_or_default();
+        assert!(corrupt.contains("more than the"), "{corrupt:?}");
+    }
 }

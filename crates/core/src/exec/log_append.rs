@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::timeline_ops::{create_if_absent, is_our_own};
-use crate::storage::{RelPath, Storage, StorageError};
+use crate::storage::{RelPath, Storage, StorageError, DEFAULT_MAX_READ};
 use crate::table::files::{log_file_name, DataFile};
 use crate::Error;
 
@@ -55,7 +55,15 @@ pub(super) async fn append_block(
             continue;
         }
         let rel = part.join(log).map_err(StorageError::from)?;
-        if let Some(bytes) = storage.get_opt(&rel).await? {
+        // Ours holds the one block: a file over the usual cap (or over the block, if that is
+        // larger) is not ours, and is not read.
+        let cap = DEFAULT_MAX_READ.max(block.len() as u64);
+        let found = match storage.get_opt_capped(&rel, cap).await {
+            Ok(found) => found,
+            Err(StorageError::TooLarge { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(bytes) = found {
             if is_ours(&bytes) {
                 return Ok((rel, bytes.len() as i64));
             }
@@ -111,4 +119,50 @@ pub(super) async fn append_block(
             slice.file_id, slice.partition
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::testing::SizeClaimingStore;
+    use object_store::memory::InMemory;
+    use object_store::ObjectStore;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_log_file_of_an_earlier_attempt_too_large_to_be_ours_is_passed_over_unread() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let plain = Storage::from_store(Arc::clone(&inner), "t", "memory://t");
+        let earlier = log_file_name("fg1", "100", 1, "1-0-1");
+        let p = |s: &str| RelPath::parse(s).unwrap();
+        plain
+            .put(&p(&format!("p1/{earlier}")), Bytes::from_static(b"block"))
+            .await
+            .unwrap();
+        plain
+            .put(
+                &p(&format!(".hoodie/.temp/200/p1/{earlier}.marker.APPEND")),
+                Bytes::new(),
+            )
+            .await
+            .unwrap();
+        // Every read reports 10 GiB: the earlier attempt's file cannot be our block.
+        let huge = Arc::new(SizeClaimingStore::new(inner, 10 << 30));
+        let s = Storage::from_store(huge.clone(), "t", "memory://t");
+        let slice = Slice {
+            partition: "p1",
+            file_id: "fg1",
+            base_instant: "100",
+            write_token: "1-0-1",
+        };
+        let (rel, size) =
+            append_block(&s, "200", &p(".hoodie/.temp/200"), &slice, b"block", |_| {
+                true
+            })
+            .await
+            .unwrap();
+        assert_eq!(rel.file_name(), log_file_name("fg1", "100", 2, "1-0-1"));
+        assert_eq!(size, 5);
+        assert_eq!(huge.body_bytes_read(), 0);
+    }
 }

@@ -83,12 +83,44 @@ pub(crate) async fn is_our_own(
     if bytes.is_empty() {
         return Ok(false);
     }
-    Ok(storage.get_opt(path).await?.is_some_and(|b| b == *bytes))
+    // A larger file is not ours: it is not read.
+    match storage.get_opt_capped(path, bytes.len() as u64).await {
+        Ok(found) => Ok(found.is_some_and(|b| b == *bytes)),
+        Err(StorageError::TooLarge { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_file_larger_than_ours_is_not_ours_and_is_not_read() {
+        use crate::storage::testing::SizeClaimingStore;
+        use object_store::memory::InMemory;
+        use object_store::ObjectStore;
+        use std::sync::Arc;
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = RelPath::parse(".hoodie/1.rollback.requested").unwrap();
+        let ours = Bytes::from_static(b"plan");
+        Storage::from_store(Arc::clone(&inner), "t", "memory://t")
+            .put(&path, ours.clone())
+            .await
+            .unwrap();
+        assert!(is_our_own(
+            &Storage::from_store(Arc::clone(&inner), "t", "m://t"),
+            &path,
+            &ours
+        )
+        .await
+        .unwrap());
+        // The same key, reported as 10 GiB (another writer's file, or a damaged one).
+        let huge = Arc::new(SizeClaimingStore::new(inner, 10 << 30));
+        let s = Storage::from_store(huge.clone(), "t", "memory://t");
+        assert!(!is_our_own(&s, &path, &ours).await.unwrap());
+        assert_eq!(huge.body_bytes_read(), 0);
+    }
 
     #[test]
     fn increments_keep_the_width() {

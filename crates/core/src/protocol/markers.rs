@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::storage::{FileMeta, RelPath, Storage, StorageError};
+use crate::storage::{FileMeta, RelPath, Storage, StorageError, SMALL_FILE_MAX_READ};
 
 /// The marker folder root, relative to a table base path.
 pub const MARKER_ROOT: &str = ".hoodie/.temp";
@@ -256,7 +256,12 @@ pub async fn read_markers(storage: &Storage, instant: &str) -> Result<Markers, M
     let type_path = dir.join(TYPE_FILE).map_err(StorageError::from)?;
     let has_type = listing.iter().any(|m| m.path == type_path);
     let type_file = if has_type {
-        Some(storage.get(&type_path).await?.to_vec())
+        Some(
+            storage
+                .get_capped(&type_path, SMALL_FILE_MAX_READ)
+                .await?
+                .to_vec(),
+        )
     } else {
         None
     };
@@ -394,6 +399,18 @@ mod tests {
         let m = read_markers(&s, "2").await.unwrap();
         assert_eq!(m.kind, None);
         assert!(m.markers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_markers_type_file_over_a_mebibyte_is_refused_unread() {
+        let mut big = b"TIMELINE_SERVER_BASED".to_vec();
+        big.resize(crate::storage::SMALL_FILE_MAX_READ as usize + 1, b' ');
+        let s = store_with(&[(".hoodie/.temp/1/MARKERS.type", &big)]).await;
+        let err = read_markers(&s, "1").await.unwrap_err();
+        assert!(
+            matches!(err, MarkerError::Storage(StorageError::TooLarge { .. })),
+            "{err}"
+        );
     }
 
     proptest! {

@@ -74,6 +74,23 @@ pub enum StorageError {
         #[source]
         source: Box<object_store::Error>,
     },
+    /// An object larger than what is read of it: refused before its body is read, so that a
+    /// huge or corrupt file cannot exhaust memory. The object is left as it is.
+    #[error(
+        "`{path}` in table `{uri}` is {size} bytes, more than the {max} bytes hudi-keeper reads \
+         of such a file (left as it is; check what wrote it)"
+    )]
+    TooLarge {
+        /// The table URI.
+        uri: String,
+        /// The table-relative path.
+        path: String,
+        /// Its size as the store reported it (or as much as was received before the read
+        /// stopped).
+        size: u64,
+        /// The most that is read of it.
+        max: u64,
+    },
     /// The store returned a path outside the table root.
     #[error("the store returned `{path}`, which is outside table `{uri}`")]
     OutsideRoot {

@@ -172,6 +172,14 @@ fn key_named(keys: &[String], matches: impl Fn(&str) -> bool) -> Option<&String>
         .max_by_key(|k| k.len())
 }
 
+/// The most [`Storage::get`] reads of one object (256 MiB): far above any timeline file Hudi
+/// writes (a rollback plan or commit of 100,000 files is tens of MB), far below what would
+/// get the process killed. A larger object is refused before its body is read.
+pub const DEFAULT_MAX_READ: u64 = 256 << 20;
+
+/// The most read of a file known to be small (1 MiB): `hoodie.properties`, lock files.
+pub const SMALL_FILE_MAX_READ: u64 = 1 << 20;
+
 /// Table-rooted access to an object store.
 #[derive(Clone)]
 pub struct Storage {
@@ -467,8 +475,15 @@ impl Storage {
         self.pages.is_some()
     }
 
-    /// The bytes of `path`; a missing object is [`StorageError::NotFound`].
+    /// The bytes of `path`, at most [`DEFAULT_MAX_READ`] of them (else
+    /// [`StorageError::TooLarge`]); a missing object is [`StorageError::NotFound`].
     pub async fn get(&self, path: &RelPath) -> Result<Bytes, StorageError> {
+        self.get_capped(path, DEFAULT_MAX_READ).await
+    }
+
+    /// The bytes of `path`, refused as [`StorageError::TooLarge`] when it holds more than
+    /// `max` bytes; a missing object is [`StorageError::NotFound`].
+    pub async fn get_capped(&self, path: &RelPath, max: u64) -> Result<Bytes, StorageError> {
         self.check(OpKind::Get, path)?;
         let full = self.full(path);
         let result = self
@@ -476,16 +491,82 @@ impl Storage {
             .get(&full)
             .await
             .map_err(|e| self.err(OpKind::Get, path, e))?;
-        let bytes = result
-            .bytes()
-            .await
-            .map_err(|e| self.err(OpKind::Get, path, e))?;
+        let bytes = self.body(path, result, max).await?;
         self.done(OpKind::Get, path, bytes)
     }
 
-    /// The bytes of `path`, or `None` when it does not exist. Any other failure is an error.
+    /// The body of a GET, at most `max` bytes: the size the store reported with the response
+    /// (the object's size and the range it sends, known before any of the body is read) is
+    /// checked first, and a body that runs past `max` anyway (a store that said less than it
+    /// sends) is cut off at `max`.
+    async fn body(
+        &self,
+        path: &RelPath,
+        result: object_store::GetResult,
+        max: u64,
+    ) -> Result<Bytes, StorageError> {
+        let too_large = |size: u64| StorageError::TooLarge {
+            uri: self.uri.to_string(),
+            path: path.to_string(),
+            size,
+            max,
+        };
+        let len = result.range.end.saturating_sub(result.range.start);
+        let declared = result.meta.size.max(len);
+        if declared > max {
+            return Err(too_large(declared));
+        }
+        if !matches!(result.payload, object_store::GetResultPayload::Stream(_)) {
+            // A local file: object_store reads exactly the range it measured when it opened
+            // the file, so never more than `len` bytes, however the file grows meanwhile.
+            return result
+                .bytes()
+                .await
+                .map_err(|e| self.err(OpKind::Get, path, e));
+        }
+        let mut stream = result.into_stream();
+        let mut first: Option<Bytes> = None;
+        let mut joined: Vec<u8> = Vec::new();
+        let mut received: u64 = 0;
+        while let Some(chunk) = stream
+            .try_next()
+            .await
+            .map_err(|e| self.err(OpKind::Get, path, e))?
+        {
+            received = received.saturating_add(chunk.len() as u64);
+            if received > max {
+                return Err(too_large(received));
+            }
+            match first.take() {
+                None if joined.is_empty() => first = Some(chunk),
+                None => joined.extend_from_slice(&chunk),
+                Some(f) => {
+                    // `len` is at most `max`, and so is what is kept.
+                    joined.reserve(usize::try_from(len.max(received)).unwrap_or(0));
+                    joined.extend_from_slice(&f);
+                    joined.extend_from_slice(&chunk);
+                }
+            }
+        }
+        Ok(match first {
+            Some(f) => f,
+            None => Bytes::from(joined),
+        })
+    }
+
+    /// The bytes of `path` (at most [`DEFAULT_MAX_READ`]), or `None` when it does not exist.
+    /// Any other failure is an error.
     pub async fn get_opt(&self, path: &RelPath) -> Result<Option<Bytes>, StorageError> {
-        match self.get(path).await {
+        self.get_opt_capped(path, DEFAULT_MAX_READ).await
+    }
+
+    /// [`Storage::get_capped`], with a missing object as `None`.
+    pub async fn get_opt_capped(
+        &self,
+        path: &RelPath,
+        max: u64,
+    ) -> Result<Option<Bytes>, StorageError> {
+        match self.get_capped(path, max).await {
             Ok(b) => Ok(Some(b)),
             Err(StorageError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -493,10 +574,11 @@ impl Storage {
     }
 
     /// The bytes of `path` and the version they were read at, or `None` when it does not
-    /// exist.
+    /// exist; refused as [`StorageError::TooLarge`] when it holds more than `max` bytes.
     pub async fn get_versioned(
         &self,
         path: &RelPath,
+        max: u64,
     ) -> Result<Option<(Bytes, ObjectVersion)>, StorageError> {
         self.check(OpKind::Get, path)?;
         let full = self.full(path);
@@ -509,10 +591,7 @@ impl Storage {
             e_tag: result.meta.e_tag.clone(),
             version: result.meta.version.clone(),
         };
-        let bytes = result
-            .bytes()
-            .await
-            .map_err(|e| self.err(OpKind::Get, path, e))?;
+        let bytes = self.body(path, result, max).await?;
         self.done(OpKind::Get, path, Some((bytes, version)))
     }
 
@@ -862,6 +941,126 @@ mod tests {
         let s = s.with_interceptor(fail);
         let err = s.list_filtered(&p("p"), |_| true).await.unwrap_err();
         assert!(matches!(err, StorageError::Injected { .. }), "{err}");
+    }
+
+    fn too_large(err: &StorageError) -> Option<(u64, u64)> {
+        match err {
+            StorageError::TooLarge { size, max, .. } => Some((*size, *max)),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_object_larger_than_the_cap_is_refused_before_its_body_is_read() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let plain = Storage::from_store(Arc::clone(&inner), "t", "memory://t");
+        let path = p(".hoodie/1.rollback.requested");
+        plain.put(&path, Bytes::from_static(b"plan")).await.unwrap();
+        // The store reports the object as 10 GiB: refused on the size the store reported,
+        // with the one GET (no extra request) and none of the body pulled.
+        let huge = Arc::new(testing::SizeClaimingStore::new(inner, 10 << 30));
+        let counter = Arc::new(testing::CountingInterceptor::new());
+        let s =
+            Storage::from_store(huge.clone(), "t", "memory://t").with_interceptor(counter.clone());
+        let err = refused(s.get(&path).await);
+        assert_eq!(too_large(&err), Some((10 << 30, DEFAULT_MAX_READ)), "{err}");
+        assert!(
+            err.to_string().contains(".hoodie/1.rollback.requested"),
+            "{err}"
+        );
+        let err = refused(s.get_opt(&path).await.map(Option::unwrap_or_default));
+        assert!(too_large(&err).is_some(), "{err}");
+        let err = refused(
+            s.get_versioned(&path, SMALL_FILE_MAX_READ)
+                .await
+                .map(|v| v.map(|(b, _)| b).unwrap_or_default()),
+        );
+        assert_eq!(
+            too_large(&err),
+            Some((10 << 30, SMALL_FILE_MAX_READ)),
+            "{err}"
+        );
+        assert_eq!(huge.body_bytes_read(), 0, "no body byte was read");
+        assert_eq!(counter.count(OpKind::Get), 3);
+        assert_eq!(counter.total(), 3, "the size came with the GET");
+    }
+
+    #[tokio::test]
+    async fn a_body_longer_than_the_store_said_stops_at_the_cap() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let path = p(".hoodie/hoodie.properties");
+        Storage::from_store(Arc::clone(&inner), "t", "memory://t")
+            .put(&path, Bytes::from(vec![b'x'; 3000]))
+            .await
+            .unwrap();
+        // Claims 10 bytes, sends 3,000.
+        let lying = Arc::new(testing::SizeClaimingStore::new(inner, 10));
+        let s = Storage::from_store(lying, "t", "memory://t");
+        let err = refused(s.get_capped(&path, 1000).await);
+        let (size, max) = too_large(&err).unwrap_or_else(|| panic!("{err}"));
+        assert_eq!(max, 1000);
+        assert!(size > 1000, "{err}");
+        let err = refused(
+            s.get_versioned(&path, 1000)
+                .await
+                .map(|v| v.map(|(b, _)| b).unwrap_or_default()),
+        );
+        assert!(too_large(&err).is_some(), "{err}");
+    }
+
+    /// The error of a read expected to fail, without printing bytes a wrong success returned.
+    fn refused(r: Result<impl AsRef<[u8]>, StorageError>) -> StorageError {
+        match r {
+            Ok(b) => panic!("read {} bytes instead of refusing", b.as_ref().len()),
+            Err(e) => e,
+        }
+    }
+
+    #[tokio::test]
+    async fn local_files_over_the_cap_are_refused_and_files_at_the_cap_are_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".hoodie");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Sparse files: their size costs no disk.
+        let sized = |name: &str, len: u64| {
+            let f = std::fs::File::create(dir.join(name)).unwrap();
+            f.set_len(len).unwrap();
+        };
+        sized("over", SMALL_FILE_MAX_READ + 1);
+        sized("at", SMALL_FILE_MAX_READ);
+        let counter = Arc::new(testing::CountingInterceptor::new());
+        let s = Storage::open(tmp.path().to_str().unwrap(), &StorageOptions::default())
+            .unwrap()
+            .with_interceptor(counter.clone());
+        let err = refused(s.get_capped(&p(".hoodie/over"), SMALL_FILE_MAX_READ).await);
+        assert_eq!(
+            too_large(&err),
+            Some((SMALL_FILE_MAX_READ + 1, SMALL_FILE_MAX_READ)),
+            "{err}"
+        );
+        let err = refused(
+            s.get_opt_capped(&p(".hoodie/over"), SMALL_FILE_MAX_READ)
+                .await
+                .map(Option::unwrap_or_default),
+        );
+        assert!(too_large(&err).is_some(), "{err}");
+        let err = refused(
+            s.get_versioned(&p(".hoodie/over"), SMALL_FILE_MAX_READ)
+                .await
+                .map(|v| v.map(|(b, _)| b).unwrap_or_default()),
+        );
+        assert!(too_large(&err).is_some(), "{err}");
+        let at = s
+            .get_capped(&p(".hoodie/at"), SMALL_FILE_MAX_READ)
+            .await
+            .unwrap();
+        assert_eq!(at.len() as u64, SMALL_FILE_MAX_READ);
+        assert!(s
+            .get_opt_capped(&p(".hoodie/missing"), 1)
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(counter.total(), 5, "one GET each, nothing else");
     }
 
     #[tokio::test]

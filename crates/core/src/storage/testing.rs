@@ -11,8 +11,8 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 use super::{Interceptor, OpKind, RelPath, StorageError};
@@ -201,6 +201,137 @@ impl ObjectStore for DeleteSwallowingStore {
                 }
             })
             .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_delimiter<'s, 'l, 'f>(
+        &'s self,
+        prefix: Option<&'l Path>,
+    ) -> StoreFuture<'f, ListResult>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.list_with_delimiter(prefix)
+    }
+
+    fn copy_opts<'s, 'a, 'b, 'f>(
+        &'s self,
+        from: &'a Path,
+        to: &'b Path,
+        options: CopyOptions,
+    ) -> StoreFuture<'f, ()>
+    where
+        's: 'f,
+        'a: 'f,
+        'b: 'f,
+        Self: 'f,
+    {
+        self.inner.copy_opts(from, to, options)
+    }
+}
+
+/// A store whose reads claim another size than the object has (a corrupt or hostile store, or
+/// a file that grew), and which counts the body bytes its readers actually pulled: a read capped
+/// by the claimed size pulls none; one that trusts the claim reads the real body.
+#[derive(Debug)]
+pub struct SizeClaimingStore {
+    inner: Arc<dyn ObjectStore>,
+    claimed: u64,
+    body_read: Arc<AtomicU64>,
+}
+
+impl SizeClaimingStore {
+    /// Wrap `inner`; every read reports an object of `claimed` bytes.
+    pub fn new(inner: Arc<dyn ObjectStore>, claimed: u64) -> Self {
+        Self {
+            inner,
+            claimed,
+            body_read: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The body bytes readers pulled so far.
+    pub fn body_bytes_read(&self) -> u64 {
+        self.body_read.load(Ordering::SeqCst)
+    }
+}
+
+impl fmt::Display for SizeClaimingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SizeClaimingStore({})", self.inner)
+    }
+}
+
+impl ObjectStore for SizeClaimingStore {
+    fn put_opts<'s, 'l, 'f>(
+        &'s self,
+        location: &'l Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> StoreFuture<'f, PutResult>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.put_opts(location, payload, opts)
+    }
+
+    fn put_multipart_opts<'s, 'l, 'f>(
+        &'s self,
+        location: &'l Path,
+        opts: PutMultipartOptions,
+    ) -> StoreFuture<'f, Box<dyn MultipartUpload>>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        self.inner.put_multipart_opts(location, opts)
+    }
+
+    fn get_opts<'s, 'l, 'f>(
+        &'s self,
+        location: &'l Path,
+        options: GetOptions,
+    ) -> StoreFuture<'f, GetResult>
+    where
+        's: 'f,
+        'l: 'f,
+        Self: 'f,
+    {
+        let claimed = self.claimed;
+        let counter = Arc::clone(&self.body_read);
+        Box::pin(async move {
+            let r = self.inner.get_opts(location, options).await?;
+            let mut meta = r.meta.clone();
+            meta.size = claimed;
+            let attributes = r.attributes.clone();
+            let stream = r.into_stream().inspect(move |chunk| {
+                if let Ok(b) = chunk {
+                    counter.fetch_add(b.len() as u64, Ordering::SeqCst);
+                }
+            });
+            Ok(GetResult {
+                payload: GetResultPayload::Stream(stream.boxed()),
+                meta,
+                range: 0..claimed,
+                attributes,
+                extensions: Default::default(),
+            })
+        })
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {

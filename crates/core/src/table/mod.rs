@@ -9,7 +9,7 @@ pub use config::{
 };
 
 use crate::error::Error;
-use crate::storage::{RelPath, Storage, StorageOptions};
+use crate::storage::{RelPath, Storage, StorageOptions, SMALL_FILE_MAX_READ};
 use crate::timeline::{InstantZone, Timeline};
 use tokio_util::sync::CancellationToken;
 
@@ -35,17 +35,20 @@ impl Table {
     /// Open the table whose base path `storage` is rooted at.
     pub async fn open_storage(storage: Storage) -> Result<Self, Error> {
         let path = RelPath::parse(TableConfig::PATH).map_err(crate::storage::StorageError::from)?;
-        let bytes = match storage.get_opt(&path).await? {
+        let bytes = match storage.get_opt_capped(&path, SMALL_FILE_MAX_READ).await? {
             Some(b) => b,
             None => {
                 // Hudi falls back to the backup while an upgrade rewrites the file.
                 let backup = RelPath::parse(".hoodie/hoodie.properties.backup")
                     .map_err(crate::storage::StorageError::from)?;
-                storage.get_opt(&backup).await?.ok_or_else(|| {
-                    Error::Config(ConfigError::Missing {
-                        table: storage.uri().to_string(),
-                    })
-                })?
+                storage
+                    .get_opt_capped(&backup, SMALL_FILE_MAX_READ)
+                    .await?
+                    .ok_or_else(|| {
+                        Error::Config(ConfigError::Missing {
+                            table: storage.uri().to_string(),
+                        })
+                    })?
             }
         };
         let config = TableConfig::parse(storage.uri(), &bytes)?;
@@ -139,5 +142,39 @@ impl Table {
         let mut mdt = Self::open_storage(child).await?;
         mdt.cancel = self.cancel.clone();
         Ok(Some(mdt))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StorageError;
+    use bytes::Bytes;
+    use object_store::memory::InMemory;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_hoodie_properties_larger_than_a_mebibyte_is_refused_without_reading_it() {
+        let s = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t");
+        let mut text =
+            b"hoodie.table.name=t\nhoodie.table.type=COPY_ON_WRITE\nhoodie.table.version=6\n"
+                .to_vec();
+        text.resize(SMALL_FILE_MAX_READ as usize + 1, b'#');
+        let path = RelPath::parse(TableConfig::PATH).unwrap();
+        s.put(&path, Bytes::from(text)).await.unwrap();
+        let err = Table::open_storage(s.clone()).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::Storage(StorageError::TooLarge { size, max, .. })
+                    if *size == SMALL_FILE_MAX_READ + 1 && *max == SMALL_FILE_MAX_READ
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            s.head(&path).await.unwrap().map(|m| m.size),
+            Some(SMALL_FILE_MAX_READ + 1),
+            "left as it is"
+        );
     }
 }

@@ -16,7 +16,7 @@ use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_fil
 use crate::format::restore::RestorePlan;
 use crate::plan::restore::{plan_restore, PlannedRestore, RestoreInput, RestoreRefusal};
 use crate::protocol::detect::{Assessment, Verdict};
-use crate::storage::{RelPath, StorageError};
+use crate::storage::{RelPath, StorageError, SMALL_FILE_MAX_READ};
 use crate::table::{Table, TableVersion};
 use crate::timeline::{Action, State, Timeline};
 use crate::Error;
@@ -326,6 +326,9 @@ pub(in crate::exec) async fn restore_metadata_table(
             let parent = table.timeline().await?;
             let children = prepare_children(&mdt, &tl, &planned.undo).await?;
             // (Boxed: the metadata table's restore is the same procedure, one level down.)
+            // After every time of the metadata table and of the data table (whose restore is
+            // pending, its instant recorded by the caller's journal: none is kept for this one).
+            let new_instant = new_instant_time(&[&tl, &parent], mdt.zone());
             let done = Box::pin(execute_restore(
                 &mdt,
                 target,
@@ -335,7 +338,7 @@ pub(in crate::exec) async fn restore_metadata_table(
                 None,
                 Clock::now(),
                 None,
-                &[&parent],
+                &new_instant,
                 children,
             ))
             .await?;
@@ -396,7 +399,8 @@ async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Err
 async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Error> {
     let storage = table.storage();
     let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
-    let text = String::from_utf8_lossy(&storage.get(&props).await?).into_owned();
+    let text = String::from_utf8_lossy(&storage.get_capped(&props, SMALL_FILE_MAX_READ).await?)
+        .into_owned();
     let rewritten = keep_metadata_partitions(&text, keep);
     let dropped: Vec<String> = table
         .config()
@@ -439,7 +443,8 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
 pub(in crate::exec) async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
     let storage = table.storage();
     let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
-    let text = String::from_utf8_lossy(&storage.get(&props).await?).into_owned();
+    let text = String::from_utf8_lossy(&storage.get_capped(&props, SMALL_FILE_MAX_READ).await?)
+        .into_owned();
     let rewritten = clear_metadata_partitions(&text);
     if rewritten != text {
         rewrite_properties(table, &text, rewritten).await?;

@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 
 use apache_avro::Schema;
+use bytes::Bytes;
 use tracing::info;
 
 use super::v6::{complete_files_deltacommit, files_slice, FILES};
@@ -36,7 +37,7 @@ use crate::plan::metadata_table::files_listing::{
     FileInfo, FilesRecord, LogBlock, TimelineInstant,
 };
 use crate::protocol::markers::marker_dir;
-use crate::storage::{RelPath, StorageError};
+use crate::storage::{RelPath, Storage, StorageError};
 use crate::table::files::DataFile;
 use crate::table::Table;
 use crate::timeline::{Action, State, Timeline};
@@ -275,11 +276,17 @@ async fn read_files_partition(
     let mut schemas: BTreeMap<String, Schema> = BTreeMap::new();
     // One budget for every HFile of the slice, so that many log files cannot exceed it either.
     let mut budget = hfile::DecompressionBudget::new(MAX_FILES_SLICE_DECOMPRESSED_BYTES);
+    // And one for the bytes of its files: the slice's size was checked when the restore was
+    // decided, but a file read later may have grown.
+    let mut unread = MAX_FILES_SLICE_BYTES;
     let base = match &slice.base_file {
         None => Vec::new(),
         Some(name) => {
             let rel = part.join(name).map_err(StorageError::from)?;
-            let bytes = mdt.storage().get(&rel).await?;
+            let bytes = match read_slice_file(mdt.storage(), &rel, &mut unread).await? {
+                Ok(b) => b,
+                Err(why) => return Ok(Err(why)),
+            };
             match hfile_records(&bytes, None, &mut schemas, &mut budget) {
                 Ok(r) => r,
                 Err(why) => return Ok(Err(format!("base file `{name}`: {why}"))),
@@ -289,7 +296,10 @@ async fn read_files_partition(
     let mut blocks = Vec::new();
     for (_, name) in &slice.logs {
         let rel = part.join(name).map_err(StorageError::from)?;
-        let bytes = mdt.storage().get(&rel).await?;
+        let bytes = match read_slice_file(mdt.storage(), &rel, &mut unread).await? {
+            Ok(b) => b,
+            Err(why) => return Ok(Err(why)),
+        };
         let Some(read) = read_blocks(&bytes) else {
             return Ok(Err(format!(
                 "log file `{name}` has blocks hudi-keeper cannot read"
@@ -342,6 +352,26 @@ async fn read_files_partition(
     Ok(merge_files_partition(base, &blocks, &filter))
 }
 
+/// One file of the `files` file slice, charged to `unread` (what may still be read of the
+/// slice), or why it is not read.
+async fn read_slice_file(
+    storage: &Storage,
+    rel: &RelPath,
+    unread: &mut u64,
+) -> Result<Result<Bytes, String>, Error> {
+    match storage.get_capped(rel, *unread).await {
+        Ok(bytes) => {
+            *unread = unread.saturating_sub(bytes.len() as u64);
+            Ok(Ok(bytes))
+        }
+        Err(StorageError::TooLarge { size, .. }) => Ok(Err(format!(
+            "`{rel}` is {size} bytes, more than the {unread} bytes left of the \
+             {MAX_FILES_SLICE_BYTES} hudi-keeper reads of the `files` file slice"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The `files` records of one HFile (a base file, or an HFile data block's content) written
 /// under `schema` (else the HFile's own `schema` file info), decompressing within `budget`.
 fn hfile_records(
@@ -381,4 +411,49 @@ fn hfile_records(
         out.push((key, FilesRecord { record_type, files }));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::testing::SizeClaimingStore;
+    use object_store::memory::InMemory;
+    use object_store::ObjectStore;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_files_slice_file_larger_than_what_is_left_to_read_is_not_read() {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let rel = RelPath::parse("files/.files-0000-0_00000000000000010.log.1_0-0-0").unwrap();
+        Storage::from_store(Arc::clone(&inner), "t", "memory://t")
+            .put(&rel, Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        let plain = Storage::from_store(Arc::clone(&inner), "t", "memory://t");
+        let mut unread = 25;
+        assert_eq!(
+            read_slice_file(&plain, &rel, &mut unread).await.unwrap(),
+            Ok(Bytes::from_static(b"0123456789"))
+        );
+        assert_eq!(unread, 15, "charged");
+        // The same file reported as 10 GiB (it grew, or the store says so): not read, and the
+        // restore learns why (it deletes the metadata table instead).
+        let huge = Arc::new(SizeClaimingStore::new(inner, 10 << 30));
+        let s = Storage::from_store(huge.clone(), "t", "memory://t");
+        let why = read_slice_file(&s, &rel, &mut unread)
+            .await
+            .unwrap()
+            .map(|b| b.len())
+            .unwrap_err();
+        assert!(why.contains("10737418240 bytes"), "{why}");
+        assert_eq!(huge.body_bytes_read(), 0);
+        // What is left caps a read even below the usual cap.
+        let mut unread = 9;
+        let why = read_slice_file(&plain, &rel, &mut unread)
+            .await
+            .unwrap()
+            .map(|b| b.len())
+            .unwrap_err();
+        assert!(why.contains("10 bytes"), "{why}");
+    }
 }

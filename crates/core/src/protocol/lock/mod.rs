@@ -379,8 +379,8 @@ async fn release_file(
         warn!(table = %table, lock = %file, "our lock file is already gone (deleted by someone else); nothing to release");
         return Ok(());
     };
-    let ours =
-        meta.size == token.len() as u64 && storage
+    let ours = meta.size == token.len() as u64
+        && storage
             .get_opt_capped(file, SMALL_FILE_MAX_READ)
             .await?
             .as_ref()

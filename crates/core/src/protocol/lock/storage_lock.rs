@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 
 use super::LeaseState;
 use crate::protocol::heartbeat::duration_ms;
-use crate::storage::{ObjectVersion, RelPath, Storage, StorageError};
+use crate::storage::{ObjectVersion, RelPath, Storage, StorageError, SMALL_FILE_MAX_READ};
 
 /// How long after `validUntil` a lapsed lease is still respected (Hudi's fixed allowance).
 pub const CLOCK_DRIFT_MS: i64 = 500;
@@ -223,7 +223,7 @@ pub async fn try_take(
     let written_at = Instant::now();
     let now = now_ms();
     let data = ours(now);
-    let version = match storage.get_versioned(path).await? {
+    let version = match storage.get_versioned(path, SMALL_FILE_MAX_READ).await? {
         None => match storage.create_versioned(path, data.to_bytes()).await {
             // A first lease on this table: prove the store can replace it conditionally (the
             // local file system cannot), or renewing and releasing would be impossible.
