@@ -30,6 +30,28 @@ async fn the_server_honours_create_if_absent() {
 }
 
 #[tokio::test]
+async fn a_read_over_its_cap_is_refused_on_the_size_the_server_reports() {
+    use hudi_keeper_core::storage::{testing::CountingInterceptor, OpKind};
+    let root = unique("cap");
+    let counter = std::sync::Arc::new(CountingInterceptor::new());
+    let s = Storage::open(&format!("s3://{BUCKET}/{root}"), &options())
+        .unwrap()
+        .with_interceptor(counter.clone());
+    let p = RelPath::parse(".hoodie/hoodie.properties").unwrap();
+    s.put(&p, bytes::Bytes::from(vec![b'#'; 3000]))
+        .await
+        .unwrap();
+    match s.get_capped(&p, 1000).await {
+        Err(StorageError::TooLarge { size, max, .. }) => assert_eq!((size, max), (3000, 1000)),
+        Err(e) => panic!("{e}"),
+        Ok(b) => panic!("read {} bytes over a cap of 1000", b.len()),
+    }
+    assert_eq!(s.get_capped(&p, 3000).await.unwrap().len(), 3000);
+    assert_eq!(counter.count(OpKind::Get), 2);
+    assert_eq!(counter.total(), 3, "the put and one GET per read");
+}
+
+#[tokio::test]
 async fn a_rollback_on_s3_deletes_the_failed_files_and_completes() {
     let root = unique("rb");
     let uri = format!("s3://{BUCKET}/{root}");
