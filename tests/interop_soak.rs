@@ -10,10 +10,17 @@
 //! validator passes on both tables with every committed record; the last daemon's metrics agree
 //! with its log.
 //!
+//! Two variants: on the local file system, and on the S3-compatible server (moto), where the
+//! writers commit through Hadoop's S3A (`s3a://`) straight to the server while the daemon reads and
+//! writes the tables (`s3://`) through a proxy that injects faults at random: throttling answers
+//! (503 SlowDown), dropped connections, and answers lost after the server acted.
+//!
 //! `HUDI_KEEPER_SOAK_SECONDS` sets the chaos phase (default 60: the CI run); `scripts/soak` runs it
-//! longer and keeps the JSON report (`HUDI_KEEPER_SOAK_REPORT`). `HUDI_KEEPER_SOAK_SEED` replays
-//! a run's random choices (the report names the seed). Needs `HUDI_KEEPER_INTEROP=1` and ZooKeeper
-//! (`HUDI_KEEPER_ZK`), as the other real-Hudi suites.
+//! longer, one variant after the other, and keeps each one's JSON report (`HUDI_KEEPER_SOAK_REPORT`).
+//! `HUDI_KEEPER_SOAK_SEED` replays a run's random choices (the report names the seed).
+//! The S3 variant runs only with `HUDI_KEEPER_SOAK_S3=1` (scripts/soak sets it; it takes longer
+//! than CI can spare). Needs `HUDI_KEEPER_INTEROP=1` and ZooKeeper (`HUDI_KEEPER_ZK`), as the
+//! other real-Hudi suites, and for S3 the server (`HUDI_KEEPER_S3_ENDPOINT`).
 
 mod common;
 
@@ -24,8 +31,10 @@ use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
 use common::interop::{enabled, tables_root, workspace};
+use common::proxy::{Faults, Injected, SlowProxy};
 use hudi_keeper_core::format::rollback::RollbackMetadata;
 use hudi_keeper_core::protocol::lock::{acquire, LockOptions, LockProvider, ZkLockConfig};
+use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use hudi_keeper_core::timeline::{Action, State};
 use hudi_keeper_core::Table;
 use rand::rngs::StdRng;
@@ -41,9 +50,54 @@ struct SoakTable {
     scenario: &'static str,
     /// Writers at once.
     writers: usize,
-    dir: PathBuf,
+    /// The harness's base path: a local folder, or `s3a://bucket/key`.
+    base: String,
+    /// hudi-keeper's table URI: the folder, or `s3://bucket/key`.
+    uri: String,
+    /// The S3-compatible server the writers use (S3A), for the S3 variant.
+    s3_endpoint: Option<String>,
     /// The ZooKeeper lock key of its writers and of hudi-keeper.
     zk_key: String,
+}
+
+/// Where the soak's tables live.
+enum Store {
+    /// Folders of the local file system.
+    Local,
+    /// The S3-compatible server, under one key prefix; the daemon reaches it through `proxy`.
+    S3 { prefix: String, proxy: SlowProxy },
+}
+
+impl Store {
+    fn label(&self) -> &'static str {
+        match self {
+            Store::Local => "local file system",
+            Store::S3 { .. } => "S3-compatible server (moto), the daemon through a fault proxy",
+        }
+    }
+
+    /// The storage options of this test's own reads (straight to the store, no faults).
+    fn options(&self) -> StorageOptions {
+        match self {
+            Store::Local => StorageOptions::default(),
+            Store::S3 { .. } => common::s3::options(),
+        }
+    }
+
+    /// The daemon's `[defaults.storage_options]`: the proxy's endpoint.
+    fn daemon_toml(&self) -> String {
+        match self {
+            Store::Local => String::new(),
+            Store::S3 { proxy, .. } => common::runs::daemon_store_toml(&proxy.endpoint()),
+        }
+    }
+
+    fn injected(&self) -> Injected {
+        match self {
+            Store::Local => Injected::default(),
+            Store::S3 { proxy, .. } => proxy.injected(),
+        }
+    }
 }
 
 const TABLES: [(&str, &str, &str, usize); 2] = [
@@ -74,6 +128,12 @@ fn run_sh(t: &SoakTable) -> Command {
         "INTEROP_LOCK",
         format!("zookeeper,{},{ZK_BASE},{}", zk(), t.zk_key),
     );
+    if let Some(e) = &t.s3_endpoint {
+        c.env("INTEROP_S3_ENDPOINT", e).env(
+            "INTEROP_EXTRA_PROPS",
+            format!("hoodie.client.heartbeat.interval_in_ms={S3_HEARTBEAT_MS}"),
+        );
+    }
     c
 }
 
@@ -121,16 +181,31 @@ fn read_writer_log(path: &Path, into: &mut WriterLog) {
     }
 }
 
-fn daemon_config(state: &Path, tables: &[SoakTable]) -> String {
+/// The writers' heartbeat interval on S3 (1 s locally, the harness's). A heartbeat through S3A is
+/// a few requests to the server; on a loaded machine one came 3.1 s after the last, and a Hudi
+/// writer that misses its own heartbeat (interval × 2 tolerable misses) stops heartbeating for
+/// good while its write goes on: a zombie whose files outlive any rollback planned meanwhile
+/// (Hudi's own rollback alike). See the interop README, "Tables on S3".
+const S3_HEARTBEAT_MS: u64 = 3000;
+
+/// The daemon's configuration: every table under the writers' ZooKeeper lock, their heartbeat
+/// interval. On S3 the skew margin is a second larger: the server gives modification times in
+/// whole seconds.
+fn daemon_config(state: &Path, tables: &[SoakTable], store: &Store) -> String {
+    let (heartbeat, margin) = match store {
+        Store::Local => ("1s".to_string(), "500ms"),
+        Store::S3 { .. } => (format!("{S3_HEARTBEAT_MS}ms"), "1500ms"),
+    };
     let mut c = format!(
-        "[server]\nstate_dir = \"{}\"\nshutdown_grace = \"5s\"\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"lazy\"\nheartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nmin_instant_age = \"5s\"\nclock_skew_margin = \"500ms\"\nassume_lazy_writers = true\n",
-        state.display()
+        "[server]\nstate_dir = \"{}\"\nshutdown_grace = \"5s\"\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"lazy\"\nheartbeat_interval = \"{heartbeat}\"\nheartbeat_tolerable_misses = 2\nmin_instant_age = \"5s\"\nclock_skew_margin = \"{margin}\"\nassume_lazy_writers = true\n{}",
+        state.display(),
+        store.daemon_toml()
     );
     for t in tables {
         c.push_str(&format!(
             "[[tables]]\nname = \"{}\"\nuri = \"{}\"\n[tables.lock]\nprovider = \"zookeeper\"\ntimeout = \"120s\"\nzookeeper_url = \"{}\"\nzookeeper_base_path = \"{ZK_BASE}\"\nzookeeper_lock_key = \"{}\"\nzookeeper_session_timeout = \"10s\"\nzookeeper_connection_timeout = \"5s\"\n",
             t.name,
-            t.dir.display(),
+            t.uri,
             zk(),
             t.zk_key
         ));
@@ -145,6 +220,10 @@ struct Report {
     chaos_seconds: u64,
     total_seconds: u64,
     store: &'static str,
+    /// Faults the proxy injected between the daemon and the store, by kind (S3 only).
+    faults_injected: Injected,
+    /// Requests the daemons sent through the proxy (S3 only).
+    proxied_requests: usize,
     writer_jvms: usize,
     writer_kills: usize,
     daemon_kills_random: usize,
@@ -156,7 +235,6 @@ struct Report {
     writer_reported_failures: usize,
     rollbacks_completed: usize,
     rollbacks_logged_by_daemons: usize,
-    faults_injected: usize,
     lost_commits: usize,
     rolled_back_twice: usize,
     committed_rolled_back: usize,
@@ -205,11 +283,8 @@ fn count(log: &str, needle: &str) -> usize {
     log.lines().filter(|l| l.contains(needle)).count()
 }
 
-fn has_pending_rollback(rt: &tokio::runtime::Runtime, dir: &Path) -> bool {
-    let Ok(table) = rt.block_on(Table::open(
-        dir.to_str().expect("utf-8"),
-        &Default::default(),
-    )) else {
+fn has_pending_rollback(rt: &tokio::runtime::Runtime, t: &SoakTable, store: &Store) -> bool {
+    let Ok(table) = rt.block_on(Table::open(&t.uri, &store.options())) else {
         return false;
     };
     rt.block_on(table.timeline())
@@ -225,9 +300,9 @@ struct Final {
     rollback_targets: Vec<String>,
 }
 
-fn final_state(rt: &tokio::runtime::Runtime, dir: &Path) -> Final {
+fn final_state(rt: &tokio::runtime::Runtime, t: &SoakTable, store: &Store) -> Final {
     rt.block_on(async {
-        let table = Table::open(dir.to_str().expect("utf-8"), &Default::default())
+        let table = Table::open(&t.uri, &store.options())
             .await
             .expect("open the table");
         let tl = table.timeline().await.expect("the timeline");
@@ -262,6 +337,44 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
     if !enabled() {
         return;
     }
+    soak(Store::Local);
+}
+
+/// The same soak on the S3-compatible server, the daemon's requests through a proxy that throttles
+/// (2%), drops connections (1%) and loses answers after the server acted (1%), with up to 50 ms of
+/// jitter. Only with `HUDI_KEEPER_SOAK_S3=1` (scripts/soak).
+#[test]
+fn on_s3_with_store_faults_writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_write(
+) {
+    if !enabled() {
+        return;
+    }
+    if std::env::var("HUDI_KEEPER_SOAK_S3").as_deref() != Ok("1") {
+        eprintln!("the S3 soak runs with HUDI_KEEPER_SOAK_S3=1 (scripts/soak)");
+        return;
+    }
+    // The proxy outlives the chaos phase, the writers' drain and the settling (bounded below).
+    let lifetime = Duration::from_secs(soak_seconds() + 1800);
+    let proxy = SlowProxy::start_for(&common::s3::endpoint(), Duration::ZERO, lifetime);
+    soak(Store::S3 {
+        prefix: common::s3::unique("soak"),
+        proxy,
+    });
+}
+
+/// The faults of the S3 variant: the daemon still makes progress through them.
+const FAULTS: Faults = Faults {
+    throttle_per_mille: 20,
+    drop_per_mille: 10,
+    lose_answer_per_mille: 10,
+    max_jitter_ms: 50,
+};
+
+/// One soak at a time in this process: each runs five JVMs and a daemon on a small machine.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn soak(store: Store) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let seed = std::env::var("HUDI_KEEPER_SOAK_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -276,23 +389,43 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
     let mut report = Report {
         seed,
         chaos_seconds: chaos.as_secs(),
-        store: "local file system",
+        store: store.label(),
         ..Default::default()
     };
     let started = Instant::now();
-    let root = tables_root().join(format!("soak-{}", std::process::id()));
+    let variant = match store {
+        Store::Local => "soak",
+        Store::S3 { .. } => "soak-s3",
+    };
+    // Local: the tables and every log here; S3: the logs and the daemon's state only.
+    let root = tables_root().join(format!("{variant}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let logs = root.join("logs");
     std::fs::create_dir_all(&logs).expect("logs dir");
     let tables: Vec<SoakTable> = TABLES
         .iter()
-        .map(|(name, version, scenario, writers)| SoakTable {
-            name,
-            version,
-            scenario,
-            writers: *writers,
-            dir: root.join(name),
-            zk_key: format!("soak-{name}-{}", std::process::id()),
+        .map(|(name, version, scenario, writers)| {
+            let (base, uri, s3_endpoint) = match &store {
+                Store::Local => {
+                    let dir = root.join(name).to_str().expect("utf-8").to_string();
+                    (dir.clone(), dir, None)
+                }
+                Store::S3 { prefix, .. } => (
+                    format!("s3a://{}/{prefix}/{name}", common::s3::BUCKET),
+                    format!("s3://{}/{prefix}/{name}", common::s3::BUCKET),
+                    Some(common::s3::endpoint()),
+                ),
+            };
+            SoakTable {
+                name,
+                version,
+                scenario,
+                writers: *writers,
+                base,
+                uri,
+                s3_endpoint,
+                zk_key: format!("{variant}-{name}-{}", std::process::id()),
+            }
         })
         .collect();
 
@@ -300,12 +433,8 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
     for t in &tables {
         must(
             run_sh(t)
-                .args([
-                    "generate",
-                    t.version,
-                    t.scenario,
-                    t.dir.to_str().expect("utf-8"),
-                ])
+                .args(["generate", t.version, t.scenario, &t.base])
+                .env("INTEROP_LOGS", logs.join(format!("{}-generate", t.name)))
                 .output()
                 .expect("run.sh generate"),
             "generate",
@@ -314,10 +443,13 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
 
     let mut daemons = Daemons {
         work: root.join("daemon"),
-        config: daemon_config(&root.join("daemon/state"), &tables),
+        config: daemon_config(&root.join("daemon/state"), &tables, &store),
         current: None,
         earlier_logs: Vec::new(),
     };
+    if let Store::S3 { proxy, .. } = &store {
+        proxy.set_faults(Some(FAULTS), seed);
+    }
     daemons.start(&mut report);
 
     let mut next_id = 1usize;
@@ -330,7 +462,7 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
             .args([
                 "writer",
                 tables[t].version,
-                tables[t].dir.to_str().expect("utf-8"),
+                &tables[t].base,
                 &id.to_string(),
                 &COMMITS_PER_WRITER.to_string(),
             ])
@@ -392,7 +524,7 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
                     } else {
                         report.daemon_kills_random += 1;
                     }
-                    if tables.iter().any(|t| has_pending_rollback(&rt, &t.dir)) {
+                    if tables.iter().any(|t| has_pending_rollback(&rt, t, &store)) {
                         report.daemon_kills_with_a_rollback_pending += 1;
                     }
                     std::thread::sleep(Duration::from_millis(rng.random_range(200..3000)));
@@ -427,7 +559,7 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
     loop {
         let pending: Vec<(String, Vec<String>)> = tables
             .iter()
-            .map(|t| (t.name.to_string(), final_state(&rt, &t.dir).pending))
+            .map(|t| (t.name.to_string(), final_state(&rt, t, &store).pending))
             .filter(|(_, p)| !p.is_empty())
             .collect();
         if pending.is_empty() {
@@ -473,6 +605,10 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
     }
     let all_logs = daemons.logs();
     report.rollbacks_logged_by_daemons = count(&all_logs, "rolled back a failed write");
+    report.faults_injected = store.injected();
+    if let Store::S3 { proxy, .. } = &store {
+        report.proxied_requests = proxy.requests();
+    }
     daemons
         .current
         .take()
@@ -494,7 +630,7 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
             retry_interval: Duration::from_millis(100),
         };
         rt.block_on(async {
-            let table = Table::open(t.dir.to_str().expect("utf-8"), &Default::default())
+            let table = Table::open(&t.uri, &store.options())
                 .await
                 .expect("open the table");
             let guard = acquire(table.storage(), &lock)
@@ -510,7 +646,7 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
         for w in finished.iter().filter(|w| w.table == i) {
             read_writer_log(&w.stdout, &mut log);
         }
-        let f = final_state(&rt, &t.dir);
+        let f = final_state(&rt, t, &store);
         let lost: Vec<&String> = log.committed.difference(&f.completed_writes).collect();
         let mut targets: BTreeMap<&str, usize> = BTreeMap::new();
         for r in &f.rollback_targets {
@@ -537,11 +673,15 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
         );
 
         // Hudi's validator, expecting the generated records and those of every completed write.
-        let mut expected: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(t.dir.join("expected-records.json"))
-                .expect("expected records"),
-        )
-        .expect("expected JSON");
+        let generated = rt.block_on(async {
+            let table = Table::open(&t.uri, &store.options())
+                .await
+                .expect("open the table");
+            let path = RelPath::parse("expected-records.json").expect("a relative path");
+            table.storage().get(&path).await.expect("expected records")
+        });
+        let mut expected: serde_json::Value =
+            serde_json::from_slice(&generated).expect("expected JSON");
         for c in &f.completed_writes {
             if let Some(records) = log.announced.get(c) {
                 for (k, v) in records.as_object().expect("records") {
@@ -559,7 +699,7 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
             .args([
                 "verify",
                 t.version,
-                t.dir.to_str().expect("utf-8"),
+                &t.base,
                 "--expect",
                 expected_path.to_str().expect("utf-8"),
             ])
@@ -590,5 +730,30 @@ fn writers_and_the_daemon_killed_at_random_lose_no_commit_and_leave_no_failed_wr
         report.writer_kills > 0 && report.daemon_starts > 1,
         "no chaos: {json}"
     );
+    if let Store::S3 { prefix, .. } = &store {
+        assert!(
+            report.faults_injected.total() > 0,
+            "no store faults: {json}"
+        );
+        rt.block_on(delete_prefix(prefix));
+    }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every object under `prefix` of the test bucket, deleted (the S3 variant's tables).
+async fn delete_prefix(prefix: &str) {
+    use futures::{StreamExt, TryStreamExt};
+    let store = common::s3::s3_store();
+    let prefix = object_store::path::Path::from(prefix);
+    let keys: Vec<object_store::path::Path> = store
+        .list(Some(&prefix))
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await
+        .expect("list the soak's tables");
+    let locations = futures::stream::iter(keys.into_iter().map(Ok)).boxed();
+    let deleted: Vec<_> = store.delete_stream(locations).collect().await;
+    for d in deleted {
+        d.expect("delete the soak's tables");
+    }
 }
