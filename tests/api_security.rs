@@ -122,6 +122,14 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
     build_local(&rt, &outside.join("u"), Kind::CowV8);
     // A link inside the allowed folder to a table outside it.
     std::os::unix::fs::symlink(outside.join("u"), allowed.join("link")).unwrap();
+    // A link to the folder outside (tables below it not created yet), and one to a table's
+    // `.hoodie` folder.
+    std::os::unix::fs::symlink(&outside, allowed.join("outlink")).unwrap();
+    std::os::unix::fs::symlink(
+        allowed.join("configured/.hoodie"),
+        allowed.join("hoodielink"),
+    )
+    .unwrap();
     let tables = format!(
         "[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n[defaults.storage_options]\naws_endpoint = \"http://127.0.0.1:1\"\naws_allow_http = \"true\"\naws_access_key_id = \"x\"\naws_secret_access_key = \"x\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n[[tables]]\nname = \"outside\"\nuri = \"{}\"\n",
         allowed.join("configured").display(),
@@ -155,8 +163,10 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
             format!("file://{}/../outside/t", allowed.display()),
             422,
         ),
-        // A link is judged by where it leads.
+        // A link is judged by where it leads, also above a table not created yet.
         ("f", u(&allowed.join("link")), 403),
+        ("f2", u(&allowed.join("outlink/new/t")), 403),
+        ("f3", u(&allowed.join("hoodielink/metadata")), 422),
         // A relative path would depend on the daemon's working folder.
         ("g", "allowed/t".to_string(), 422),
         ("h", "s3://hk-sec/tables2/t".to_string(), 403),
@@ -196,6 +206,49 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
     let r = register(&d, &entry("s-again", "s3://hk-sec/tables/x/", json!({})));
     assert_eq!(r.status, 409, "{}", r.body);
     assert_eq!(names(&d), ["configured", "outside", "s", "t"]);
+}
+
+#[test]
+fn an_api_table_is_not_opened_once_its_folder_leads_out_of_the_allowed_uris() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let outside = w.join("outside/u");
+    build_local(&rt, &outside, Kind::CowV8);
+    let d = Daemon::start(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"200ms\"\nfailed_writes_policy = \"observe\"\n",
+            server(&format!(
+                "allowed_table_uris = [\"{}/\"]\nmax_backoff = \"1s\"\nhalt_after_failures = 1000\n",
+                allowed.display()
+            ))
+        ),
+    );
+    // Registered where no table is yet: allowed, and its polls fail.
+    let later = allowed.join("later");
+    let r = register(&d, &entry("later", &later.display().to_string(), json!({})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    d.wait_for("a failed poll", Duration::from_secs(20), || {
+        d.table("later")["status"]["last_error"]
+            .as_str()
+            .map(str::to_string)
+    });
+    // Then the folder becomes a link to a table outside: it is never opened.
+    std::os::unix::fs::symlink(&outside, &later).unwrap();
+    let err = d.wait_for("the open refused", Duration::from_secs(20), || {
+        let t = d.table("later");
+        let polls = t["status"]["polls"].as_u64().unwrap_or(0);
+        let e = t["status"]["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (e.contains("allowed_table_uris") || t["status"]["last_poll_ok"] == json!(true))
+            .then_some((e, polls))
+    });
+    assert!(err.0.contains("allowed_table_uris"), "{err:?}");
 }
 
 #[test]

@@ -671,7 +671,8 @@ impl Location {
 
     /// Where a registered table's URI points, to find a second registration of the same table:
     /// as [`Location::parse`], but a relative local path is read from the working folder, and a
-    /// local path that exists is resolved (links, `..`). `None` when it cannot be read.
+    /// local path is resolved (links, `..`; one that does not exist yet, as far as it exists).
+    /// `None` when it cannot be read.
     pub fn of_table(uri: &str) -> Option<Location> {
         let t = uri.trim();
         let local = match t.strip_prefix("file:") {
@@ -684,20 +685,50 @@ impl Location {
         match local {
             Some(p) => {
                 let p = std::path::absolute(p).ok()?;
-                let p = std::fs::canonicalize(&p).unwrap_or(p);
-                Location::parse(p.to_str()?).ok()
+                if let Ok(real) = std::fs::canonicalize(&p) {
+                    return Location::parse(real.to_str()?).ok();
+                }
+                // Not there (yet): where its deepest existing folder leads.
+                let at = Location::parse(p.to_str()?).ok()?;
+                Some(at.resolved().unwrap_or(at))
             }
             None => Location::parse(t).ok(),
         }
     }
 
-    /// A local path that exists, resolved (links, `..`); `None` otherwise.
+    /// Where a local path leads: its deepest part that exists, resolved (links, `..`), with the
+    /// rest appended as written (none of it exists, so no link lies in it). `None` for another
+    /// scheme, or when it cannot be told: a link that leads nowhere, a folder that cannot be
+    /// read.
     fn resolved(&self) -> Option<Location> {
         if self.scheme != "file" {
             return None;
         }
-        let p = std::fs::canonicalize(format!("/{}", self.segments.join("/"))).ok()?;
-        Location::parse(p.to_str()?).ok()
+        for k in (0..=self.segments.len()).rev() {
+            let p = format!("/{}", self.segments[..k].join("/"));
+            match std::fs::symlink_metadata(&p) {
+                Ok(_) => {
+                    let real = std::fs::canonicalize(&p).ok()?;
+                    let mut text = real.to_str()?.trim_end_matches('/').to_string();
+                    for s in &self.segments[k..] {
+                        text.push('/');
+                        text.push_str(s);
+                    }
+                    if text.is_empty() {
+                        text.push('/');
+                    }
+                    return Location::parse(&text).ok();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Whether this is `prefix` or lies under it, for `server.allowed_table_uris`.
+    pub fn is_allowed_under(&self, prefix: &Location) -> bool {
+        self.is_under(prefix)
     }
 
     /// Whether this is `prefix` or lies under it (a prefix ends at a `/`).
@@ -909,44 +940,10 @@ impl Config {
                 "demo tables come from the config file only".into(),
             ));
         }
-        let allowed = &self.server.allowed_table_uris;
-        if allowed.is_empty() {
-            return Err(ApiRefusal::Forbidden(
-                "the API registers no table: server.allowed_table_uris is empty (list the URI prefixes it may register under)".into(),
-            ));
-        }
-        let at = Location::parse(&entry.uri)
-            .map_err(|e| ApiRefusal::Invalid(format!("table `{t}`: uri: {e}")))?;
-        if at.segments.iter().any(|s| s == ".hoodie") {
-            // A table's own folder: its metadata table is no table to watch on its own.
-            return Err(ApiRefusal::Invalid(format!(
-                "table `{t}`: `{}` is inside a table's .hoodie folder; give the table's base path",
-                entry.uri
-            )));
-        }
-        let prefixes: Vec<Location> = allowed
-            .iter()
-            .filter_map(|p| Location::parse(p).ok())
-            .collect();
-        let outside = || {
-            ApiRefusal::Forbidden(format!(
-                "table `{t}`: `{}` is not under server.allowed_table_uris ({})",
-                entry.uri,
-                allowed.join(", ")
-            ))
-        };
-        if !prefixes.iter().any(|p| at.is_under(p)) {
-            return Err(outside());
-        }
-        if let Some(real) = at.resolved() {
-            // Where a local path leads, against where the prefixes lead.
-            if !prefixes
-                .iter()
-                .any(|p| real.is_under(&p.resolved().unwrap_or_else(|| p.clone())))
-            {
-                return Err(outside());
-            }
-        }
+        self.check_api_uri(&entry.uri).map_err(|e| match e {
+            ApiRefusal::Forbidden(e) => ApiRefusal::Forbidden(format!("table `{t}`: {e}")),
+            ApiRefusal::Invalid(e) => ApiRefusal::Invalid(format!("table `{t}`: {e}")),
+        })?;
         check_api_storage_options(&entry.storage_options)
             .map_err(|e| ApiRefusal::Invalid(format!("table `{t}`: {e}")))?;
         if !self.server.api_may_weaken_safety {
@@ -956,6 +953,77 @@ impl Config {
                     "table `{t}`: {}. An API registration may not weaken what [defaults] sets (server.api_may_weaken_safety = true allows it)",
                     weaker.join("; ")
                 )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Whether the table at `uri` may be opened now: for an API table (`from_api`), the
+    /// registration's checks of where it is ([`Config::check_api_entry`]) made again, on where
+    /// a local path leads now (a folder may have been swapped for a link since). A config
+    /// table: always.
+    pub fn check_table_location(&self, uri: &str, from_api: bool) -> Result<(), String> {
+        if !from_api {
+            return Ok(());
+        }
+        self.check_api_uri(uri).map_err(|e| match e {
+            ApiRefusal::Forbidden(e) | ApiRefusal::Invalid(e) => {
+                format!("not opened, its location is no longer one the API may register: {e}")
+            }
+        })
+    }
+
+    /// Where an API table may be: under `server.allowed_table_uris`, not inside a `.hoodie`
+    /// folder; a local path judged also by where it leads (its deepest existing folder
+    /// resolved), against where the prefixes lead.
+    fn check_api_uri(&self, uri: &str) -> Result<(), ApiRefusal> {
+        let allowed = &self.server.allowed_table_uris;
+        if allowed.is_empty() {
+            return Err(ApiRefusal::Forbidden(
+                "the API registers no table: server.allowed_table_uris is empty (list the URI prefixes it may register under)".into(),
+            ));
+        }
+        let at = Location::parse(uri).map_err(|e| ApiRefusal::Invalid(format!("uri: {e}")))?;
+        let in_hoodie = |l: &Location| l.segments.iter().any(|s| s == ".hoodie");
+        let metadata = || {
+            // A table's own folder: its metadata table is no table to watch on its own.
+            ApiRefusal::Invalid(format!(
+                "`{uri}` is inside a table's .hoodie folder; give the table's base path"
+            ))
+        };
+        if in_hoodie(&at) {
+            return Err(metadata());
+        }
+        let prefixes: Vec<Location> = allowed
+            .iter()
+            .filter_map(|p| Location::parse(p).ok())
+            .collect();
+        let outside = |how: &str| {
+            ApiRefusal::Forbidden(format!(
+                "`{uri}`{how} is not under server.allowed_table_uris ({})",
+                allowed.join(", ")
+            ))
+        };
+        if !prefixes.iter().any(|p| at.is_allowed_under(p)) {
+            return Err(outside(""));
+        }
+        if at.scheme == "file" {
+            // Where a local path leads, against where the prefixes lead.
+            let Some(real) = at.resolved() else {
+                return Err(outside(
+                    " leads through a link to nothing or a folder that cannot be read, so where it leads",
+                ));
+            };
+            if !prefixes
+                .iter()
+                .any(|p| real.is_allowed_under(&p.resolved().unwrap_or_else(|| p.clone())))
+            {
+                return Err(outside(&format!(" leads to `{real}`, which")));
+            }
+            if in_hoodie(&real) {
+                return Err(metadata());
             }
         }
         Ok(())
@@ -1221,6 +1289,11 @@ max_write_duration = "90m"
             Location::of_table(&format!("file://{}/x/../t/", real.display())),
             Some(t)
         );
+        // Below a link, where nothing exists yet: where it will be.
+        assert_eq!(
+            Location::of_table(real.join("link/missing").to_str().unwrap()),
+            Location::of_table(real.join("t/missing").to_str().unwrap())
+        );
         assert!(Location::of_table("relative/missing").is_some());
         assert_eq!(Location::of_table("s3://b/t"), Some(loc("s3://b/t/")));
     }
@@ -1385,6 +1458,85 @@ max_write_duration = "90m"
         assert!(format!("{err:#}").contains("allowed_table_uris"), "{err:#}");
         let err = parse("[server]\nmax_connections = 0\n").unwrap_err();
         assert!(format!("{err:#}").contains("max_connections"), "{err:#}");
+    }
+
+    /// A config allowing the API `allowed` (observe tables, so no lock is needed).
+    fn allowing(allowed: &[&str]) -> Config {
+        let mut c = parse("[defaults]\nfailed_writes_policy = \"observe\"\n").unwrap();
+        c.server.allowed_table_uris = allowed.iter().map(|a| a.to_string()).collect();
+        c
+    }
+
+    fn api_entry(uri: &str) -> TableEntry {
+        TableEntry {
+            name: "t".into(),
+            uri: uri.into(),
+            ..serde_json::from_str(r#"{"name": "x", "uri": "x"}"#).unwrap()
+        }
+    }
+
+    #[test]
+    fn a_local_path_is_judged_by_where_its_deepest_existing_folder_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        let (allowed, outside) = (real.join("allowed"), real.join("outside"));
+        std::fs::create_dir_all(outside.join("t/.hoodie")).unwrap();
+        std::fs::create_dir_all(allowed.join("t/.hoodie/metadata")).unwrap();
+        // A link to a folder outside, and a link to a table's metadata table.
+        std::os::unix::fs::symlink(&outside, allowed.join("out")).unwrap();
+        std::os::unix::fs::symlink(allowed.join("t/.hoodie/metadata"), allowed.join("md")).unwrap();
+        // A link to where nothing is yet.
+        std::os::unix::fs::symlink(outside.join("later"), allowed.join("dangling")).unwrap();
+        let c = allowing(&[&format!("{}/", allowed.display())]);
+        let at = |p: &str| format!("{}/{p}", allowed.display());
+        // Below a link, where the table does not exist yet: still outside.
+        assert!(matches!(
+            c.check_api_entry(&api_entry(&at("out/missing/t"))),
+            Err(ApiRefusal::Forbidden(_))
+        ));
+        assert!(matches!(
+            c.check_api_entry(&api_entry(&at("dangling"))),
+            Err(ApiRefusal::Forbidden(_))
+        ));
+        // A link to a metadata table, or below it.
+        for p in ["md", "md/x"] {
+            assert!(
+                matches!(
+                    c.check_api_entry(&api_entry(&at(p))),
+                    Err(ApiRefusal::Invalid(e)) if e.contains(".hoodie")
+                ),
+                "{p}"
+            );
+        }
+        // A table not created yet, in a real folder inside: allowed.
+        c.check_api_entry(&api_entry(&at("new/t"))).unwrap();
+        c.check_api_entry(&api_entry(&at("t"))).unwrap();
+    }
+
+    #[test]
+    fn an_api_table_is_checked_again_where_it_leads_when_it_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        let (allowed, outside) = (real.join("allowed"), real.join("outside"));
+        std::fs::create_dir_all(allowed.join("t")).unwrap();
+        std::fs::create_dir_all(outside.join("u/.hoodie/metadata")).unwrap();
+        let c = allowing(&[&format!("{}/", allowed.display())]);
+        let t = format!("{}/t", allowed.display());
+        c.check_api_entry(&api_entry(&t)).unwrap();
+        c.check_table_location(&t, true).unwrap();
+        // The folder swapped for a link out of the allowed prefix after the registration.
+        std::fs::remove_dir(allowed.join("t")).unwrap();
+        std::os::unix::fs::symlink(outside.join("u"), allowed.join("t")).unwrap();
+        let err = c.check_table_location(&t, true).unwrap_err();
+        assert!(err.contains("allowed_table_uris"), "{err}");
+        // Or for a link to a metadata table inside.
+        std::fs::create_dir_all(allowed.join("v/.hoodie/metadata")).unwrap();
+        std::fs::remove_file(allowed.join("t")).unwrap();
+        std::os::unix::fs::symlink(allowed.join("v/.hoodie/metadata"), allowed.join("t")).unwrap();
+        let err = c.check_table_location(&t, true).unwrap_err();
+        assert!(err.contains(".hoodie"), "{err}");
+        // A config table is the operator's: never checked.
+        c.check_table_location(&t, false).unwrap();
     }
 
     #[test]
