@@ -145,7 +145,7 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
     drop(d);
 
     let allow = format!(
-        "allowed_table_uris = [\"{}/\", \"s3://hk-sec/tables/\"]\n",
+        "allowed_table_uris = [\"{}/\", \"s3://hk-sec/tables/\", \"abfss://hkc@hkacct.dfs.core.windows.net/tables/\"]\n",
         allowed.display()
     );
     let d = Daemon::start(&w.join("d2"), &format!("{}{tables}", server(&allow)));
@@ -171,6 +171,16 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
         ("g", "allowed/t".to_string(), 422),
         ("h", "s3://hk-sec/tables2/t".to_string(), 403),
         ("i", "s3://other-bucket/tables/t".to_string(), 403),
+        // The store addresses the bucket as written: another bucket.
+        ("i2", "s3://HK-SEC/tables/t".to_string(), 403),
+        // The container in the configured account, which need not be `hkacct`.
+        ("i3", "az://hkc/tables/t".to_string(), 403),
+        // Forms that cannot be compared with the prefix (Fabric).
+        (
+            "i4",
+            "abfss://hkc@hkacct.dfs.fabric.microsoft.com/tables/t".to_string(),
+            422,
+        ),
         ("j", "gs://hk-sec/tables/t".to_string(), 403),
         ("k", "s3://hk-sec/tables/../../other/t".to_string(), 422),
         ("l", "s3://attacker@hk-sec/tables/t".to_string(), 422),
@@ -205,7 +215,24 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
     assert_eq!(r.status, 201, "{}", r.body);
     let r = register(&d, &entry("s-again", "s3://hk-sec/tables/x/", json!({})));
     assert_eq!(r.status, 409, "{}", r.body);
-    assert_eq!(names(&d), ["configured", "outside", "s", "t"]);
+    // One Azure container, spelled as Hadoop and as object_store write it.
+    let r = register(
+        &d,
+        &entry(
+            "az",
+            "abfss://hkc@hkacct.dfs.core.windows.net/tables/x",
+            json!({}),
+        ),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    for uri in [
+        "az://hkc@HKACCT.blob.core.windows.net/tables/x/",
+        "abfs://hkc@hkacct.dfs.core.windows.net/tables/x/p",
+    ] {
+        let r = register(&d, &entry("az-again", uri, json!({})));
+        assert_eq!(r.status, 409, "{uri}: {}", r.body);
+    }
+    assert_eq!(names(&d), ["az", "configured", "outside", "s", "t"]);
 }
 
 #[test]

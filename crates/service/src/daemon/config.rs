@@ -590,10 +590,10 @@ impl Config {
     }
 }
 
-/// Where a table URI points, reduced for comparison: the scheme (`s3a` read as `s3`, `file` for
-/// a local path), the bucket, container or host (lower-case), and the path's segments (empty ones
-/// dropped, so `a//b/` is `a/b`). The path is taken literally, as the store reads it: `%2e%2e` is
-/// not `..`.
+/// Where a table URI points, reduced for comparison: the scheme (`s3a` read as `s3`, every Azure
+/// scheme as `azure`, `file` for a local path), the bucket or host as written (an Azure container
+/// with its account, see [`azure_container`]), and the path's segments (empty ones dropped, so
+/// `a//b/` is `a/b`). The path is taken literally, as the store reads it: `%2e%2e` is not `..`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
     scheme: String,
@@ -642,12 +642,12 @@ impl Location {
                     "`{authority}` is not a plain bucket, container or host name"
                 ));
             }
-            let scheme = if scheme == "s3a" {
-                "s3".to_string()
-            } else {
-                scheme
+            let (scheme, authority) = match scheme.as_str() {
+                "s3a" => ("s3".to_string(), authority.to_string()),
+                _ if azure => ("azure".to_string(), azure_container(&scheme, authority)?),
+                _ => (scheme, authority.to_string()),
             };
-            (scheme, authority.to_ascii_lowercase(), path)
+            (scheme, authority, path)
         } else {
             ("file".to_string(), String::new(), t)
         };
@@ -726,16 +726,64 @@ impl Location {
         None
     }
 
-    /// Whether this is `prefix` or lies under it, for `server.allowed_table_uris`.
+    /// Whether this is `prefix` or lies under it, for `server.allowed_table_uris`: the bucket,
+    /// container and account exactly as the prefix names them (the store addresses the bucket
+    /// as written: `s3://MyBucket` is not `s3://mybucket`), a prefix ending at a `/`.
     pub fn is_allowed_under(&self, prefix: &Location) -> bool {
-        self.is_under(prefix)
-    }
-
-    /// Whether this is `prefix` or lies under it (a prefix ends at a `/`).
-    pub fn is_under(&self, prefix: &Location) -> bool {
         self.scheme == prefix.scheme
             && self.authority == prefix.authority
             && self.segments.starts_with(&prefix.segments)
+    }
+
+    /// Whether this may be `other` or lie under it, to find a second registration of a table:
+    /// as [`Location::is_allowed_under`], but buckets in any case, and an Azure container in the
+    /// default account (`az://c`) as the same container in any named account (it may be the
+    /// default one).
+    pub fn is_under(&self, other: &Location) -> bool {
+        let same_authority = self.authority.eq_ignore_ascii_case(&other.authority)
+            || (self.scheme == "azure" && {
+                let container = |a: &str| a.split('@').next().unwrap_or_default().to_string();
+                (!self.authority.contains('@') || !other.authority.contains('@'))
+                    && container(&self.authority) == container(&other.authority)
+            });
+        self.scheme == other.scheme && same_authority && self.segments.starts_with(&other.segments)
+    }
+}
+
+/// The container (and account) an Azure URI names, as object_store 0.14 reads it: `az://c`,
+/// `azure://c`, `adl://c`, `abfs://c`, `abfss://c` name container `c` of the configured account
+/// (`c`); `az`, `abfs` and `abfss` with `c@account.dfs.core.windows.net` (or
+/// `blob.core.windows.net`) name container `c` of `account` (`c@account`, the account in lower
+/// case as DNS reads it). Other forms (Fabric, private endpoints, `adl`/`azure` with an account)
+/// are refused: they cannot be compared.
+fn azure_container(scheme: &str, authority: &str) -> Result<String, String> {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    };
+    match authority.split_once('@') {
+        None if plain(authority) => Ok(authority.to_string()),
+        None => Err(format!("`{authority}` is not a plain Azure container name")),
+        Some((container, host)) => {
+            let host = host.to_ascii_lowercase();
+            let account = host
+                .strip_suffix(".dfs.core.windows.net")
+                .or_else(|| host.strip_suffix(".blob.core.windows.net"));
+            match account {
+                Some(account)
+                    if matches!(scheme, "az" | "abfs" | "abfss")
+                        && plain(container)
+                        && !account.is_empty()
+                        && account.chars().all(|c| c.is_ascii_alphanumeric()) =>
+                {
+                    Ok(format!("{container}@{account}"))
+                }
+                _ => Err(format!(
+                    "`{authority}` is not `container@account.dfs.core.windows.net` (or `blob.core.windows.net`) of an {scheme}:// URI; give the table as az://container/path or abfss://container@account.dfs.core.windows.net/path"
+                )),
+            }
+        }
     }
 }
 
@@ -1235,7 +1283,7 @@ max_write_duration = "90m"
         assert!(loc("s3://b/t").is_under(&prefix));
         assert!(loc("s3://b/t/").is_under(&prefix));
         assert!(loc("s3://b/t/x/y").is_under(&prefix));
-        assert!(loc("s3a://B/t//x").is_under(&prefix));
+        assert!(loc("s3a://b/t//x").is_under(&prefix));
         assert!(!loc("s3://b/t2").is_under(&prefix));
         assert!(!loc("s3://b/").is_under(&prefix));
         assert!(!loc("s3://c/t/x").is_under(&prefix));
@@ -1537,6 +1585,88 @@ max_write_duration = "90m"
         assert!(err.contains(".hoodie"), "{err}");
         // A config table is the operator's: never checked.
         c.check_table_location(&t, false).unwrap();
+    }
+
+    #[test]
+    fn a_bucket_is_allowed_only_as_written_in_the_prefix() {
+        // The store addresses the bucket verbatim: `MyBucket` is another bucket.
+        for (uri, prefix) in [
+            ("s3://MyBucket/x", "s3://mybucket/"),
+            ("s3a://MYBUCKET/x", "s3://mybucket/"),
+            ("gs://MyBucket/x", "gs://mybucket/"),
+            ("s3://mybucket/x", "s3://MyBucket/"),
+        ] {
+            assert!(!loc(uri).is_allowed_under(&loc(prefix)), "{uri}");
+            assert!(
+                matches!(
+                    allowing(&[prefix]).check_api_entry(&api_entry(uri)),
+                    Err(ApiRefusal::Forbidden(_))
+                ),
+                "{uri}"
+            );
+            // A second registration is still found however it is spelled.
+            assert!(loc(uri).is_under(&loc(prefix)), "{uri}");
+        }
+        allowing(&["s3://mybucket/"])
+            .check_api_entry(&api_entry("s3a://mybucket/x"))
+            .unwrap();
+    }
+
+    #[test]
+    fn azure_spellings_of_one_container_are_one_location() {
+        // The container alone, in the default account (object_store's reading of each scheme).
+        let short = loc("az://c/t");
+        for u in ["azure://c/t", "adl://c/t", "abfs://c/t", "abfss://c//t/"] {
+            assert_eq!(loc(u), short, "{u}");
+        }
+        // The container in a named account, through its dfs or blob host.
+        let full = loc("abfss://c@acct.dfs.core.windows.net/t");
+        for u in [
+            "abfs://c@acct.blob.core.windows.net/t",
+            "az://c@ACCT.dfs.core.windows.net/t",
+            "abfss://c@acct.blob.core.windows.net//t/",
+        ] {
+            assert_eq!(loc(u), full, "{u}");
+        }
+        // A second registration: the default account may be that one.
+        assert!(full.is_under(&short) && short.is_under(&full));
+        assert!(loc("abfss://c@acct.dfs.core.windows.net/t/p").is_under(&short));
+        assert!(!loc("abfss://c@other.dfs.core.windows.net/t").is_under(&full));
+        assert!(!loc("abfss://d@acct.dfs.core.windows.net/t").is_under(&short));
+        // Allowed: the account exactly as the prefix names it (or the default account).
+        let named = allowing(&["abfss://c@acct.dfs.core.windows.net/"]);
+        named
+            .check_api_entry(&api_entry("az://c@acct.blob.core.windows.net/t"))
+            .unwrap();
+        let default = allowing(&["az://c/"]);
+        default.check_api_entry(&api_entry("abfss://c/t")).unwrap();
+        for (c, uri) in [
+            (&named, "az://c/t"),
+            (&named, "abfss://c@other.dfs.core.windows.net/t"),
+            (&default, "abfss://c@acct.dfs.core.windows.net/t"),
+        ] {
+            assert!(
+                matches!(
+                    c.check_api_entry(&api_entry(uri)),
+                    Err(ApiRefusal::Forbidden(_))
+                ),
+                "{uri}"
+            );
+        }
+        // What object_store would not read as a container (or reads as another service).
+        for bad in [
+            "adl://c@acct.dfs.core.windows.net/t",
+            "azure://c@acct.dfs.core.windows.net/t",
+            "az://c.x/t",
+            "abfss://c@acct.dfs.fabric.microsoft.com/t",
+            "abfss://c@acct.example.com/t",
+            "abfss://c@a.b.dfs.core.windows.net/t",
+            "abfss://@acct.dfs.core.windows.net/t",
+            "abfss://c@/t",
+            "abfss://c@x@acct.dfs.core.windows.net/t",
+        ] {
+            assert!(Location::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
