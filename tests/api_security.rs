@@ -823,6 +823,49 @@ fn oversized_bodies_get_413_and_slow_clients_are_cut_off() {
 }
 
 #[test]
+fn unauthenticated_slow_clients_take_no_request_slot() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let d = Daemon::start(
+        &w.join("d"),
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server("max_connections = 16\nmax_concurrent_requests = 2\nclient_timeout = \"60s\"\n")
+        ),
+    );
+    // As many clients as there are slots, and more, each sending a body that stops coming:
+    // changes without a token (or with a wrong one), and reads (which take no body).
+    let slow = |line: &str, headers: &str| {
+        send_raw(
+            &d.addr,
+            format!("{line} HTTP/1.1\r\nHost: x\r\n{headers}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").as_bytes(),
+        )
+    };
+    let mut clients = vec![
+        (slow("POST /api/v1/tables", ""), 401),
+        (
+            slow(
+                "POST /api/v1/tables/x/rollback",
+                "Authorization: Bearer wrong\r\n",
+            ),
+            401,
+        ),
+        (slow("DELETE /api/v1/tables/x", ""), 401),
+        (slow("GET /api/v1/tables", ""), 200),
+        (slow("GET /api/v1/tables/x", ""), 404),
+    ];
+    // Each is answered at once, its body unread: none holds a slot.
+    for (c, status) in &mut clients {
+        assert_eq!(status_within(c, Duration::from_secs(10)), Some(*status));
+    }
+    // While they stay connected, an authorized change is served.
+    let r = register(&d, &entry("t", "/nonexistent/t", json!({})));
+    assert_ne!(r.status, 503, "{}", r.body);
+    assert_eq!(d.get("/api/v1/tables").status, 200);
+    drop(clients);
+}
+
+#[test]
 fn connections_and_requests_in_flight_are_bounded() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path().canonicalize().unwrap();

@@ -18,7 +18,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -100,6 +100,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         requests: Arc::new(Semaphore::new(daemon.config.server.max_concurrent_requests)),
         max_body_bytes: limit,
         client_timeout: daemon.config.server.client_timeout,
+        auth_token: daemon.config.server.auth_token.clone(),
     });
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -126,6 +127,8 @@ struct Admission {
     requests: Arc<Semaphore>,
     max_body_bytes: usize,
     client_timeout: Duration,
+    /// `server.auth_token`, checked before a change takes a slot.
+    auth_token: Option<String>,
 }
 
 /// A slot of `server.max_concurrent_requests`, held by a request until its response is ready and
@@ -133,12 +136,20 @@ struct Admission {
 #[derive(Debug, Clone)]
 struct InFlight(#[allow(dead_code)] Arc<OwnedSemaphorePermit>);
 
-/// Admit a request: a slot of `server.max_concurrent_requests` (503 with `Retry-After` when
-/// none is free; `/healthz`, `/readyz` and `/metrics` need none, so probes and scrapes answer
-/// while the API is busy), then its whole body, at most `server.max_body_bytes` (413) within
-/// `server.client_timeout` (408), before any handler runs.
+/// Admit a request: a change (any method but GET and HEAD) only with the bearer token (401 or
+/// 403 before anything else, so that clients without it cannot hold slots); then a slot of
+/// `server.max_concurrent_requests` (503 with `Retry-After` when none is free; `/healthz`,
+/// `/readyz` and `/metrics` need none, so probes and scrapes answer while the API is busy);
+/// then a change's whole body, at most `server.max_body_bytes` (413) within
+/// `server.client_timeout` (408), before any handler runs. A read's body is not read.
 async fn admit(State(a): State<Arc<Admission>>, req: Request, next: Next) -> Response {
     let counted = !matches!(req.uri().path(), "/healthz" | "/readyz" | "/metrics");
+    let change = !matches!(*req.method(), Method::GET | Method::HEAD);
+    if counted && change {
+        if let Err(e) = check_token(a.auth_token.as_deref(), req.headers()) {
+            return e.into_response();
+        }
+    }
     let slot =
         if counted {
             match a.requests.clone().try_acquire_owned() {
@@ -154,6 +165,15 @@ async fn admit(State(a): State<Arc<Admission>>, req: Request, next: Next) -> Res
             None
         };
     let (parts, body) = req.into_parts();
+    if !change {
+        // No handler of a read takes a body: it is not waited for.
+        drop(body);
+        let mut req = Request::from_parts(parts, Body::empty());
+        if let Some(slot) = slot {
+            req.extensions_mut().insert(slot);
+        }
+        return next.run(req).await;
+    }
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -369,7 +389,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
 
 /// Check the bearer token of a mutating request.
 fn authorize(daemon: &Daemon, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(expected) = daemon.config.server.auth_token.as_deref() else {
+    check_token(daemon.config.server.auth_token.as_deref(), headers)
+}
+
+/// Check `headers` for the bearer token `expected` (none: changes are off).
+fn check_token(expected: Option<&str>, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = expected else {
         return Err(ApiError(
             StatusCode::FORBIDDEN,
             "mutating endpoints are off: set server.auth_token to enable them".into(),
