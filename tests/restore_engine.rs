@@ -367,6 +367,31 @@ async fn a_metadata_table_is_deleted_and_cleared_from_the_table_properties() {
     assert!(!after.contains_key(".hoodie/hoodie.properties.backup"));
 }
 
+/// A journal that cannot record anything (a full or read-only `state_dir`).
+#[derive(Debug)]
+struct BrokenJournal;
+
+impl hudi_keeper_core::exec::ChangeJournal for BrokenJournal {
+    fn starting<'a>(
+        &'a self,
+        _change: &'a hudi_keeper_core::exec::StartedChange,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async { Err("no space left on device".to_string()) })
+    }
+}
+
+#[tokio::test]
+async fn a_restore_whose_journal_cannot_be_written_is_refused_before_the_metadata_table_goes() {
+    let f = fixture(Kind::MorV9, true).await;
+    let table = open(&f).await;
+    let before = f.snapshot().await;
+    let mut o = opts(true);
+    o.rollback.journal = Some(std::sync::Arc::new(BrokenJournal));
+    let err = restore(&table, T1, &o, None).await.unwrap_err();
+    assert!(err.to_string().contains("no space left on device"), "{err}");
+    assert_eq!(f.snapshot().await, before, "the table changed");
+}
+
 /// The fixture's v6 metadata table with real contents, as Hudi 0.15 writes them: a base HFile
 /// listing the partitions, one HFile data block per deltacommit (T1, T2 and the failed write's)
 /// with the files each wrote, in the log versions the fixture's commit metadata names.

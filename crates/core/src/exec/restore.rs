@@ -334,12 +334,6 @@ async fn run(
     if mdt.action == MetadataTableAction::Restored {
         check_metadata_children(table, target, resumes).await?;
     }
-    if mdt.action == MetadataTableAction::Deleted {
-        if let Some(why) = &mdt.why {
-            info!(reason = %why, "deleting the metadata table");
-        }
-        delete_metadata_table(table).await?;
-    }
     let restore_mdt = (mdt.action == MetadataTableAction::Restored).then_some(&mdt);
     // A new restore's time sorts after every time of the metadata table it restores too: a
     // metadata-table restore after it is then its own (an earlier restore's is before it).
@@ -350,17 +344,38 @@ async fn run(
         },
         _ => None,
     };
-    let others: Vec<&Timeline> = mdt_timeline.iter().collect();
+    let mut timelines = vec![&timeline];
+    timelines.extend(mdt_timeline.iter());
+    let new_instant = new_instant_time(&timelines, table.zone());
+    if planned.resumes.is_none() {
+        // Recorded before the first change (the metadata table's deletion included): a journal
+        // that cannot be written refuses the restore with the table as it was.
+        super::journal_start(
+            options.rollback.journal.as_ref(),
+            table,
+            super::StartedChange {
+                action: Action::Restore,
+                instant: new_instant.clone(),
+                target: target.to_string(),
+            },
+        )
+        .await?;
+    }
+    if mdt.action == MetadataTableAction::Deleted {
+        if let Some(why) = &mdt.why {
+            info!(reason = %why, "deleting the metadata table");
+        }
+        delete_metadata_table(table).await?;
+    }
     let mut done = execute_restore(
         table,
         target,
-        &timeline,
         &planned,
         &options.rollback,
         progress,
         started,
         restore_mdt,
-        &others,
+        &new_instant,
         children,
     )
     .await?;
@@ -375,13 +390,12 @@ async fn run(
 pub(super) async fn execute_restore(
     table: &Table,
     target: &str,
-    timeline: &Timeline,
     planned: &PlannedRestore,
     options: &RollbackOptions,
     progress: Option<&dyn Progress>,
     started: Clock,
     mdt: Option<&MetadataTablePlan>,
-    other_timelines: &[&Timeline],
+    new_instant: &str,
     children: Children,
 ) -> Result<RestoreDone, Error> {
     let storage = table.storage();
@@ -389,25 +403,14 @@ pub(super) async fn execute_restore(
     let r = match &planned.resumes {
         Some(r) => r.clone(),
         None => {
-            // New times sort after every time of the data table and its metadata table.
-            let mut timelines = vec![timeline];
-            timelines.extend_from_slice(other_timelines);
-            let r = new_instant_time(&timelines, table.zone());
+            // Chosen (and for the data table recorded in the caller's journal) by the caller,
+            // before anything changed.
+            let r = new_instant.to_string();
             let path = timeline_file(config, &r, None, Action::Restore, State::Requested)?;
             let bytes = planned
                 .plan
                 .to_avro()
                 .map_err(|e| avro_err(table, &r, &path, e))?;
-            super::journal_start(
-                options.journal.as_ref(),
-                table,
-                super::StartedChange {
-                    action: Action::Restore,
-                    instant: r.clone(),
-                    target: target.to_string(),
-                },
-            )
-            .await?;
             if !create_if_absent(storage, &path, bytes).await? {
                 return Err(refused(
                     table,

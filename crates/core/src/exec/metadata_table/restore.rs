@@ -332,7 +332,6 @@ pub(in crate::exec) async fn restore_metadata_table(
             let done = Box::pin(execute_restore(
                 &mdt,
                 target,
-                &tl,
                 &planned,
                 options,
                 None,
