@@ -22,7 +22,7 @@ use hudi_keeper_core::protocol::lock::{
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use hudi_keeper_core::Table;
 
-pub use duration::{parse_duration, parse_lock_expire};
+pub use duration::{parse_duration, parse_lock_expire, MAX_DURATION};
 
 /// Keeps Apache Hudi tables free of partially failed writes.
 #[derive(Debug, Parser)]

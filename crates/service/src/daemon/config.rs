@@ -36,8 +36,19 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     }
     match Raw::deserialize(d)? {
         Raw::Text(s) => parse_duration(&s).map_err(serde::de::Error::custom),
-        Raw::Secs(n) => Ok(Duration::from_secs(n)),
+        Raw::Secs(n) => within_limit(Duration::from_secs(n), &format!("{n}")),
     }
+}
+
+/// A bare number is held to the limit a duration with a unit is (`cli::duration`): a longer one
+/// would overflow the clock arithmetic of the polls (`Instant + d` panics).
+fn within_limit<E: serde::de::Error>(d: Duration, given: &str) -> Result<Duration, E> {
+    if d > crate::cli::MAX_DURATION {
+        return Err(E::custom(format!(
+            "`{given}` is longer than the limit of 100 years"
+        )));
+    }
+    Ok(d)
 }
 
 /// `lock.filesystem_expire`: a bare number (a TOML integer or a string of digits) is minutes, as
@@ -51,7 +62,10 @@ fn de_lock_expire<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error>
     }
     match Raw::deserialize(d)? {
         Raw::Text(s) => parse_lock_expire(&s).map_err(serde::de::Error::custom),
-        Raw::Minutes(n) => Ok(Duration::from_secs(n.saturating_mul(60))),
+        Raw::Minutes(n) => within_limit(
+            Duration::from_secs(n.saturating_mul(60)),
+            &format!("{n} minutes"),
+        ),
     }
 }
 
@@ -1168,6 +1182,18 @@ max_write_duration = "90m"
         let err = parse("[defaults]\nmax_write_duration = \"0s\"\n[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\n")
             .unwrap_err();
         assert!(format!("{err:#}").contains("max_write_duration"), "{err:#}");
+    }
+
+    #[test]
+    fn bare_numbers_are_held_to_the_duration_limit_as_durations_with_a_unit_are() {
+        for toml in [
+            "[server]\npoll_timeout = 9223372036854775807\n",
+            "[defaults.lock]\nprovider = \"filesystem\"\nfilesystem_expire = 9223372036854775807\n",
+        ] {
+            let err = format!("{:#}", parse(toml).unwrap_err());
+            assert!(err.contains("longer than the limit of 100 years"), "{err}");
+        }
+        assert!(parse("[server]\npoll_timeout = 30\n").is_ok());
     }
 
     #[test]

@@ -1609,9 +1609,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let local = listener.local_addr()?;
     let grace = config.server.shutdown_grace;
-    // Held until the process ends: the changes recorded in state_dir/own-changes are this
-    // process's or an earlier one's that is gone, so they are resumed at once.
-    let _state_lock = own_changes::lock_state_dir(&config.server.state_dir)?;
+    // Held until the process ends (the descriptor is never closed: work abandoned at shutdown
+    // may still write to state_dir while the runtime winds down, after this function returns):
+    // the changes recorded in state_dir/own-changes are this process's or an earlier one's that
+    // is gone, so they are resumed at once.
+    std::mem::forget(own_changes::lock_state_dir(&config.server.state_dir)?);
     let daemon = Daemon::new(config)?;
     daemon.start().await?;
     // Parsing a config of thousands of tables leaves megabytes of freed memory the allocator
