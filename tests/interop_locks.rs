@@ -601,6 +601,7 @@ fn a_hudi_1_1_storage_lock_holder_keeps_hudi_keeper_out_until_its_lease_lapses_a
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(common::s3::assert_conditional_writes_honoured());
     let work = tempfile::tempdir().expect("tempdir");
     let root = common::s3::unique("sl-hudi-holds");
     let storage = Storage::open(
@@ -677,6 +678,7 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use common::runs::{finishing, s3_fixture, store_flags, within};
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(common::s3::assert_conditional_writes_honoured());
     let work = tempfile::tempdir().expect("tempdir");
     let (f, root) = s3_fixture(&rt, "sl-ours-holds", common::fixtures::Kind::CowV8, false);
     let storage = f.storage();
@@ -827,6 +829,7 @@ fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_nev
     const JAVA: usize = 2;
     const CYCLES: u32 = 4;
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(common::s3::assert_conditional_writes_honoured());
     let work = tempfile::tempdir().expect("tempdir");
     let (f, root) =
         common::runs::s3_fixture(&rt, "sl-contend", common::fixtures::Kind::CowV8, false);

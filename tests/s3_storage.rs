@@ -30,6 +30,34 @@ async fn the_server_honours_create_if_absent() {
 }
 
 #[tokio::test]
+async fn the_server_refuses_a_stale_if_match_with_412() {
+    common::s3::assert_conditional_writes_honoured().await;
+}
+
+#[tokio::test]
+async fn a_replace_at_a_stale_version_is_a_conflict_and_changes_nothing() {
+    let root = unique("stale");
+    let s = Storage::open(&format!("s3://{BUCKET}/{root}"), &options()).unwrap();
+    let p = RelPath::parse(".hoodie/.locks/table_lock.json").unwrap();
+    let first = s
+        .create_versioned(&p, bytes::Bytes::from_static(b"first"))
+        .await
+        .unwrap();
+    s.put_if_match(&p, bytes::Bytes::from_static(b"second"), &first)
+        .await
+        .unwrap();
+    let err = s
+        .put_if_match(&p, bytes::Bytes::from_static(b"stale"), &first)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StorageError::Conflict { .. }), "{err}");
+    assert_eq!(
+        s.get(&p).await.unwrap(),
+        bytes::Bytes::from_static(b"second")
+    );
+}
+
+#[tokio::test]
 async fn a_read_over_its_cap_is_refused_on_the_size_the_server_reports() {
     use hudi_keeper_core::storage::{testing::CountingInterceptor, OpKind};
     let root = unique("cap");
