@@ -764,6 +764,8 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
 /// held the lease: from the answer to a conditional write that followed a read of the lock file
 /// (an acquisition) to the start of its last conditional write before the next acquisition (the
 /// release; a renewal if the release never came). Each recorded span lies inside a real hold.
+/// And the attempts that found the lease taken: a read of the lock file followed by another read
+/// with no successful write between (it was held, or a conditional write lost the race).
 #[derive(Debug, Default)]
 struct LeaseSpans(Mutex<LeaseSpansState>);
 
@@ -772,6 +774,7 @@ struct LeaseSpansState {
     read_before_write: bool,
     write_started_ms: i64,
     spans: Vec<(i64, i64)>,
+    refused: usize,
 }
 
 impl hudi_keeper_core::storage::Interceptor for LeaseSpans {
@@ -784,7 +787,12 @@ impl hudi_keeper_core::storage::Interceptor for LeaseSpans {
         if path.to_string() == DEFAULT_PATH {
             let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
             match op {
-                OpKind::Get => s.read_before_write = true,
+                OpKind::Get => {
+                    if s.read_before_write {
+                        s.refused += 1;
+                    }
+                    s.read_before_write = true;
+                }
                 OpKind::PutIfAbsent | OpKind::PutIfMatch | OpKind::Put => {
                     s.write_started_ms = epoch_ms()
                 }
@@ -915,12 +923,20 @@ fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_nev
     // Every hold, as each holder saw it: Hudi's from tryLock's return to the call of unlock,
     // hudi-keeper's from its lease requests (see LeaseSpans).
     let mut holds: Vec<(String, i64, i64)> = Vec::new();
+    // Hudi's attempts: from the call of tryLock to its return with the lock.
+    let mut attempts: Vec<(String, i64, i64)> = Vec::new();
     for (i, h) in hudi.into_iter().enumerate() {
         let lines = h.finish();
         let mut locked_at = None;
+        let mut trying_at = None;
         for l in &lines {
-            if l.starts_with("LOCKED ") {
+            if l.starts_with("TRYING ") {
+                trying_at = Some(field_ms(l));
+            } else if l.starts_with("LOCKED ") {
                 locked_at = Some(field_ms(l));
+                if let (Some(t), Some(at)) = (trying_at.take(), locked_at) {
+                    attempts.push((format!("hudi{i}"), t, at));
+                }
             } else if l.starts_with("RELEASING ") {
                 let from = locked_at.take().expect("RELEASING after LOCKED");
                 holds.push((format!("hudi{i}"), from, field_ms(l)));
@@ -933,14 +949,27 @@ fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_nev
             "Hudi's provider did not get the lock {CYCLES} times: {lines:?}"
         );
     }
-    let ours = spans
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .spans
-        .clone();
+    let (ours, refused) = {
+        let s = spans.0.lock().unwrap_or_else(|e| e.into_inner());
+        (s.spans.clone(), s.refused)
+    };
     assert!(ours.len() >= 2 * rolled_back.len(), "{ours:?}");
     holds.extend(ours.iter().map(|&(a, b)| ("hudi-keeper".to_string(), a, b)));
+    // The holders did contend: hudi-keeper found the lease taken, or a Hudi holder waited in
+    // tryLock while another held the lock (else "no overlap" would prove nothing).
+    let hudi_waits = attempts
+        .iter()
+        .filter(|(who, tried, locked)| {
+            holds
+                .iter()
+                .any(|(other, a, b)| other != who && a < locked && b > tried)
+        })
+        .count();
+    assert!(
+        refused > 0 || hudi_waits > 0,
+        "no contention: hudi-keeper never found the lease taken and no Hudi holder waited for another ({} Hudi attempts timed)",
+        attempts.len()
+    );
     for (i, a) in holds.iter().enumerate() {
         for b in &holds[i + 1..] {
             assert!(
@@ -963,7 +992,7 @@ fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_nev
     let released = lock_file(&rt, &f.storage());
     assert!(released.expired, "the last holder released: {released:?}");
     eprintln!(
-        "storage lock on S3, Hudi 1.1 x{JAVA} ({} holds) and hudi-keeper ({} holds, {} rollbacks, {lock_waits} with a lock wait): no overlap, {:.0} s",
+        "storage lock on S3, Hudi 1.1 x{JAVA} ({} holds, {hudi_waits} waited for another holder) and hudi-keeper ({} holds, {} rollbacks, {lock_waits} with a lock wait, {refused} attempts found the lease taken): no overlap, {:.0} s",
         JAVA * CYCLES as usize,
         ours.len(),
         rolled_back.len(),

@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
  * waits P ms before the next attempt. One line per event on stdout, times in epoch milliseconds of this
  * machine's clock:
  * <pre>
+ *   TRYING &lt;ms before tryLock was called&gt;
  *   LOCKED &lt;ms after tryLock returned&gt; &lt;owner&gt; &lt;validUntil&gt;   (owner/validUntil: the lease, when the provider has one)
  *   RELEASING &lt;ms before unlock was called&gt;
  *   RELEASED &lt;ms after unlock returned&gt;
@@ -40,6 +41,8 @@ final class LockCycles {
     int locked = 0;
     int notLocked = 0;
     for (int i = 0; i < cycles; i++) {
+      Main.OUT.println("TRYING " + System.currentTimeMillis());
+      Main.OUT.flush();
       if (!lock.tryLock(waitMs, TimeUnit.MILLISECONDS)) {
         Main.OUT.println("NOT_LOCKED " + System.currentTimeMillis());
         Main.OUT.flush();
