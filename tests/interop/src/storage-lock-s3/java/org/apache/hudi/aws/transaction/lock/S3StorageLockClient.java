@@ -12,6 +12,7 @@ import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
 import software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider;
 import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
 import software.amazon.awssdk.core.ResponseBytes;
+import software.amazon.awssdk.core.exception.SdkException;
 import software.amazon.awssdk.core.checksums.RequestChecksumCalculation;
 import software.amazon.awssdk.core.checksums.ResponseChecksumValidation;
 import software.amazon.awssdk.core.sync.RequestBody;
@@ -43,14 +44,27 @@ import java.util.Properties;
  * <ul>
  *   <li>{@code tryUpsertLockFile(data, none)}: create the lock file only if there is none
  *       ({@code If-None-Match: *}); {@code tryUpsertLockFile(data, previous)}: replace it only if it is still
- *       the version {@code previous} was read or written as ({@code If-Match: <ETag>}). A failed precondition
- *       (HTTP 412) is {@code ACQUIRED_BY_OTHERS}; every other failure, of the store or the network, is
- *       {@code UNKNOWN_ERROR}. On success the new file's version is the ETag the store returned.</li>
+ *       the version {@code previous} was read or written as ({@code If-Match: <ETag>}). On success the new
+ *       file's version is the ETag the store returned.</li>
  *   <li>{@code readCurrentLockFile()}: the lock file and its ETag ({@code SUCCESS}), {@code NOT_EXISTS} on
- *       HTTP 404, {@code UNKNOWN_ERROR} on other failures of the store. Content that is not a lock file is
- *       an exception (Hudi's parser's), not a transient state.</li>
+ *       HTTP 404. Content that is not a lock file is an exception (Hudi's parser's), not a transient
+ *       state.</li>
  *   <li>{@code readObject} / {@code writeObject}: small whole-object reads and unconditional writes (Hudi uses
  *       them for its optional lock audit).</li>
+ * </ul>
+ *
+ * <p>Failures are told apart as hudi-aws's own {@code S3StorageLockClient} tells them apart (read from its
+ * source, not copied: the same in the apache/hudi versions just before and after 1.1.1), so that the
+ * provider's lease logic meets the outcomes it meets in production:
+ * <ul>
+ *   <li>a write: HTTP 412 (the precondition failed) is {@code ACQUIRED_BY_OTHERS}; every other HTTP error,
+ *       409 (S3's "conditional request conflict" between concurrent conditional writes: retriable, the
+ *       lease may or may not have changed) included, is {@code UNKNOWN_ERROR}, which the provider treats as
+ *       "state unknown" (no acquisition; a renewal retried at the next heartbeat). An error without an HTTP
+ *       answer (the network, the SDK) is thrown when creating the file (no previous version) and
+ *       {@code UNKNOWN_ERROR} when replacing it.</li>
+ *   <li>a read: HTTP 409, 429 and 5xx are {@code UNKNOWN_ERROR}; any other HTTP error (403, 400, ...) and
+ *       an error without an HTTP answer are thrown.</li>
  * </ul>
  *
  * <p>Where the store is, harness-only properties (in the lock configuration Hudi passes through):
@@ -65,6 +79,11 @@ public class S3StorageLockClient implements StorageLockClient {
   static final String ACCESS_KEY = "interop.s3.access.key";
   static final String SECRET_KEY = "interop.s3.secret.key";
   private static final String VALIDITY_KEY = "hoodie.write.lock.storage.validity.timeout.secs";
+  private static final int HTTP_NOT_FOUND = 404;
+  private static final int HTTP_CONFLICT = 409;
+  private static final int HTTP_PRECONDITION_FAILED = 412;
+  private static final int HTTP_TOO_MANY_REQUESTS = 429;
+  private static final int HTTP_SERVER_ERROR = 500;
 
   private final String ownerId;
   private final String bucket;
@@ -113,21 +132,23 @@ public class S3StorageLockClient implements StorageLockClient {
     } else {
       put = put.ifNoneMatch("*");
     }
+    String where = "conditional write of s3://" + bucket + "/" + key;
     try {
       PutObjectResponse r = s3.putObject(put.build(), RequestBody.fromBytes(StorageLockFile.toByteArray(newLockData)));
-      if (r.eTag() == null || r.eTag().isEmpty()) {
-        // without a version the file could never be renewed or released conditionally
-        return Pair.of(LockUpsertResult.UNKNOWN_ERROR, Option.empty());
-      }
       return Pair.of(LockUpsertResult.SUCCESS, Option.of(new StorageLockFile(newLockData, r.eTag())));
     } catch (S3Exception e) {
-      if (e.statusCode() == 412) {
+      int status = e.statusCode();
+      if (status == HTTP_PRECONDITION_FAILED) {
         return Pair.of(LockUpsertResult.ACQUIRED_BY_OTHERS, Option.empty());
       }
-      log("conditional write of s3://" + bucket + "/" + key + " failed: HTTP " + e.statusCode() + " " + e.getMessage());
+      log(where + " failed (" + (status == HTTP_CONFLICT ? "conflicting conditional request, retriable" : "HTTP " + status)
+          + "): " + e.getMessage());
       return Pair.of(LockUpsertResult.UNKNOWN_ERROR, Option.empty());
-    } catch (RuntimeException e) {
-      log("conditional write of s3://" + bucket + "/" + key + " failed: " + e);
+    } catch (SdkException e) {
+      log(where + " failed without an answer: " + e);
+      if (previousLockFile.isEmpty()) {
+        throw e;
+      }
       return Pair.of(LockUpsertResult.UNKNOWN_ERROR, Option.empty());
     }
   }
@@ -138,14 +159,15 @@ public class S3StorageLockClient implements StorageLockClient {
     try {
       bytes = s3.getObjectAsBytes(GetObjectRequest.builder().bucket(bucket).key(key).build());
     } catch (S3Exception e) {
-      if (e.statusCode() == 404) {
+      int status = e.statusCode();
+      if (status == HTTP_NOT_FOUND) {
         return Pair.of(LockGetResult.NOT_EXISTS, Option.empty());
       }
-      log("reading s3://" + bucket + "/" + key + " failed: HTTP " + e.statusCode() + " " + e.getMessage());
-      return Pair.of(LockGetResult.UNKNOWN_ERROR, Option.empty());
-    } catch (RuntimeException e) {
-      log("reading s3://" + bucket + "/" + key + " failed: " + e);
-      return Pair.of(LockGetResult.UNKNOWN_ERROR, Option.empty());
+      log("reading s3://" + bucket + "/" + key + " failed: HTTP " + status + " " + e.getMessage());
+      if (status == HTTP_CONFLICT || status == HTTP_TOO_MANY_REQUESTS || status >= HTTP_SERVER_ERROR) {
+        return Pair.of(LockGetResult.UNKNOWN_ERROR, Option.empty());
+      }
+      throw e;
     }
     String etag = bytes.response().eTag();
     return Pair.of(LockGetResult.SUCCESS,
