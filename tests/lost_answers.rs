@@ -81,3 +81,61 @@ fn a_lost_answer_to_creating_a_rollback_log_block_writes_the_block_once() {
     );
     assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
 }
+
+#[test]
+fn a_lost_answer_to_creating_the_storage_lock_file_does_not_make_the_run_wait_out_its_own_lease() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (f, root) = s3_fixture(&rt, "lost-lock", Kind::MorV9, true);
+    with_expired_heartbeat(&rt, &f);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    // The first lease on the table (`table_lock.json`, created if absent) reaches the server; its
+    // answer does not, and the retry finds the file. The lease is this run's own (20 s valid):
+    // a run that took it for someone else's could not get the lock within 5 s.
+    proxy.lose_answers(
+        &["PUT ", &format!("/{root}/.hoodie/.locks/table_lock.json ")],
+        1,
+    );
+    let out = bin()
+        .args(["rollback", &f.uri, "--yes", "--instant", TF])
+        .args(LOCK_FLAGS)
+        .args(["--lock-timeout", "5s"])
+        .args(store_flags(&proxy.endpoint()))
+        .output()
+        .expect("run hudi-keeper");
+    assert_eq!(proxy.injected().answers_lost, 1, "the answer was lost");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lock = common::runs::lease(&rt, &root).expect("the lock file");
+    assert!(lock.expired, "the lease was released: {lock:?}");
+}
+
+#[test]
+fn a_lost_answer_to_a_storage_lock_write_mid_rollback_leaves_no_lease_held_by_nobody() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let expected = rolled_back_reference(&rt);
+
+    let (f, root) = s3_fixture(&rt, "lost-renewal", Kind::MorV9, true);
+    with_expired_heartbeat(&rt, &f);
+    // Slow enough that the run renews its lease (every 2 s) in its first lock window.
+    let proxy = SlowProxy::start(&endpoint(), Duration::from_millis(300));
+    // The lock file's third write (after the create and the proof that the store replaces it
+    // conditionally): a renewal, or the first window's release. It lands; its answer does not,
+    // and the store refuses the repeat: the ETag it names is gone. The lease is still this
+    // run's own: the second lock window must not wait 20 s for it to lapse.
+    proxy.lose_answers_after(
+        &["PUT ", &format!("/{root}/.hoodie/.locks/table_lock.json ")],
+        2,
+        1,
+    );
+    let out = bin()
+        .args(["rollback", &f.uri, "--yes", "--instant", TF])
+        .args(LOCK_FLAGS)
+        .args(["--lock-timeout", "5s"])
+        .args(store_flags(&proxy.endpoint()))
+        .output()
+        .expect("run hudi-keeper");
+    assert_eq!(proxy.injected().answers_lost, 1, "the answer was lost");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
+    let lock = common::runs::lease(&rt, &root).expect("the lock file");
+    assert!(lock.expired, "the lease was released: {lock:?}");
+}

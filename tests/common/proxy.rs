@@ -51,9 +51,9 @@ struct Shared {
     delay_ms: AtomicU64,
     hang: Mutex<Vec<String>>,
     hung: AtomicUsize,
-    /// Requests whose answer is lost on purpose: the parts of their request line, and how many
-    /// more.
-    lose: Mutex<(Vec<String>, usize)>,
+    /// Requests whose answer is lost on purpose: the parts of their request line, how many
+    /// matching requests pass first, and how many more are lost.
+    lose: Mutex<(Vec<String>, usize, usize)>,
     requests: AtomicUsize,
     stop: AtomicBool,
 }
@@ -124,7 +124,13 @@ impl SlowProxy {
     /// each reaches the server, which acts on it, and the client's connection is closed
     /// unanswered (counted in [`Injected::answers_lost`]).
     pub fn lose_answers(&self, parts: &[&str], count: usize) {
-        *self.shared.lose.lock().unwrap() = (parts.iter().map(|p| p.to_string()).collect(), count);
+        self.lose_answers_after(parts, 0, count);
+    }
+
+    /// As [`SlowProxy::lose_answers`], letting the first `skip` matching requests pass.
+    pub fn lose_answers_after(&self, parts: &[&str], skip: usize, count: usize) {
+        *self.shared.lose.lock().unwrap() =
+            (parts.iter().map(|p| p.to_string()).collect(), skip, count);
     }
 
     /// Requests held right now.
@@ -251,10 +257,14 @@ fn serve(mut client: TcpStream, upstream: &str, s: &Shared) {
     let (mut fate, jitter) = draw(s);
     {
         let mut lose = s.lose.lock().unwrap();
-        let (parts, left) = &mut *lose;
+        let (parts, skip, left) = &mut *lose;
         if *left > 0 && !parts.is_empty() && parts.iter().all(|p| line.contains(p.as_str())) {
-            *left -= 1;
-            fate = Fate::LoseAnswer;
+            if *skip > 0 {
+                *skip -= 1;
+            } else {
+                *left -= 1;
+                fate = Fate::LoseAnswer;
+            }
         }
     }
     std::thread::sleep(Duration::from_millis(

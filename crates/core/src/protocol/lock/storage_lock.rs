@@ -224,30 +224,41 @@ pub async fn try_take(
     let now = now_ms();
     let data = ours(now);
     let version = match storage.get_versioned(path, SMALL_FILE_MAX_READ).await? {
-        None => match storage.create_versioned(path, data.to_bytes()).await {
+        None => {
+            let created = match storage.create_versioned(path, data.to_bytes()).await {
+                Ok(v) => v,
+                Err(StorageError::AlreadyExists { .. }) => {
+                    match landed(storage, path, &data).await? {
+                        Some(v) => v,
+                        None => {
+                            return Ok(Attempt::Held {
+                                holder: "unknown (taken just now)".into(),
+                                valid_for: config.validity,
+                            })
+                        }
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
             // A first lease on this table: prove the store can replace it conditionally (the
             // local file system cannot), or renewing and releasing would be impossible.
-            Ok(v) => match storage.put_if_match(path, data.to_bytes(), &v).await {
+            match storage.put_if_match(path, data.to_bytes(), &created).await {
                 Ok(v) => v,
                 Err(StorageError::Unsupported { reason, .. }) => {
                     storage.delete(path).await?;
                     return Err(LeaseError::NoConditionalWrites(reason));
                 }
-                Err(StorageError::Conflict { .. }) => {
-                    return Err(LeaseError::NoConditionalWrites(
-                        "the store refused to replace the lock file at the version it had just reported".into(),
-                    ))
-                }
+                Err(StorageError::Conflict { .. }) => match landed(storage, path, &data).await? {
+                    Some(v) => v,
+                    None => {
+                        return Err(LeaseError::NoConditionalWrites(
+                            "the store refused to replace the lock file at the version it had just reported".into(),
+                        ))
+                    }
+                },
                 Err(e) => return Err(e.into()),
-            },
-            Err(StorageError::AlreadyExists { .. }) => {
-                return Ok(Attempt::Held {
-                    holder: "unknown (taken just now)".into(),
-                    valid_for: config.validity,
-                })
             }
-            Err(e) => return Err(e.into()),
-        },
+        }
         Some((bytes, version)) => {
             let current = LockData::parse(&bytes).map_err(|reason| LeaseError::Corrupt {
                 path: path.to_string(),
@@ -264,12 +275,15 @@ pub async fn try_take(
             }
             match storage.put_if_match(path, data.to_bytes(), &version).await {
                 Ok(v) => v,
-                Err(StorageError::Conflict { .. }) => {
-                    return Ok(Attempt::Held {
-                        holder: "unknown (taken just now)".into(),
-                        valid_for: config.validity,
-                    })
-                }
+                Err(StorageError::Conflict { .. }) => match landed(storage, path, &data).await? {
+                    Some(v) => v,
+                    None => {
+                        return Ok(Attempt::Held {
+                            holder: "unknown (taken just now)".into(),
+                            valid_for: config.validity,
+                        })
+                    }
+                },
                 Err(StorageError::Unsupported { reason, .. }) => {
                     return Err(LeaseError::NoConditionalWrites(reason))
                 }
@@ -292,6 +306,24 @@ pub async fn try_take(
         version,
         written_at,
     )))
+}
+
+/// The version at which the lock file holds exactly `data`, or `None` when it holds anything
+/// else. A conditional write whose answer was lost after the store wrote it (the connection
+/// closed) is sent again by the store client, and the store refuses the repeat (412): the write
+/// landed if the file is what it wrote (`data` names this process's owner id and a validity to
+/// the millisecond), and was someone else's otherwise.
+async fn landed(
+    storage: &Storage,
+    path: &RelPath,
+    data: &LockData,
+) -> Result<Option<ObjectVersion>, StorageError> {
+    Ok(
+        match storage.get_versioned(path, SMALL_FILE_MAX_READ).await? {
+            Some((bytes, version)) if bytes == data.to_bytes() => Some(version),
+            _ => None,
+        },
+    )
 }
 
 /// What the renewal task and the releaser share.
@@ -347,26 +379,56 @@ impl Lease {
 
     /// Stop renewing and write `expired: true` (If-Match on our last version). A lease someone
     /// else took meanwhile is left alone.
+    ///
+    /// The version may have moved on under our own name: a renewal that landed without its
+    /// answer (lost, or cut off by stopping the renewer mid-request), or this release landed
+    /// and its answer lost. The lock file then still names this lease's owner (an id of its
+    /// own): released at the version read, instead of left held until it lapses.
     pub async fn release(mut self) -> Result<(), StorageError> {
         self.renewer.abort();
         let _ = (&mut self.renewer).await;
         let last = self.shared.last.lock().await;
         let (data, version) = &*last;
+        let path = &self.config.path;
         // As Hudi releases: `expired: true`, `validUntil` left as it was.
-        let released = LockData {
+        let released = |d: &LockData| LockData {
             expired: true,
-            ..data.clone()
+            ..d.clone()
+        };
+        let left_alone = || {
+            warn!(table = %self.storage.uri(), lock = %path, "the lease was taken by someone else before release; left alone");
+            Ok(())
         };
         match self
             .storage
-            .put_if_match(&self.config.path, released.to_bytes(), version)
+            .put_if_match(path, released(data).to_bytes(), version)
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(StorageError::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let Some((bytes, now_at)) = self
+            .storage
+            .get_versioned(path, SMALL_FILE_MAX_READ)
+            .await?
+        else {
+            return left_alone();
+        };
+        let current = match LockData::parse(&bytes) {
+            Ok(c) if c.owner == data.owner => c,
+            _ => return left_alone(),
+        };
+        if current.expired {
+            return Ok(());
+        }
+        match self
+            .storage
+            .put_if_match(path, released(&current).to_bytes(), &now_at)
             .await
         {
             Ok(_) => Ok(()),
-            Err(StorageError::Conflict { .. }) => {
-                warn!(table = %self.storage.uri(), lock = %self.config.path, "the lease was taken by someone else before release; left alone");
-                Ok(())
-            }
+            Err(StorageError::Conflict { .. }) => left_alone(),
             Err(e) => Err(e),
         }
     }
@@ -429,10 +491,24 @@ async fn renew(
                 debug!(table = %storage.uri(), lock = %config.path, "renewed the storage lock");
             }
             Ok(Err(StorageError::Conflict { .. })) => {
-                lost(
-                    &tx,
-                    "the lock file changed under us: another process took the lease".into(),
-                );
+                match landed(&storage, &config.path, &data).await {
+                    Ok(Some(version)) => {
+                        // Our renewal, its answer lost: renewed.
+                        *last = (data, version);
+                        stop_by =
+                            written_at + config.validity.saturating_sub(config.safety_margin());
+                        let _ = tx.send(LeaseState::Held { stop_by });
+                        continue;
+                    }
+                    Ok(None) => lost(
+                        &tx,
+                        "the lock file changed under us: another process took the lease".into(),
+                    ),
+                    Err(e) => lost(
+                        &tx,
+                        format!("the lock file changed under us and could not be read back: {e}"),
+                    ),
+                }
                 return;
             }
             Ok(Err(e)) => {
