@@ -869,7 +869,8 @@ impl Daemon {
     }
 
     async fn open(&self, state: &TableState) -> Result<Table, String> {
-        self.config.check_table_location(&state.entry.uri, state.source == Source::Api)?;
+        self.config
+            .check_table_location(&state.entry.uri, state.source == Source::Api)?;
         let storage = Storage::open_with(
             &state.entry.uri,
             &state.settings.storage_options,
