@@ -12,7 +12,7 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::interop::{enabled, tables_root, workspace};
+use common::interop::{enabled, must, tables_root, workspace};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
 use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
@@ -42,16 +42,6 @@ fn run_sh(env: &[(String, String)]) -> Command {
         c.env(k, v);
     }
     c
-}
-
-fn must(out: std::process::Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 struct Outcome {

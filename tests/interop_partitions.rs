@@ -24,22 +24,13 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::interop::{
-    copy_table, enabled, roll_back_like_the_harness_writers, run_sh, scenario_json, tables_root,
+    copy_table, enabled, must, roll_back_like_the_harness_writers, run_sh, scenario_json,
+    tables_root,
 };
 use common::{bin, run, stderr, stdout};
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
-}
-
-fn must(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Every file under `dir` (relative, `/`-separated), without Hadoop's `.crc` side files.

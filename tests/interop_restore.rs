@@ -10,20 +10,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use common::interop::{copy_table, enabled, run_sh, tables_root};
+use common::interop::{copy_table, enabled, must, run_sh, tables_root};
 use common::{run, stderr, stdout};
-
-fn must(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")

@@ -37,6 +37,18 @@ pub fn run_sh(args: &[&str]) -> Output {
         .expect("run tests/interop/run.sh")
 }
 
+/// The standard output of a harness command that must have succeeded; on failure the panic
+/// names `what` and shows both outputs.
+pub fn must(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Where generated tables are kept: HUDI_KEEPER_INTEROP_TABLES, else target/interop-tables.
 pub fn tables_root() -> PathBuf {
     match std::env::var("HUDI_KEEPER_INTEROP_TABLES") {
