@@ -11,14 +11,11 @@
 //! table) is ignored. Deleting a table's file makes the daemon forget it: do that when a table's
 //! writers change from LAZY to EAGER.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex as StdMutex;
+use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::state_files;
+use super::state_files::TableDocs;
 
 /// What was seen on one table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,8 +30,7 @@ pub struct WriterEvidence {
 /// The evidence of every table, in memory and in `state_dir/writer-evidence/`.
 #[derive(Debug)]
 pub struct EvidenceStore {
-    dir: PathBuf,
-    seen: StdMutex<BTreeMap<String, WriterEvidence>>,
+    docs: TableDocs<WriterEvidence>,
 }
 
 /// The largest evidence file read back (they are about a hundred bytes).
@@ -47,27 +43,24 @@ impl EvidenceStore {
     /// and the file is replaced the next time a heartbeat is seen on the table. Only a folder
     /// that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let seen = state_files::load_dir(
-            dir,
-            MAX_FILE_BYTES,
-            "writer-evidence",
-            "until a heartbeat is seen again, that table's writes without heartbeat are left alone",
-        )?;
         Ok(Self {
-            dir: dir.to_path_buf(),
-            seen: StdMutex::new(seen),
+            docs: TableDocs::load(
+                dir,
+                MAX_FILE_BYTES,
+                "writer-evidence",
+                "until a heartbeat is seen again, that table's writes without heartbeat are left alone",
+            )?,
         })
     }
 
     /// What was seen on table `name` at `uri`, if anything.
     pub fn get(&self, name: &str, uri: &str) -> Option<WriterEvidence> {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(name).filter(|e| e.uri == uri).cloned()
+        self.docs.get(name).filter(|e| e.uri == uri)
     }
 
     /// Record that heartbeat files were seen on table `name` at `uri` now, on disk first; the
     /// evidence is kept in memory only once it is durable (a failed write is retried at the next
-    /// poll that sees heartbeat files). Returns the evidence.
+    /// poll that sees heartbeat files). Returns the evidence: the first sighting stays.
     pub async fn record(
         &self,
         name: &str,
@@ -81,22 +74,8 @@ impl EvidenceStore {
             uri: uri.to_string(),
             heartbeats_first_seen_ms: now_ms,
         };
-        let dir = self.dir.clone();
-        let file = format!("{name}.json");
-        let bytes = serde_json::to_vec_pretty(&evidence)?;
-        tokio::task::spawn_blocking(move || state_files::write_atomically(&dir, &file, &bytes))
-            .await
-            .context("the state writer task failed")??;
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(seen
-            .entry(name.to_string())
-            .and_modify(|e| {
-                if e.uri != uri {
-                    *e = evidence.clone();
-                }
-            })
-            .or_insert(evidence)
-            .clone())
+        self.docs.put(name, evidence.clone()).await?;
+        Ok(evidence)
     }
 }
 

@@ -14,18 +14,18 @@
 //! unreadable one is skipped with a warning (those changes wait out the minimum age, the old
 //! behaviour).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use hudi_keeper_core::exec::{ChangeJournal, StartedChange};
 use hudi_keeper_core::timeline::Action;
 use serde::{Deserialize, Serialize};
 
-use super::state_files;
+use super::state_files::TableDocs;
 
 /// What kind of change a record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,10 +63,7 @@ pub struct OwnChanges {
 /// The changes of every table, in memory and in `state_dir/own-changes/`.
 #[derive(Debug)]
 pub struct OwnChangesStore {
-    dir: PathBuf,
-    by_table: StdMutex<BTreeMap<String, OwnChanges>>,
-    /// Serializes the writes of the files.
-    write: tokio::sync::Mutex<()>,
+    docs: TableDocs<OwnChanges>,
 }
 
 /// The largest file read back (a record takes about 150 bytes).
@@ -80,26 +77,22 @@ impl OwnChangesStore {
     /// Read every table's records from `dir` (missing: none yet). An unreadable file is skipped
     /// with a warning that names it; only a folder that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let by_table = state_files::load_dir(
-            dir,
-            MAX_FILE_BYTES,
-            "own-changes",
-            "that table's pending rollbacks and restores wait out min_instant_age like anyone else's",
-        )?;
         Ok(Self {
-            dir: dir.to_path_buf(),
-            by_table: StdMutex::new(by_table),
-            write: tokio::sync::Mutex::new(()),
+            docs: TableDocs::load(
+                dir,
+                MAX_FILE_BYTES,
+                "own-changes",
+                "that table's pending rollbacks and restores wait out min_instant_age like anyone else's",
+            )?,
         })
     }
 
     /// The recorded changes of table `name` at `uri`.
     pub fn get(&self, name: &str, uri: &str) -> Vec<OwnChange> {
-        let by_table = self.by_table.lock().unwrap_or_else(|e| e.into_inner());
-        by_table
+        self.docs
             .get(name)
             .filter(|c| c.uri == uri)
-            .map(|c| c.changes.clone())
+            .map(|c| c.changes)
             .unwrap_or_default()
     }
 
@@ -147,22 +140,11 @@ impl OwnChangesStore {
     }
 
     async fn store(&self, name: &str, uri: &str, changes: Vec<OwnChange>) -> anyhow::Result<()> {
-        let _serial = self.write.lock().await;
         let doc = OwnChanges {
             uri: uri.to_string(),
             changes,
         };
-        let dir = self.dir.clone();
-        let file = format!("{name}.json");
-        let bytes = serde_json::to_vec_pretty(&doc)?;
-        tokio::task::spawn_blocking(move || state_files::write_atomically(&dir, &file, &bytes))
-            .await
-            .context("the state writer task failed")??;
-        self.by_table
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), doc);
-        Ok(())
+        self.docs.put(name, doc).await
     }
 }
 
@@ -289,14 +271,10 @@ mod tests {
     #[tokio::test]
     async fn a_change_that_cannot_be_recorded_is_refused_by_the_journal() {
         let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("own-changes");
+        let store = Arc::new(OwnChangesStore::load(&folder).unwrap());
         // A file where the folder should be: nothing can be written under it.
-        let blocked = dir.path().join("own-changes");
-        std::fs::write(&blocked, b"").unwrap();
-        let store = Arc::new(OwnChangesStore {
-            dir: blocked,
-            by_table: StdMutex::new(BTreeMap::new()),
-            write: tokio::sync::Mutex::new(()),
-        });
+        std::fs::write(&folder, b"").unwrap();
         let journal = TableJournal {
             store,
             name: "t".into(),

@@ -1,14 +1,63 @@
 //! The daemon's small per-table state files in `state_dir` (writer evidence, suspected EAGER
-//! writes): one JSON document per table, `<table>.json`, written atomically and read back with a
+//! writes, its own changes; [`TableDocs`]): one JSON document per table, `<table>.json`, written atomically and read back with a
 //! size cap. An unreadable file is skipped with a warning (each caller says what that means for
 //! the table); only a folder that cannot be listed is an error.
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex as StdMutex;
 
 use anyhow::Context;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// One folder of per-table documents (`<dir>/<table>.json`), in memory and on disk: read back
+/// at start with [`load_dir`], replaced whole with [`write_atomically`]. What a document means,
+/// and whether it belongs to the table now registered under that name, is its owner's business.
+#[derive(Debug)]
+pub struct TableDocs<T> {
+    dir: PathBuf,
+    docs: StdMutex<BTreeMap<String, T>>,
+    /// Serializes the writes of the files.
+    write: tokio::sync::Mutex<()>,
+}
+
+impl<T: Serialize + DeserializeOwned + Clone> TableDocs<T> {
+    /// Every document in `dir` (see [`load_dir`] for what is skipped).
+    pub fn load(dir: &Path, max_bytes: u64, what: &str, consequence: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            docs: StdMutex::new(load_dir(dir, max_bytes, what, consequence)?),
+            write: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The document of table `name`, if any.
+    pub fn get(&self, name: &str) -> Option<T> {
+        self.docs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Replace the document of table `name`: on disk first, in memory once it is durable.
+    pub async fn put(&self, name: &str, doc: T) -> anyhow::Result<()> {
+        let _serial = self.write.lock().await;
+        let dir = self.dir.clone();
+        let file = format!("{name}.json");
+        let bytes = serde_json::to_vec_pretty(&doc)?;
+        tokio::task::spawn_blocking(move || write_atomically(&dir, &file, &bytes))
+            .await
+            .context("the state writer task failed")??;
+        self.docs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), doc);
+        Ok(())
+    }
+}
 
 /// Every `<table>.json` document in `dir` (none when `dir` does not exist), by table name.
 /// Files over `max_bytes` or that do not parse as `T` are skipped with a warning that names the

@@ -11,14 +11,13 @@
 //! each poll. A file whose `uri` is not the table's is ignored; an unreadable one is skipped
 //! with a warning (those writes are judged afresh: a young one is suspected again).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex as StdMutex};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use super::state_files;
+use super::state_files::TableDocs;
 
 /// The suspected writes of one table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,10 +32,7 @@ pub struct SuspectedWrites {
 /// The suspected writes of every table, in memory and in `state_dir/suspected-eager-writes/`.
 #[derive(Debug)]
 pub struct SuspectedStore {
-    dir: PathBuf,
-    by_table: StdMutex<BTreeMap<String, SuspectedWrites>>,
-    /// Serializes the writes of the files.
-    write: tokio::sync::Mutex<()>,
+    docs: TableDocs<SuspectedWrites>,
 }
 
 /// The largest file read back (a pending instant takes about 20 bytes).
@@ -46,27 +42,23 @@ impl SuspectedStore {
     /// Read every table's suspected writes from `dir` (missing: none yet). An unreadable file is
     /// skipped with a warning that names it; only a folder that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
-        let by_table = state_files::load_dir(
-            dir,
-            MAX_FILE_BYTES,
-            "suspected EAGER writes",
-            "that table's pending writes are judged afresh",
-        )?;
         Ok(Self {
-            dir: dir.to_path_buf(),
-            by_table: StdMutex::new(by_table),
-            write: tokio::sync::Mutex::new(()),
+            docs: TableDocs::load(
+                dir,
+                MAX_FILE_BYTES,
+                "suspected EAGER writes",
+                "that table's pending writes are judged afresh",
+            )?,
         })
     }
 
     /// The suspected writes of table `name` at `uri`.
     pub fn get(&self, name: &str, uri: &str) -> Arc<BTreeSet<String>> {
-        let by_table = self.by_table.lock().unwrap_or_else(|e| e.into_inner());
         Arc::new(
-            by_table
+            self.docs
                 .get(name)
                 .filter(|s| s.uri == uri)
-                .map(|s| s.instants.clone())
+                .map(|s| s.instants)
                 .unwrap_or_default(),
         )
     }
@@ -80,28 +72,15 @@ impl SuspectedStore {
         uri: &str,
         instants: &BTreeSet<String>,
     ) -> anyhow::Result<bool> {
-        let _serial = self.write.lock().await;
         let doc = SuspectedWrites {
             uri: uri.to_string(),
             instants: instants.clone(),
         };
-        {
-            let by_table = self.by_table.lock().unwrap_or_else(|e| e.into_inner());
-            let on_disk = by_table.get(name);
-            if on_disk == Some(&doc) || (on_disk.is_none() && instants.is_empty()) {
-                return Ok(false);
-            }
+        let on_disk = self.docs.get(name);
+        if on_disk.as_ref() == Some(&doc) || (on_disk.is_none() && instants.is_empty()) {
+            return Ok(false);
         }
-        let dir = self.dir.clone();
-        let file = format!("{name}.json");
-        let bytes = serde_json::to_vec_pretty(&doc)?;
-        tokio::task::spawn_blocking(move || state_files::write_atomically(&dir, &file, &bytes))
-            .await
-            .context("the state writer task failed")??;
-        self.by_table
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), doc);
+        self.docs.put(name, doc).await?;
         Ok(true)
     }
 }
