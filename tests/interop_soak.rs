@@ -30,10 +30,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::interop::{enabled, tables_root, workspace};
+use common::interop::{enabled, must, tables_root, workspace};
 use common::proxy::{Faults, Injected, SlowProxy};
 use hudi_keeper_core::format::rollback::RollbackMetadata;
-use hudi_keeper_core::protocol::lock::{acquire, LockOptions, LockProvider, ZkLockConfig};
+use hudi_keeper_core::protocol::lock::storage_lock::DEFAULT_PATH as STORAGE_LOCK_PATH;
+use hudi_keeper_core::protocol::lock::{
+    acquire, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
+};
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use hudi_keeper_core::timeline::{Action, State};
 use hudi_keeper_core::Table;
@@ -58,7 +61,15 @@ struct SoakTable {
     s3_endpoint: Option<String>,
     /// The ZooKeeper lock key of its writers and of hudi-keeper.
     zk_key: String,
+    /// Its writers and hudi-keeper share Hudi 1.1's storage-based lock (the lease file under
+    /// `.hoodie/.locks/`, through the harness's S3 client for Hudi's provider) instead of
+    /// ZooKeeper: the Hudi 1.1 table of the S3 variant. (Hudi 0.15 has no such provider.)
+    storage_lock: bool,
 }
+
+/// The storage-based lock's lease: Hudi requires a validity of at least 10 s and 10 renewals.
+const LEASE_VALIDITY_S: u64 = 10;
+const LEASE_RENEW_S: u64 = 1;
 
 /// Where the soak's tables live.
 enum Store {
@@ -124,10 +135,12 @@ fn zk() -> String {
 
 fn run_sh(t: &SoakTable) -> Command {
     let mut c = Command::new("bash");
-    c.arg(workspace().join("tests/interop/run.sh")).env(
-        "INTEROP_LOCK",
-        format!("zookeeper,{},{ZK_BASE},{}", zk(), t.zk_key),
-    );
+    let lock = match (&t.s3_endpoint, t.storage_lock) {
+        (Some(e), true) => format!("storage,{e},{LEASE_VALIDITY_S},{LEASE_RENEW_S}"),
+        _ => format!("zookeeper,{},{ZK_BASE},{}", zk(), t.zk_key),
+    };
+    c.arg(workspace().join("tests/interop/run.sh"))
+        .env("INTEROP_LOCK", lock);
     if let Some(e) = &t.s3_endpoint {
         c.env("INTEROP_S3_ENDPOINT", e).env(
             "INTEROP_EXTRA_PROPS",
@@ -135,16 +148,6 @@ fn run_sh(t: &SoakTable) -> Command {
         );
     }
     c
-}
-
-fn must(out: std::process::Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A writer JVM (`run.sh writer` replaces its shell with the JVM: the child is the JVM).
@@ -206,6 +209,13 @@ fn daemon_config(state: &Path, tables: &[SoakTable], store: &Store) -> String {
         store.daemon_toml()
     );
     for t in tables {
+        if t.storage_lock {
+            c.push_str(&format!(
+                "[[tables]]\nname = \"{}\"\nuri = \"{}\"\n[tables.lock]\nprovider = \"storage\"\ntimeout = \"120s\"\nstorage_validity = \"{LEASE_VALIDITY_S}s\"\nstorage_renew_interval = \"{LEASE_RENEW_S}s\"\n",
+                t.name, t.uri
+            ));
+            continue;
+        }
         c.push_str(&format!(
             "[[tables]]\nname = \"{}\"\nuri = \"{}\"\n[tables.lock]\nprovider = \"zookeeper\"\ntimeout = \"120s\"\nzookeeper_url = \"{}\"\nzookeeper_base_path = \"{ZK_BASE}\"\nzookeeper_lock_key = \"{}\"\nzookeeper_session_timeout = \"10s\"\nzookeeper_connection_timeout = \"5s\"\n",
             t.name,
@@ -427,6 +437,7 @@ fn soak(store: Store) {
                 writers: *writers,
                 base,
                 uri,
+                storage_lock: s3_endpoint.is_some() && *version == "1.1",
                 s3_endpoint,
                 zk_key: format!("{variant}-{name}-{}", std::process::id()),
             }
@@ -626,14 +637,23 @@ fn soak(store: Store) {
 
     // No lock is left held: hudi-keeper takes and releases each table's lock at once.
     for t in &tables {
-        let lock = LockOptions {
-            provider: LockProvider::ZooKeeper(ZkLockConfig {
+        let provider = if t.storage_lock {
+            LockProvider::Storage(StorageLockConfig {
+                path: RelPath::parse(STORAGE_LOCK_PATH).expect("the lock file's path"),
+                validity: Duration::from_secs(LEASE_VALIDITY_S),
+                renew_interval: Duration::from_secs(LEASE_RENEW_S),
+            })
+        } else {
+            LockProvider::ZooKeeper(ZkLockConfig {
                 connect: zk(),
                 base_path: ZK_BASE.into(),
                 lock_key: t.zk_key.clone(),
                 session_timeout: Duration::from_secs(10),
                 connection_timeout: Duration::from_secs(5),
-            }),
+            })
+        };
+        let lock = LockOptions {
+            provider,
             timeout: Duration::from_secs(1),
             retry_interval: Duration::from_millis(100),
         };
@@ -703,7 +723,13 @@ fn soak(store: Store) {
             serde_json::to_vec_pretty(&expected).expect("json"),
         )
         .expect("write expected");
+        // The validator works on a local copy of an S3 table, where Hudi's storage-based lock
+        // has no client (file://): its follow-up commits lock through ZooKeeper.
         let out = run_sh(t)
+            .env(
+                "INTEROP_LOCK",
+                format!("zookeeper,{},{ZK_BASE},{}-verify", zk(), t.zk_key),
+            )
             .args([
                 "verify",
                 t.version,
