@@ -19,6 +19,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use hudi_keeper_core::exec::restore::{preview_restore, restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{preview, rollback, RollbackOptions, Selection};
+use hudi_keeper_core::format::commit::workload_commit_metadata;
 use hudi_keeper_core::storage::{RelPath, Storage};
 use hudi_keeper_core::Table;
 use object_store::memory::InMemory;
@@ -272,7 +273,6 @@ async fn table() -> (Table, Arc<Mutex<Vec<i64>>>) {
         (format!("{tl}/{T2}.inflight"), b"{}"),
         (format!("{tl}/{T2}_20240101010000500.commit"), b"{}"),
         (format!("{tl}/{TF}.commit.requested"), b""),
-        (format!("{tl}/{TF}.inflight"), b"{}"),
         ("p1/.hoodie_partition_metadata".into(), b"x"),
         (format!("p1/a-0_0-1-1_{T1}.parquet"), b"t1"),
         (format!("p2/b-0_0-1-1_{T2}.parquet"), b"t2"),
@@ -288,6 +288,10 @@ async fn table() -> (Table, Arc<Mutex<Vec<i64>>>) {
         let rel = RelPath::parse(&path).unwrap();
         s.put(&rel, Bytes::from_static(bytes)).await.unwrap();
     }
+    // TF's workload names both partitions it wrote to (the missed file is in p2).
+    let workload = workload_commit_metadata(&[("p1", 1), ("p2", 1)]).unwrap();
+    let inflight = RelPath::parse(&format!("{tl}/{TF}.inflight")).unwrap();
+    s.put(&inflight, Bytes::from(workload)).await.unwrap();
     // Older than any threshold of `options()`.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     (Table::open_storage(s).await.unwrap(), growth)

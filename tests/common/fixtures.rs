@@ -173,10 +173,12 @@ impl Fixture {
         f.put("p1/.hoodie_partition_metadata", b"commitTime=1\n")
             .await;
 
-        // The failed write: requested + inflight, data files, markers, no heartbeat (old).
+        // The failed write: requested + inflight (with the workload Hudi profiled: it writes
+        // to p1 and p2), data files, markers, no heartbeat (old).
         f.put(&format!("{}/{TF}.{a}.requested", kind.timeline()), b"")
             .await;
-        f.put(&f.inflight_name(TF, a), b"{}").await;
+        f.put(&f.inflight_name(TF, a), &workload(kind, &["p1", "p2"]))
+            .await;
         let new_base = format!("fg4-0_0-9-9_{TF}.parquet");
         f.put(&format!("p1/{new_base}"), b"failed-new").await;
         f.put(
@@ -242,6 +244,26 @@ impl Fixture {
             }
         }
         f
+    }
+}
+
+/// The inflight file of a profiled write to `partitions`, as Hudi writes it: commit metadata
+/// with a write stat per partition, JSON on version 6, Avro from version 8 on.
+pub fn workload(kind: Kind, partitions: &[&str]) -> Vec<u8> {
+    if kind.layout2() {
+        let counts: Vec<(&str, i64)> = partitions.iter().map(|p| (*p, 1)).collect();
+        hudi_keeper_core::format::commit::workload_commit_metadata(&counts).expect("workload")
+    } else {
+        let stats: serde_json::Map<String, serde_json::Value> = partitions
+            .iter()
+            .map(|p| {
+                let stat = serde_json::json!([{"fileId": "", "prevCommit": "00000000000000", "numInserts": 1}]);
+                (p.to_string(), stat)
+            })
+            .collect();
+        serde_json::json!({"partitionToWriteStats": stats, "compacted": false, "extraMetadata": {}, "operationType": "UPSERT"})
+            .to_string()
+            .into_bytes()
     }
 }
 

@@ -719,6 +719,7 @@ async fn appended_by(table: &Table, instant: &str) -> Result<Markers, Error> {
     Ok(Markers {
         kind: Some(MarkerKind::Direct),
         markers,
+        folders: Default::default(),
     })
 }
 

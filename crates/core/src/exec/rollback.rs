@@ -20,13 +20,15 @@ use super::log_append::{append_block, Slice};
 use super::metadata_table::rollback::{metadata_table_refusal, rollback_metadata_table};
 pub use super::metadata_table::MetadataTableOutcome;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::commit::workload_partitions;
 use crate::format::log_block::{is_rollback_block_for, rollback_command_block};
 use crate::format::rollback::{
     InstantInfo, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan,
 };
 use crate::inspect::observe;
 use crate::plan::rollback::{
-    plan_rollback, resolve_plan, PlanInput, PlanTarget, PlannedDelete, PlannedRollback,
+    listing_scope, plan_rollback, resolve_plan, ListingScope, PlanInput, PlanTarget, PlannedDelete,
+    PlannedRollback,
 };
 use crate::protocol::detect::{
     assess, non_candidate_reason, Assessment, DetectionInput, FailedWritesPolicy,
@@ -176,6 +178,9 @@ pub struct RollbackPreview {
     pub files_not_in_markers: usize,
     /// Markers naming files that never appeared.
     pub markers_without_files: usize,
+    /// Where the listing cross-check looked: the partitions the instant names, or the whole
+    /// table (and why); none for a resumed plan (it is final) or without the cross-check.
+    pub listing: ListingScope,
     /// The plan.
     pub plan: RollbackPlan,
 }
@@ -368,6 +373,17 @@ struct Work {
     state: State,
     reason: String,
     pending: Option<PendingRollback>,
+    /// The target's inflight file, if it has one (its workload narrows the cross-check).
+    inflight: Option<RelPath>,
+}
+
+/// The inflight file of the pending instant `t`, if it has one.
+fn inflight_file(timeline: &Timeline, t: &str) -> Option<RelPath> {
+    timeline
+        .find(t)
+        .find(|i| i.is_pending())
+        .and_then(|i| i.file(State::Inflight))
+        .map(|f| f.path.clone())
 }
 
 /// Decide what to roll back: refuses (with the reason) a named instant that must not be.
@@ -407,6 +423,7 @@ async fn select(
                     state: State::Inflight,
                     reason: format!("resuming pending rollback {}", p.instant),
                     pending: Some(p.clone()),
+                    inflight: None,
                 }]);
             }
             let instants: Vec<&Instant> = timeline.find(t).collect();
@@ -456,6 +473,7 @@ async fn select(
                 state: instant.state,
                 reason: a.reason.clone(),
                 pending: None,
+                inflight: instant.file(State::Inflight).map(|f| f.path.clone()),
             }])
         }
         Selection::AllFailed => {
@@ -471,6 +489,7 @@ async fn select(
                     state: State::Inflight,
                     reason: format!("resuming pending rollback {}", p.instant),
                     pending: Some(p.clone()),
+                    inflight: None,
                 })
                 .collect();
             for a in assessments.iter().filter(|a| a.verdict.is_failed()) {
@@ -482,6 +501,7 @@ async fn select(
                         state: a.state,
                         reason: a.reason.clone(),
                         pending: None,
+                        inflight: inflight_file(&timeline, &a.requested_time),
                     });
                 }
             }
@@ -576,12 +596,59 @@ impl Wanted {
     }
 }
 
+/// The partitions the workload in the target's inflight file names (see
+/// [`workload_partitions`]): `Ok(None)` without inflight file or workload, `Err` with why it
+/// does not read. A read error is an error; an inflight file gone since the timeline was read
+/// (the instant moved on) has no workload, and the re-check under the lock stops the rollback.
+async fn read_workload(
+    table: &Table,
+    work: &Work,
+) -> Result<Result<Option<BTreeSet<String>>, String>, Error> {
+    let Some(path) = &work.inflight else {
+        return Ok(Ok(None));
+    };
+    let Some(bytes) = table.storage().get_opt(path).await? else {
+        return Ok(Ok(None));
+    };
+    let workload = workload_partitions(&bytes);
+    if let Err(why) = &workload {
+        warn!(table = %table.uri(), instant = %work.target, path = %path, %why, "the inflight file does not read as commit metadata; the whole table is listed");
+    }
+    Ok(workload)
+}
+
+/// The data files directly in each of `partitions` that `wanted` keeps: one one-level listing
+/// per partition, 16 at a time, judged as they stream in.
+pub(super) async fn list_partitions(
+    storage: &Storage,
+    partitions: &BTreeSet<RelPath>,
+    wanted: &Wanted,
+) -> Result<Vec<FileMeta>, Error> {
+    let partitions: Vec<RelPath> = partitions.iter().cloned().collect();
+    let listings: Vec<Result<Vec<FileMeta>, StorageError>> = futures::stream::iter(partitions)
+        .map(|p| async move {
+            storage
+                .list_dir_filtered(&p, |f| wanted.keeps(f))
+                .await
+                .map(|l| l.files)
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let mut files = Vec::new();
+    for l in listings {
+        files.extend(l?);
+    }
+    Ok(files)
+}
+
 async fn make_plan(
     table: &Table,
     work: &Work,
     options: &RollbackOptions,
-) -> Result<PlannedRollback, Error> {
+) -> Result<(PlannedRollback, ListingScope), Error> {
     let cross_check = options.listing_cross_check;
+    let mut scope = ListingScope::None;
     let (markers, data_files) = match work.state {
         State::Requested => (None, vec![]),
         _ if cross_check => {
@@ -591,7 +658,21 @@ async fn make_plan(
             let markers = read_markers(table.storage(), &work.target).await?;
             let named = markers.markers.iter().filter_map(|m| m.data_path().ok());
             let wanted = Wanted::of([work.target.clone()], named);
-            let files = list_data_files(table.storage(), &wanted).await?;
+            let workload = read_workload(table, work).await?;
+            scope = listing_scope(
+                markers.kind.is_some().then_some(&markers),
+                workload
+                    .as_ref()
+                    .map(Option::as_ref)
+                    .map_err(String::as_str),
+            );
+            let files = match &scope {
+                ListingScope::Partitions { partitions, .. } => {
+                    list_partitions(table.storage(), partitions, &wanted).await?
+                }
+                _ => list_data_files(table.storage(), &wanted).await?,
+            };
+            info!(table = %table.uri(), instant = %work.target, listing = %scope, "cross-check listing");
             (markers.kind.is_some().then_some(markers), files)
         }
         _ => {
@@ -617,7 +698,7 @@ async fn make_plan(
         action: work.action,
         state: work.state,
     };
-    plan_rollback(&PlanInput {
+    let planned = plan_rollback(&PlanInput {
         version: table.config().version,
         table_type: table.config().table_type,
         base: &base,
@@ -626,7 +707,8 @@ async fn make_plan(
         data_files: &data_files,
         cross_check,
     })
-    .map_err(|e| plan_err(table, e))
+    .map_err(|e| plan_err(table, e))?;
+    Ok((planned, scope))
 }
 
 /// Preview what [`rollback`] would do, changing nothing.
@@ -644,7 +726,7 @@ pub async fn preview(
         {
             return Err(refused(table, &work.target, reason));
         }
-        let (plan, deletes, log_blocks, missed, phantom) = match &work.pending {
+        let (plan, deletes, log_blocks, missed, phantom, listing) = match &work.pending {
             Some(p) => {
                 let base = BasePath::from_uri(table.uri());
                 let resolved = resolve_plan(&p.plan, &base).map_err(|e| plan_err(table, e))?;
@@ -661,10 +743,10 @@ pub async fn preview(
                     })
                     .collect();
                 let blocks = resolved.log_blocks.iter().map(|b| b.3.len()).sum();
-                (p.plan.clone(), deletes, blocks, 0, 0)
+                (p.plan.clone(), deletes, blocks, 0, 0, ListingScope::None)
             }
             None => {
-                let planned = make_plan(table, &work, options).await?;
+                let (planned, listing) = make_plan(table, &work, options).await?;
                 let missed = planned.deletes.iter().filter(|d| !d.from_markers).count();
                 (
                     planned.plan,
@@ -672,6 +754,7 @@ pub async fn preview(
                     planned.log_blocks.len(),
                     missed,
                     planned.markers_without_files,
+                    listing,
                 )
             }
         };
@@ -693,6 +776,7 @@ pub async fn preview(
             log_blocks,
             files_not_in_markers: missed,
             markers_without_files: phantom,
+            listing,
             plan,
         });
     }
@@ -844,7 +928,7 @@ async fn run_one(
     let (r, plan, r_state) = match work.pending.clone() {
         Some(p) => (p.instant, p.plan, p.state),
         None => {
-            let planned = make_plan(table, &work, options).await?;
+            let (planned, _) = make_plan(table, &work, options).await?;
             let (w, p) = (&work, &planned);
             let (r, waited) = locked(table, options, |t| async move {
                 schedule(&t, w, p, options).await

@@ -4,7 +4,7 @@
 //! schema in `extraMetadata`); in JSON (layout 1, table version 6), the write stats a rollback
 //! reads and the metadata-table deltacommit Hudi 0.15 writes for a rollback.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use apache_avro::types::Value;
@@ -108,6 +108,63 @@ pub fn json_write_stats(bytes: &[u8]) -> Result<Vec<JsonWriteStat>, String> {
     Ok(out)
 }
 
+/// The partitions the workload of an inflight commit or deltacommit names: the keys of the
+/// `partitionToWriteStats` Hudi writes into `<t>.inflight` / `<t>.deltacommit.inflight` (and
+/// their layout-2 names) when it profiles a write before writing, one per partition the write
+/// goes to (`BaseCommitActionExecutor.saveWorkloadProfileMetadataToInflight`). JSON on tables
+/// of version 6, Avro from version 8 on; told apart by the Avro container's magic bytes.
+///
+/// `Ok(None)` when the file holds no workload: empty (bulk inserts, Flink, a write that did not
+/// profile) or with no partition named. `Err` when it holds something that does not read as
+/// commit metadata: the caller must not narrow anything on it.
+pub fn workload_partitions(bytes: &[u8]) -> Result<Option<BTreeSet<String>>, String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let partitions: BTreeSet<String> = if bytes.starts_with(b"Obj\x01") {
+        let v = read_single_record(bytes).map_err(|e| e.to_string())?;
+        match field(&v, "partitionToWriteStats") {
+            Some(Value::Map(m)) => m.keys().cloned().collect(),
+            Some(Value::Null) | None => BTreeSet::new(),
+            Some(_) => return Err("partitionToWriteStats is not a map".into()),
+        }
+    } else {
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        match v.get("partitionToWriteStats") {
+            Some(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            Some(serde_json::Value::Null) | None if v.is_object() => BTreeSet::new(),
+            _ => return Err("not commit metadata with a partitionToWriteStats map".into()),
+        }
+    };
+    Ok((!partitions.is_empty()).then_some(partitions))
+}
+
+/// The Avro (layout 2) commit metadata Hudi writes into an inflight file for a profiled write:
+/// one write stat per partition with the number of inserts planned there (fileId empty,
+/// prevCommit `00000000000000`), nothing else set. For test tables and the demo.
+pub fn workload_commit_metadata(partitions: &[(&str, i64)]) -> Result<Vec<u8>, AvroError> {
+    let stats: HashMap<String, Value> = partitions
+        .iter()
+        .map(|(p, inserts)| {
+            let stat = Value::Record(vec![
+                ("fileId".into(), Value::String(String::new())),
+                ("prevCommit".into(), Value::String("00000000000000".into())),
+                ("numInserts".into(), Value::Long(*inserts)),
+            ]);
+            (p.to_string(), Value::Array(vec![stat]))
+        })
+        .collect();
+    let record = Value::Record(vec![
+        ("partitionToWriteStats".into(), Value::Map(stats)),
+        ("compacted".into(), Value::Boolean(false)),
+        ("extraMetadata".into(), Value::Map(HashMap::new())),
+        ("operationType".into(), Value::String("UPSERT".into())),
+    ])
+    .resolve(schema()?)
+    .map_err(|e| AvroError::Shape(e.to_string()))?;
+    write_single_record(SCHEMA_JSON, schema()?, record)
+}
+
 /// A log file a metadata-table deltacommit appended, for its JSON commit metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendedLog {
@@ -201,6 +258,55 @@ pub fn json_schema_of(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inflight_workload_names_its_partitions_in_either_encoding() {
+        let avro = workload_commit_metadata(&[("2024/01/01", 10), ("p=a%3A1/hr=2", 5)]).unwrap();
+        let want: BTreeSet<String> = ["2024/01/01", "p=a%3A1/hr=2"].map(String::from).into();
+        assert_eq!(workload_partitions(&avro).unwrap(), Some(want.clone()));
+        let json = br#"{"partitionToWriteStats":{"2024/01/01":[{"fileId":"","prevCommit":"00000000000000","numInserts":10}],"p=a%3A1/hr=2":[]},"compacted":false,"extraMetadata":{},"operationType":"UPSERT"}"#;
+        assert_eq!(workload_partitions(json).unwrap(), Some(want));
+        // A non-partitioned table's one partition is the root.
+        let root = workload_commit_metadata(&[("", 3)]).unwrap();
+        assert_eq!(
+            workload_partitions(&root).unwrap(),
+            Some(BTreeSet::from([String::new()]))
+        );
+    }
+
+    #[test]
+    fn no_workload_is_none_and_a_damaged_one_is_an_error() {
+        for none in [
+            &b""[..],
+            b"  \n",
+            br#"{"partitionToWriteStats":{}}"#,
+            br#"{"compacted":false}"#,
+        ] {
+            assert_eq!(
+                workload_partitions(none).unwrap(),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(none)
+            );
+        }
+        let empty_avro = workload_commit_metadata(&[]).unwrap();
+        assert_eq!(workload_partitions(&empty_avro).unwrap(), None);
+        let mut cut = workload_commit_metadata(&[("p", 1)]).unwrap();
+        cut.truncate(cut.len() - 20);
+        for bad in [
+            &cut[..],
+            b"{not json",
+            br#"{"partitionToWriteStats":[]}"#,
+            b"[1,2]",
+            b"Obj\x01",
+        ] {
+            assert!(
+                workload_partitions(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
 
     #[test]
     fn an_empty_commit_records_its_schema_and_reads_back() {

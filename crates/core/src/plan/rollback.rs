@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Serialize;
+
 use crate::format::rollback::{InstantInfo, RollbackPlan, RollbackRequest};
 use crate::protocol::markers::{IoType, Markers};
 use crate::storage::{FileMeta, RelPath};
@@ -100,6 +102,158 @@ pub struct PlannedRollback {
     pub log_blocks: Vec<(String, RelPath)>,
     /// Markers naming files that do not exist (harmless; reported).
     pub markers_without_files: usize,
+}
+
+/// What told a rollback which partitions its instant wrote to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeSource {
+    /// The partitions its markers name.
+    Markers,
+    /// The partition folders below its (direct) marker folder.
+    MarkerFolder,
+    /// The partitions of the workload in its inflight file.
+    Workload,
+}
+
+/// Where a rollback's listing cross-check looks for files of the failed instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListingScope {
+    /// No listing: the instant was only requested (it wrote nothing), or the cross-check is off.
+    None,
+    /// One-level listings of the partitions the instant itself says it wrote to: what its
+    /// markers name, the partition folders below its marker folder and the workload in its
+    /// inflight file, together. The cost follows the failed write, not the table.
+    Partitions {
+        /// The partitions (the table root for a non-partitioned table).
+        partitions: BTreeSet<RelPath>,
+        /// What named them.
+        sources: BTreeSet<ScopeSource>,
+    },
+    /// A listing of every partition: the instant names none, or names them in a way that
+    /// cannot be trusted.
+    WholeTable {
+        /// Why.
+        why: String,
+    },
+}
+
+impl ListingScope {
+    /// How many partitions are listed one by one (`None` for the whole table or no listing).
+    pub fn partition_count(&self) -> Option<usize> {
+        match self {
+            ListingScope::Partitions { partitions, .. } => Some(partitions.len()),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for ListingScope {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match self {
+            ListingScope::None => m.serialize_entry("scope", "none")?,
+            ListingScope::Partitions {
+                partitions,
+                sources,
+            } => {
+                m.serialize_entry("scope", "partitions")?;
+                m.serialize_entry("partitions", &partitions.len())?;
+                m.serialize_entry("sources", sources)?;
+            }
+            ListingScope::WholeTable { why } => {
+                m.serialize_entry("scope", "whole_table")?;
+                m.serialize_entry("why", why)?;
+            }
+        }
+        m.end()
+    }
+}
+
+impl std::fmt::Display for ListingScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListingScope::None => f.write_str("no listing"),
+            ListingScope::Partitions {
+                partitions,
+                sources,
+            } => {
+                let from: Vec<&str> = sources
+                    .iter()
+                    .map(|s| match s {
+                        ScopeSource::Markers => "markers",
+                        ScopeSource::MarkerFolder => "marker folder",
+                        ScopeSource::Workload => "inflight workload",
+                    })
+                    .collect();
+                write!(
+                    f,
+                    "{} partition(s) the instant names ({})",
+                    partitions.len(),
+                    from.join(", ")
+                )
+            }
+            ListingScope::WholeTable { why } => write!(f, "the whole table: {why}"),
+        }
+    }
+}
+
+/// Which partitions a rollback's cross-check lists (pure). `markers`: what the instant's marker
+/// folder holds (`None` or no kind: there is none); `workload`: the partitions its inflight file
+/// names (`Ok(None)`: it names none, `Err`: it could not be read as commit metadata). Every
+/// source that exists counts, so a file a marker missed is still found wherever the workload
+/// or the marker folder places the write; only when no source names a partition is the whole
+/// table listed. A partition that is not a path inside the table, or an unreadable workload,
+/// also lists the whole table: narrowing is never done on doubtful input.
+pub fn listing_scope(
+    markers: Option<&Markers>,
+    workload: Result<Option<&BTreeSet<String>>, &str>,
+) -> ListingScope {
+    let workload = match workload {
+        Ok(w) => w,
+        Err(why) => {
+            return ListingScope::WholeTable {
+                why: format!("its inflight file does not read as commit metadata ({why})"),
+            }
+        }
+    };
+    let mut partitions = BTreeSet::new();
+    let mut sources = BTreeSet::new();
+    let mut add = |source: ScopeSource, partition: &str| -> Result<(), String> {
+        let rel = RelPath::parse(partition)
+            .map_err(|e| format!("a partition it names is not a path inside the table ({e})"))?;
+        if rel.segments().next() == Some(".hoodie") {
+            return Err(format!(
+                "a partition it names, `{partition}`, is inside .hoodie"
+            ));
+        }
+        partitions.insert(rel);
+        sources.insert(source);
+        Ok(())
+    };
+    let named = (|| {
+        for m in markers.map(|m| m.markers.as_slice()).unwrap_or_default() {
+            add(ScopeSource::Markers, &m.partition)?;
+        }
+        for f in markers.map(|m| &m.folders).into_iter().flatten() {
+            add(ScopeSource::MarkerFolder, f)?;
+        }
+        for p in workload.into_iter().flatten() {
+            add(ScopeSource::Workload, p)?;
+        }
+        Ok::<_, String>(())
+    })();
+    match named {
+        Err(why) => ListingScope::WholeTable { why },
+        Ok(()) if partitions.is_empty() => ListingScope::WholeTable {
+            why: "the instant names no partition (no markers, none below its marker folder, no workload in its inflight file)".into(),
+        },
+        Ok(()) => ListingScope::Partitions {
+            partitions,
+            sources,
+        },
+    }
 }
 
 fn partition_of(rel: &RelPath) -> String {
@@ -444,6 +598,87 @@ mod tests {
         }
     }
 
+    fn direct(markers: Vec<Marker>, folders: &[&str]) -> Markers {
+        Markers {
+            kind: Some(MarkerKind::Direct),
+            markers,
+            folders: folders.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+
+    fn partitions(scope: &ListingScope) -> Vec<&str> {
+        match scope {
+            ListingScope::Partitions { partitions, .. } => {
+                partitions.iter().map(RelPath::as_str).collect()
+            }
+            other => panic!("expected partitions, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_cross_check_lists_every_partition_any_source_names() {
+        let m = direct(
+            vec![
+                marker("p1", &format!("a_0-1-2_{T}.parquet"), IoType::Create),
+                marker("p2/x=1", &format!("b_0-1-2_{T}.parquet"), IoType::Create),
+            ],
+            &["p1", "p2/x=1", "p3"],
+        );
+        let workload: BTreeSet<String> = ["p2/x=1", "p4", ""].map(String::from).into();
+        let scope = listing_scope(Some(&m), Ok(Some(&workload)));
+        assert_eq!(partitions(&scope), ["", "p1", "p2/x=1", "p3", "p4"]);
+        let ListingScope::Partitions { sources, .. } = &scope else {
+            unreachable!()
+        };
+        assert_eq!(
+            sources.iter().copied().collect::<Vec<_>>(),
+            [
+                ScopeSource::Markers,
+                ScopeSource::MarkerFolder,
+                ScopeSource::Workload
+            ]
+        );
+        // The workload alone (no marker folder) is enough; so are markers alone.
+        assert_eq!(
+            partitions(&listing_scope(None, Ok(Some(&workload)))),
+            ["", "p2/x=1", "p4"]
+        );
+        assert_eq!(
+            partitions(&listing_scope(Some(&m), Ok(None))),
+            ["p1", "p2/x=1", "p3"]
+        );
+    }
+
+    #[test]
+    fn the_whole_table_is_listed_when_the_instant_names_no_partition_or_a_doubtful_one() {
+        let whole = |s: ListingScope| match s {
+            ListingScope::WholeTable { why } => why,
+            other => panic!("expected the whole table, got {other:?}"),
+        };
+        assert!(whole(listing_scope(None, Ok(None))).contains("names no partition"));
+        let empty = Markers {
+            kind: Some(MarkerKind::TimelineServerBased),
+            markers: vec![],
+            folders: BTreeSet::new(),
+        };
+        assert!(whole(listing_scope(Some(&empty), Ok(None))).contains("names no partition"));
+        let m = direct(
+            vec![marker(
+                "p1",
+                &format!("a_0-1-2_{T}.parquet"),
+                IoType::Create,
+            )],
+            &[],
+        );
+        // An unreadable workload never narrows, even with markers.
+        assert!(whole(listing_scope(Some(&m), Err("truncated"))).contains("truncated"));
+        for bad in ["../other", "/abs", ".hoodie/metadata", "a//b"] {
+            let w: BTreeSet<String> = [bad.to_string()].into();
+            let why = whole(listing_scope(Some(&m), Ok(Some(&w))));
+            assert!(why.contains("partition it names"), "{bad}: {why}");
+        }
+    }
+
     fn target(state: State) -> PlanTarget {
         PlanTarget {
             requested_time: T.into(),
@@ -462,6 +697,7 @@ mod tests {
         let markers = markers.map(|m| Markers {
             kind: Some(MarkerKind::Direct),
             markers: m,
+            folders: Default::default(),
         });
         plan_rollback(&PlanInput {
             version,
@@ -558,6 +794,7 @@ mod tests {
                 &format!("a_0-1-2_{T}.parquet"),
                 IoType::Create,
             )],
+            folders: Default::default(),
         };
         let p = plan_rollback(&PlanInput {
             version: TableVersion::V8,

@@ -2,6 +2,7 @@
 //! appended to (hudi-format.md §4). Two kinds exist: DIRECT (one empty file per marker) and
 //! TIMELINE_SERVER_BASED (`MARKERS.type` plus `MARKERS<n>` files listing marker names).
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Serialize;
@@ -97,6 +98,10 @@ pub struct Markers {
     pub kind: Option<MarkerKind>,
     /// The markers, sorted and without duplicates.
     pub markers: Vec<Marker>,
+    /// The partition folders below a direct marker folder that hold anything (a marker, its
+    /// checksum, a stray file): the partitions the write had begun to write in. Empty for
+    /// timeline-server markers (their folder has no partition folders).
+    pub folders: BTreeSet<String>,
 }
 
 /// Why markers could not be read. A marker that would point outside the table is an error, never
@@ -194,9 +199,11 @@ pub fn markers_from_listing(
         return Ok(Markers {
             kind: None,
             markers: vec![],
+            folders: BTreeSet::new(),
         });
     }
     let mut markers = Vec::new();
+    let mut folders = BTreeSet::new();
     let kind = match type_file {
         Some(bytes) => {
             let found = String::from_utf8_lossy(bytes).trim().to_string();
@@ -220,6 +227,10 @@ pub fn markers_from_listing(
                 let Some(rel) = meta.path.strip_prefix(dir) else {
                     continue;
                 };
+                let folder = rel.parent();
+                if !folder.as_str().is_empty() {
+                    folders.insert(folder.to_string());
+                }
                 let name = rel.file_name();
                 // Hadoop checksum side files (`.x.marker.CREATE.crc`) are not markers.
                 if name.starts_with('.') && name.ends_with(".crc") {
@@ -238,6 +249,7 @@ pub fn markers_from_listing(
     Ok(Markers {
         kind: Some(kind),
         markers,
+        folders,
     })
 }
 

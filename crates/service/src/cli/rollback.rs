@@ -9,6 +9,7 @@ use clap::Args;
 use hudi_keeper_core::exec::rollback::{
     preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
+use hudi_keeper_core::plan::rollback::ListingScope;
 use hudi_keeper_core::protocol::lock::LockOptions;
 use hudi_keeper_core::storage::{RequestCounter, Storage};
 use hudi_keeper_core::Table;
@@ -165,6 +166,9 @@ fn render_previews(plans: &[RollbackPreview]) -> String {
                 part
             };
             let _ = writeln!(out, "    {name}: {} files, {} bytes", pp.files, pp.bytes);
+        }
+        if !matches!(p.listing, ListingScope::None) {
+            let _ = writeln!(out, "    cross-check listed {}", p.listing);
         }
         if p.files_not_in_markers > 0 {
             let _ = writeln!(
