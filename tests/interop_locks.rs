@@ -72,6 +72,8 @@ fn lock_setup(lock: Lock, zk_key: &str) -> (Vec<(String, String)>, LockProvider)
                     lock_key: zk_key.to_string(),
                     session_timeout: Duration::from_secs(10),
                     connection_timeout: Duration::from_secs(5),
+                    tls: None,
+                    sasl: None,
                 }),
             )
         }

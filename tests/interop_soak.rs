@@ -650,6 +650,8 @@ fn soak(store: Store) {
                 lock_key: t.zk_key.clone(),
                 session_timeout: Duration::from_secs(10),
                 connection_timeout: Duration::from_secs(5),
+                tls: None,
+                sasl: None,
             })
         };
         let lock = LockOptions {

@@ -16,7 +16,7 @@ use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::lock::storage_lock::{LockData, DEFAULT_PATH};
 use hudi_keeper_core::protocol::lock::zk_client::{CreateMode, ZkClient};
 use hudi_keeper_core::protocol::lock::{
-    acquire, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
+    acquire, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig, ZkSecurityFiles,
 };
 use hudi_keeper_core::storage::{RelPath, Storage};
 use hudi_keeper_core::{Error, Table};
@@ -34,6 +34,107 @@ fn zk_lock(connect: &str, key: &str) -> ZkLockConfig {
         lock_key: key.to_string(),
         session_timeout: Duration::from_secs(10),
         connection_timeout: Duration::from_secs(3),
+        tls: None,
+        sasl: None,
+    }
+}
+
+/// The secure ZooKeeper server `scripts/zk-server start-secure` runs: SASL DIGEST-MD5 required
+/// on one port, TLS (and SASL) on the other, and the folder with its CA and JAAS files.
+fn secure_zk() -> (String, String, std::path::PathBuf) {
+    let var = |k: &str| {
+        std::env::var(k).unwrap_or_else(|_| {
+            panic!("{k} is not set: run the tests through scripts/test, which starts the secure ZooKeeper server")
+        })
+    };
+    (
+        var("HUDI_KEEPER_ZK_SASL"),
+        var("HUDI_KEEPER_ZK_TLS"),
+        var("HUDI_KEEPER_ZK_SECURE_DIR").into(),
+    )
+}
+
+/// A lock on the secure server with the TLS and JAAS files named, read as the CLI and the
+/// daemon read them.
+fn secure_lock(connect: &str, key: &str, files: ZkSecurityFiles) -> ZkLockConfig {
+    let (tls, sasl) = files.load().expect("the security files read");
+    ZkLockConfig {
+        tls,
+        sasl,
+        ..zk_lock(connect, key)
+    }
+}
+
+/// Take and release the lock twice; the lock node is there while it is held.
+async fn lock_cycles(config: ZkLockConfig) -> Result<(), Error> {
+    let storage = Storage::from_store(
+        Arc::new(object_store::memory::InMemory::new()),
+        "t",
+        "memory://t",
+    );
+    let opts = options_for(LockProvider::ZooKeeper(config), Duration::from_secs(10));
+    for _ in 0..2 {
+        let guard = acquire(&storage, &opts).await?;
+        guard.fence().check()?;
+        guard.release().await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_zookeeper_that_requires_sasl_digest_takes_our_lock_with_the_writers_jaas_file() {
+    let (sasl_port, _, dir) = secure_zk();
+    let key = unique("sasl");
+    let jaas = |file: &str| ZkSecurityFiles {
+        jaas_file: Some(dir.join(file)),
+        ..Default::default()
+    };
+    lock_cycles(secure_lock(&sasl_port, &key, jaas("client-jaas.conf")))
+        .await
+        .expect("the lock with the writers' credentials");
+    // The server does require them: without SASL, or with a wrong password, no lock.
+    for (what, files) in [
+        ("no SASL", ZkSecurityFiles::default()),
+        ("a wrong password", jaas("wrong-jaas.conf")),
+    ] {
+        let started = std::time::Instant::now();
+        let err = lock_cycles(secure_lock(&sasl_port, &key, files))
+            .await
+            .expect_err(what);
+        assert!(
+            matches!(err, Error::Lock { .. } | Error::LockLost { .. }),
+            "{what}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what}: took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_zookeeper_secure_port_takes_our_lock_over_tls_and_refuses_an_unknown_ca() {
+    let (_, tls_port, dir) = secure_zk();
+    let key = unique("tls");
+    let files = |ca: &str| ZkSecurityFiles {
+        jaas_file: Some(dir.join("client-jaas.conf")),
+        tls_ca_file: Some(dir.join(ca)),
+        ..Default::default()
+    };
+    lock_cycles(secure_lock(&tls_port, &key, files("ca.pem")))
+        .await
+        .expect("the lock over TLS");
+    // A CA that did not sign the server's certificate, and plain TCP to the TLS port: refused.
+    let plain = ZkSecurityFiles {
+        jaas_file: Some(dir.join("client-jaas.conf")),
+        ..Default::default()
+    };
+    for (what, f) in [("another CA", files("other-ca.pem")), ("plain TCP", plain)] {
+        let err = lock_cycles(secure_lock(&tls_port, &key, f))
+            .await
+            .expect_err(what);
+        assert!(matches!(err, Error::Lock { .. }), "{what}: {err}");
     }
 }
 

@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use hudi_keeper_core::protocol::detect::{FailedWritesPolicy, LazyWritersEvidence};
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{
-    storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
+    storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig, ZkSecurityFiles,
 };
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use hudi_keeper_core::Table;
@@ -187,6 +187,22 @@ pub struct LockArgs {
     /// `zookeeper`: the connection timeout (`…connection_timeout_ms`).
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub lock_zookeeper_connection_timeout: std::time::Duration,
+    /// `zookeeper`: SASL DIGEST-MD5 with the `DigestLoginModule` credentials of this JAAS file
+    /// (the writers' `-Djava.security.auth.login.config`).
+    #[arg(long)]
+    pub lock_zookeeper_jaas_file: Option<std::path::PathBuf>,
+    /// `zookeeper`: the JAAS file's section (ZooKeeper's `zookeeper.sasl.clientconfig`).
+    #[arg(long, default_value = "Client")]
+    pub lock_zookeeper_jaas_section: String,
+    /// `zookeeper`: TLS to the servers' secure port, trusting these PEM CA certificates.
+    #[arg(long)]
+    pub lock_zookeeper_tls_ca: Option<std::path::PathBuf>,
+    /// `zookeeper`: the client certificate (PEM) where the servers require one.
+    #[arg(long, requires = "lock_zookeeper_tls_key")]
+    pub lock_zookeeper_tls_cert: Option<std::path::PathBuf>,
+    /// `zookeeper`: the client certificate's key (PEM).
+    #[arg(long, requires = "lock_zookeeper_tls_cert")]
+    pub lock_zookeeper_tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -237,6 +253,18 @@ impl LockArgs {
                         "--lock zookeeper needs --lock-zookeeper-base-path (the writers' hoodie.write.lock.zookeeper.base_path)"
                     )
                 })?;
+                let (tls, sasl) = ZkSecurityFiles {
+                    jaas_file: self.lock_zookeeper_jaas_file.clone(),
+                    jaas_section: self
+                        .lock_zookeeper_jaas_file
+                        .as_ref()
+                        .map(|_| self.lock_zookeeper_jaas_section.clone()),
+                    tls_ca_file: self.lock_zookeeper_tls_ca.clone(),
+                    tls_cert_file: self.lock_zookeeper_tls_cert.clone(),
+                    tls_key_file: self.lock_zookeeper_tls_key.clone(),
+                }
+                .load()
+                .map_err(|e| anyhow::anyhow!("--lock-zookeeper-*: {e}"))?;
                 let config = ZkLockConfig {
                     connect,
                     base_path,
@@ -246,6 +274,8 @@ impl LockArgs {
                         .unwrap_or_else(|| table.config().name.clone()),
                     session_timeout: self.lock_zookeeper_session_timeout,
                     connection_timeout: self.lock_zookeeper_connection_timeout,
+                    tls,
+                    sasl,
                 };
                 config
                     .validate()

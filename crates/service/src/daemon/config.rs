@@ -17,7 +17,7 @@ use figment::Figment;
 use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{
-    storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
+    storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig, ZkSecurityFiles,
 };
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -240,6 +240,16 @@ pub struct LockSettings {
     /// `zookeeper`: the connection timeout.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub zookeeper_connection_timeout: Duration,
+    /// `zookeeper`: SASL DIGEST-MD5 with the `DigestLoginModule` credentials of this JAAS file.
+    pub zookeeper_jaas_file: Option<std::path::PathBuf>,
+    /// `zookeeper`: the JAAS file's section (default `Client`).
+    pub zookeeper_jaas_section: Option<String>,
+    /// `zookeeper`: TLS, trusting these PEM CA certificates.
+    pub zookeeper_tls_ca_file: Option<std::path::PathBuf>,
+    /// `zookeeper`: the client certificate (PEM), with `zookeeper_tls_key_file`.
+    pub zookeeper_tls_cert_file: Option<std::path::PathBuf>,
+    /// `zookeeper`: the client key (PEM), with `zookeeper_tls_cert_file`.
+    pub zookeeper_tls_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for LockSettings {
@@ -257,6 +267,24 @@ impl Default for LockSettings {
             zookeeper_lock_key: None,
             zookeeper_session_timeout: Duration::from_secs(60),
             zookeeper_connection_timeout: Duration::from_secs(15),
+            zookeeper_jaas_file: None,
+            zookeeper_jaas_section: None,
+            zookeeper_tls_ca_file: None,
+            zookeeper_tls_cert_file: None,
+            zookeeper_tls_key_file: None,
+        }
+    }
+}
+
+impl LockSettings {
+    /// The files the ZooKeeper lock's TLS and SASL keys name.
+    pub fn zookeeper_security_files(&self) -> ZkSecurityFiles {
+        ZkSecurityFiles {
+            jaas_file: self.zookeeper_jaas_file.clone(),
+            jaas_section: self.zookeeper_jaas_section.clone(),
+            tls_ca_file: self.zookeeper_tls_ca_file.clone(),
+            tls_cert_file: self.zookeeper_tls_cert_file.clone(),
+            tls_key_file: self.zookeeper_tls_key_file.clone(),
         }
     }
 }
@@ -288,6 +316,10 @@ impl LockSettings {
                 LockProvider::Storage(c)
             }
             "zookeeper" => {
+                let (tls, sasl) = self
+                    .zookeeper_security_files()
+                    .load()
+                    .map_err(|e| format!("lock.zookeeper_*: {e}"))?;
                 let c = ZkLockConfig {
                     connect: self
                         .zookeeper_url
@@ -301,6 +333,8 @@ impl LockSettings {
                     lock_key: self.zookeeper_lock_key.clone().unwrap_or_default(),
                     session_timeout: self.zookeeper_session_timeout,
                     connection_timeout: self.zookeeper_connection_timeout,
+                    tls,
+                    sasl,
                 };
                 c.validate().map_err(|e| format!("lock.zookeeper_*: {e}"))?;
                 LockProvider::ZooKeeper(c)
@@ -1008,6 +1042,14 @@ impl Config {
         })?;
         check_api_storage_options(&entry.storage_options)
             .map_err(|e| ApiRefusal::Invalid(format!("table `{t}`: {e}")))?;
+        if let Some(lock) = &entry.lock {
+            // Files on the daemon's host are the operator's to name, whatever may be weakened.
+            if lock.zookeeper_security_files() != self.defaults.lock.zookeeper_security_files() {
+                return Err(ApiRefusal::Forbidden(format!(
+                    "table `{t}`: lock.zookeeper_jaas_* and lock.zookeeper_tls_* name files on the daemon's host and come from the config file ([defaults.lock]) only"
+                )));
+            }
+        }
         if !self.server.api_may_weaken_safety {
             let weaker = self.defaults.weaker(entry);
             if !weaker.is_empty() {

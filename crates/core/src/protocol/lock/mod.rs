@@ -30,7 +30,8 @@ use crate::storage::{RelPath, Storage, SMALL_FILE_MAX_READ};
 use crate::Error;
 
 pub use storage_lock::StorageLockConfig;
-pub use zookeeper::ZkLockConfig;
+pub use zk_client::{ZkSasl, ZkTls};
+pub use zookeeper::{ZkLockConfig, ZkSecurityFiles};
 
 /// Which lock provider a table's writers use, with its options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +145,7 @@ enum FenceKind {
     /// A lease kept by a renewal task.
     Lease(watch::Receiver<LeaseState>),
     /// A ZooKeeper session.
-    Zk(zk_client::ZkClient),
+    Zk(zk_client::ZkLiveness),
 }
 
 /// The holder's view of its lock: check it right before every mutation.
@@ -187,8 +188,8 @@ impl Fence {
                 }
                 LeaseState::Lost(why) => why.clone(),
             },
-            FenceKind::Zk(client) => {
-                if client.is_alive() {
+            FenceKind::Zk(liveness) => {
+                if liveness.is_alive() {
                     return Ok(());
                 }
                 "the ZooKeeper session went quiet or closed; its lock node may be gone".into()
@@ -529,8 +530,8 @@ pub async fn acquire_until(
             .await
             {
                 Ok(held) => {
-                    let client = held.client.clone();
-                    Ok(guard(Held::Zk(held), FenceKind::Zk(client)))
+                    let liveness = held.client.liveness();
+                    Ok(guard(Held::Zk(held), FenceKind::Zk(liveness)))
                 }
                 Err(zookeeper::ZkAcquireError::Timeout { holder }) => Err(timeout(match holder {
                     Some(h) => format!("held by ZooKeeper node `{h}`; it goes away when its holder releases or its session ends"),
@@ -577,6 +578,8 @@ mod tests {
                 lock_key: key.into(),
                 session_timeout: Duration::from_secs(1),
                 connection_timeout: Duration::from_secs(1),
+                tls: None,
+                sasl: None,
             }),
             timeout: Duration::from_millis(10),
             retry_interval: Duration::from_millis(5),

@@ -12,14 +12,15 @@
 //! persistent, which a Curator peer treats the same).
 //!
 //! A waiting contender looks again every retry interval instead of watching its predecessor:
-//! it costs a request per interval and keeps the client small.
+//! it costs a request per interval and keeps the recipe small. The session itself is
+//! [`super::zk_client`]'s (the `zookeeper-client` crate: TLS, SASL DIGEST-MD5).
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::zk_client::{CreateMode, ZkClient, ZkError};
+use super::zk_client::{CreateMode, ZkClient, ZkConnect, ZkError, ZkSasl, ZkTls};
 
 /// Curator's lock node name, after the protection prefix.
 const LOCK_NAME: &str = "lock-";
@@ -39,6 +40,12 @@ pub struct ZkLockConfig {
     pub session_timeout: Duration,
     /// `hoodie.write.lock.zookeeper.connection_timeout_ms` (Hudi's default: 15 s).
     pub connection_timeout: Duration,
+    /// TLS to the servers' secure port (Java: `zookeeper.client.secure=true` with the
+    /// `zookeeper.ssl.*` stores); `None`: plain TCP.
+    pub tls: Option<ZkTls>,
+    /// SASL DIGEST-MD5 (Java: the `DigestLoginModule` of the JAAS file's `Client` section);
+    /// `None`: no SASL.
+    pub sasl: Option<ZkSasl>,
 }
 
 impl ZkLockConfig {
@@ -68,10 +75,270 @@ impl ZkLockConfig {
         Ok(())
     }
 
+    /// How to open a session with the ensemble.
+    pub fn connect(&self) -> ZkConnect {
+        ZkConnect {
+            connect: self.connect.clone(),
+            session_timeout: self.session_timeout,
+            connection_timeout: self.connection_timeout,
+            tls: self.tls.clone(),
+            sasl: self.sasl.clone(),
+        }
+    }
+
     /// The znode of the mutex: `<base_path>/<lock_key>`.
     pub fn lock_path(&self) -> String {
         format!("{}/{}", self.base_path.trim_end_matches('/'), self.lock_key)
     }
+}
+
+/// The files a ZooKeeper lock's TLS and SASL settings name, as an operator gives them (CLI
+/// flags, the daemon's `[lock]` keys): one place that reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZkSecurityFiles {
+    /// A JAAS file with a `DigestLoginModule` entry (the writers' `java.security.auth.login.config`).
+    pub jaas_file: Option<std::path::PathBuf>,
+    /// Its section (default `Client`, as ZooKeeper's `zookeeper.sasl.clientconfig`).
+    pub jaas_section: Option<String>,
+    /// PEM CA certificates: TLS on.
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// PEM client certificate, with `tls_key_file`.
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    /// PEM client key, with `tls_cert_file`.
+    pub tls_key_file: Option<std::path::PathBuf>,
+}
+
+impl ZkSecurityFiles {
+    /// Whether any file is named.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The TLS settings and the SASL credentials these files give (the JAAS file is read now;
+    /// the PEM files when a session is opened).
+    pub fn load(&self) -> Result<(Option<ZkTls>, Option<ZkSasl>), String> {
+        let tls = match (&self.tls_ca_file, &self.tls_cert_file, &self.tls_key_file) {
+            (None, None, None) => None,
+            (None, _, _) => {
+                return Err("a TLS client certificate or key needs the CA file too".into())
+            }
+            (Some(_), Some(_), None) | (Some(_), None, Some(_)) => {
+                return Err(
+                    "a TLS client certificate needs both the certificate and the key file".into(),
+                )
+            }
+            (Some(ca), cert, key) => Some(ZkTls {
+                ca_file: ca.clone(),
+                cert_file: cert.clone(),
+                key_file: key.clone(),
+            }),
+        };
+        let sasl = match &self.jaas_file {
+            None if self.jaas_section.is_some() => {
+                return Err("a JAAS section needs the JAAS file".into())
+            }
+            None => None,
+            Some(path) => {
+                let bytes = read_small(path)?;
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| format!("the JAAS file `{}` is not UTF-8", path.display()))?;
+                let section = self.jaas_section.as_deref().unwrap_or("Client");
+                Some(
+                    jaas_digest_credentials(&text, section)
+                        .map_err(|e| format!("the JAAS file `{}`: {e}", path.display()))?,
+                )
+            }
+        };
+        Ok((tls, sasl))
+    }
+}
+
+/// A small configuration file, at most 1 MiB.
+fn read_small(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("`{}`: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take((1 << 20) + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("`{}`: {e}", path.display()))?;
+    if bytes.len() > 1 << 20 {
+        return Err(format!("`{}` is larger than 1 MiB", path.display()));
+    }
+    Ok(bytes)
+}
+
+/// The DIGEST-MD5 credentials of a JAAS login configuration (the file a Java writer names
+/// with `-Djava.security.auth.login.config`): the `username` and `password` options of the
+/// `org.apache.zookeeper.server.auth.DigestLoginModule` entry of `section` (ZooKeeper's client
+/// reads `Client` unless `zookeeper.sasl.clientconfig` names another). `//` and `/* */`
+/// comments, quoted and bare values are read as Java reads them. An error never quotes the
+/// file's text beyond section, module and option names.
+pub fn jaas_digest_credentials(text: &str, section: &str) -> Result<ZkSasl, String> {
+    const DIGEST: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
+    let tokens = jaas_tokens(text)?;
+    let mut i = 0;
+    let next = |i: &mut usize| -> Option<&JaasToken> {
+        let t = tokens.get(*i);
+        *i += 1;
+        t
+    };
+    let mut found = false;
+    let mut modules = Vec::new();
+    let mut digest: Option<(Option<String>, Option<String>)> = None;
+    while let Some(t) = next(&mut i) {
+        let JaasToken::Word(name) = t else {
+            return Err("expected a section name".into());
+        };
+        if next(&mut i) != Some(&JaasToken::Open) {
+            return Err(format!("section `{name}`: expected `{{`"));
+        }
+        let this = name == section;
+        found |= this;
+        // Entries: module flag (key=value)* ; … then `}` `;`.
+        loop {
+            match next(&mut i) {
+                Some(JaasToken::Close) => break,
+                Some(JaasToken::Word(module)) => {
+                    let Some(JaasToken::Word(_flag)) = next(&mut i) else {
+                        return Err(format!("section `{name}`: module `{module}` has no flag"));
+                    };
+                    let mut options: Vec<(String, String)> = Vec::new();
+                    loop {
+                        match next(&mut i) {
+                            Some(JaasToken::Semi) => break,
+                            Some(JaasToken::Word(key)) => {
+                                if next(&mut i) != Some(&JaasToken::Eq) {
+                                    return Err(format!(
+                                        "section `{name}`: option `{key}` has no `=`"
+                                    ));
+                                }
+                                match next(&mut i) {
+                                    Some(JaasToken::Word(v)) | Some(JaasToken::Quoted(v)) => {
+                                        options.push((key.clone(), v.clone()))
+                                    }
+                                    _ => {
+                                        return Err(format!(
+                                            "section `{name}`: option `{key}` has no value"
+                                        ))
+                                    }
+                                }
+                            }
+                            _ => {
+                                return Err(format!(
+                                    "section `{name}`: module `{module}` does not end with `;`"
+                                ))
+                            }
+                        }
+                    }
+                    if this {
+                        modules.push(module.clone());
+                        if module == DIGEST {
+                            let get = |k: &str| {
+                                options.iter().find(|(o, _)| o == k).map(|(_, v)| v.clone())
+                            };
+                            digest = Some((get("username"), get("password")));
+                        }
+                    }
+                }
+                _ => return Err(format!("section `{name}`: expected a login module or `}}`")),
+            }
+        }
+        if next(&mut i) != Some(&JaasToken::Semi) {
+            return Err(format!("section `{name}`: expected `;` after `}}`"));
+        }
+    }
+    if !found {
+        return Err(format!("no section `{section}`"));
+    }
+    match digest {
+        Some((Some(username), Some(password))) => Ok(ZkSasl { username, password }),
+        Some(_) => Err(format!(
+            "section `{section}`: the DigestLoginModule entry needs both username and password"
+        )),
+        None => Err(format!(
+            "section `{section}` has no {DIGEST} entry (found: {}); only SASL DIGEST-MD5 is supported",
+            if modules.is_empty() { "none".to_string() } else { modules.join(", ") }
+        )),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum JaasToken {
+    Word(String),
+    Quoted(String),
+    Open,
+    Close,
+    Semi,
+    Eq,
+}
+
+fn jaas_tokens(text: &str) -> Result<Vec<JaasToken>, String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {}
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut prev = ' ';
+                let mut closed = false;
+                for c in chars.by_ref() {
+                    if prev == '*' && c == '/' {
+                        closed = true;
+                        break;
+                    }
+                    prev = c;
+                }
+                if !closed {
+                    return Err("a `/*` comment is not closed".into());
+                }
+            }
+            '{' => out.push(JaasToken::Open),
+            '}' => out.push(JaasToken::Close),
+            ';' => out.push(JaasToken::Semi),
+            '=' => out.push(JaasToken::Eq),
+            '"' => {
+                let mut v = String::new();
+                let mut closed = false;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => {
+                            closed = true;
+                            break;
+                        }
+                        '\\' => match chars.next() {
+                            Some(e) => v.push(e),
+                            None => break,
+                        },
+                        c => v.push(c),
+                    }
+                }
+                if !closed {
+                    return Err("a quoted value is not closed".into());
+                }
+                out.push(JaasToken::Quoted(v));
+            }
+            c => {
+                let mut w = String::from(c);
+                while let Some(&n) = chars.peek() {
+                    if n.is_whitespace() || "{};=\"".contains(n) {
+                        break;
+                    }
+                    w.push(n);
+                    chars.next();
+                }
+                out.push(JaasToken::Word(w));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The sort key of a lock node: what follows the last `lock-` (Curator's rule); a name without
@@ -139,12 +406,7 @@ pub async fn acquire(
     cancel: Option<&CancellationToken>,
 ) -> Result<ZkHeld, ZkAcquireError> {
     let started = tokio::time::Instant::now();
-    let client = ZkClient::connect(
-        &config.connect,
-        config.session_timeout,
-        config.connection_timeout,
-    )
-    .await?;
+    let client = ZkClient::open(&config.connect()).await?;
     let result = contend(&client, config, owner, started, timeout, retry, cancel).await;
     match result {
         Ok(node) => {
@@ -222,6 +484,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn digest_credentials_come_from_the_client_section_of_a_jaas_file() {
+        let jaas = r#"
+            // Hudi writers' JAAS file
+            Server {
+              org.apache.zookeeper.server.auth.DigestLoginModule required
+              user_bob="server-side";
+            };
+            /* the client */
+            Client {
+              org.apache.zookeeper.server.auth.DigestLoginModule required
+              username="bob"
+              password="s3cr=t;\"x\"";
+            };
+            Other { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };
+        "#;
+        let c = jaas_digest_credentials(jaas, "Client").unwrap();
+        assert_eq!(c.username, "bob");
+        assert_eq!(c.password, "s3cr=t;\"x\"");
+        assert!(
+            !format!("{c:?}").contains("s3cr"),
+            "the password is redacted"
+        );
+        let err = jaas_digest_credentials(jaas, "Other").unwrap_err();
+        assert!(
+            err.contains("only SASL DIGEST-MD5") && err.contains("Krb5LoginModule"),
+            "{err}"
+        );
+        assert!(jaas_digest_credentials(jaas, "Nope")
+            .unwrap_err()
+            .contains("no section"));
+        let server = jaas_digest_credentials(jaas, "Server").unwrap_err();
+        assert!(server.contains("both username and password"), "{server}");
+    }
+
+    #[test]
+    fn a_malformed_jaas_file_is_an_error_that_does_not_quote_secrets() {
+        for bad in [
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=\"a\" password=\"hunter2\" }; ",
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=\"a\" password=\"hunter2",
+            "Client org.apache.zookeeper.server.auth.DigestLoginModule",
+            "Client { x required password hunter2; };",
+            "/* hunter2",
+            "",
+        ] {
+            let err = jaas_digest_credentials(bad, "Client").unwrap_err();
+            assert!(!err.contains("hunter2"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn nodes_sort_by_the_sequence_after_the_last_lock_name() {
         let mut names = [
             "_c_bbbb-lock-0000000003",
@@ -243,6 +555,8 @@ mod tests {
             lock_key: "trips".into(),
             session_timeout: Duration::from_secs(60),
             connection_timeout: Duration::from_secs(15),
+            tls: None,
+            sasl: None,
         };
         assert_eq!(c.lock_path(), "/hudi/locks/trips");
     }
