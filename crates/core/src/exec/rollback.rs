@@ -711,6 +711,16 @@ async fn make_plan(
     Ok((planned, scope))
 }
 
+/// How many instants [`rollback`] would roll back (or resume) now: the selection alone, with
+/// its refusals of a named instant, without planning (no listing of the table). Changes nothing.
+pub async fn count_selected(
+    table: &Table,
+    selection: &Selection,
+    options: &RollbackOptions,
+) -> Result<usize, Error> {
+    Ok(select(table, selection, options).await?.len())
+}
+
 /// Preview what [`rollback`] would do, changing nothing.
 pub async fn preview(
     table: &Table,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use hudi_keeper_core::exec::rollback::{
-    preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
+    count_selected, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::plan::rollback::ListingScope;
 use hudi_keeper_core::protocol::lock::LockOptions;
@@ -77,8 +77,21 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         Some(t) => Selection::Instant(t.clone()),
         None => Selection::AllFailed,
     };
-    let plans = preview(&table, &selection, &options).await?;
-    if args.dry_run || plans.is_empty() {
+    // Unattended (--yes), the plan is made once, by the rollback itself: a preview would list
+    // every partition the failed writes touched a second time, to show nothing. Only whether
+    // there is anything to do is asked first (no listing).
+    let unattended = args.yes && !args.dry_run;
+    let plans = if unattended {
+        Vec::new()
+    } else {
+        preview(&table, &selection, &options).await?
+    };
+    let nothing = if unattended {
+        count_selected(&table, &selection, &options).await? == 0
+    } else {
+        plans.is_empty()
+    };
+    if args.dry_run || nothing {
         if args.json {
             let doc = serde_json::json!({"table": table.uri(), "dry_run": args.dry_run, "rollbacks": plans});
             println!("{}", serde_json::to_string_pretty(&doc)?);
