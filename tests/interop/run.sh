@@ -11,8 +11,9 @@
 #   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
 #   run.sh selftest [root]                            (generate+verify+diff per version)
 #   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
-#   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files)
-#   run.sh bench-rollback <version-key> <dir>         (times Hudi's rollback of it; mutates <dir>)
+#   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files;
+#                                                     <dir> or an s3a:// base path)
+#   run.sh bench-rollback <version-key> <dir>         (times Hudi's rollback of it; mutates <dir>; <dir> or s3a://)
 #   run.sh writer <version-key> <dir> <id> <commits>  (one of several concurrent writers; the JVM replaces the shell)
 #   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
 #   run.sh hold-lock <version-key> <dir> <seconds>    (take the writers' lock with Hudi's provider, hold it, release)
@@ -24,10 +25,11 @@
 #   run.sh restore <version-key> <dir> <instant> [--savepoint|--to-instant]
 #                                                     (Hudi's own restoreToSavepoint / restoreToInstant)
 #   run.sh commit <version-key> <dir>                 (one more completed upsert commit, p0-p2 + new keys in p3)
+#   run.sh commits-n <version-key> <dir> <n>         (<n> such commits in one JVM; JSON summary)
 #   run.sh hfile-read <version-key> <hfile> [--native] (Hudi's Avro HFile reader on one file; records as JSON)
 # INTEROP_LOCK (filesystem | zookeeper,<host:port>,<base_path>,<key> | storage,<s3-endpoint>,<validity-s>,<renew-s>)
 # picks the writers' lock provider (storage: Hudi 1.1's StorageBasedLockProvider on an s3a:// base path).
-# generate, writer and verify also take an s3a://<bucket>/<key> base path instead of <dir> (Hadoop's S3A
+# generate, writer, verify, bench-fail and bench-rollback also take an s3a://<bucket>/<key> base path instead of <dir> (Hadoop's S3A
 # against INTEROP_S3_ENDPOINT, else HUDI_KEEPER_S3_ENDPOINT; see README "Tables on S3"); generate there
 # makes the direct-marker scenarios without Hudi's reference rollback.
 #
@@ -411,15 +413,25 @@ cmd_timeline() {
 # Not part of selftest or CI. See README "Rollback benchmark (Hudi's own)".
 BENCH_JVM=(-Xmx${BENCH_XMX:-4g} ${BENCH_JVM_FLAGS:-})
 
+# <dir> may be an s3a://bucket/key base path: the table and its side files (scenario.json,
+# expected-records.json) are then written through S3A (README "Tables on S3"), the JVM's logs go to
+# BENCH_LOGS (else a new /tmp/interop-bench.* folder), and Java refuses a base path that holds a table.
 cmd_bench_fail() {
-  [[ $# == 3 || $# == 4 ]] || die "usage: run.sh bench-fail <version-key> <dir> <files> [partitions]"
+  [[ $# == 3 || $# == 4 ]] || die "usage: run.sh bench-fail <version-key> <dir|s3a://bucket/key> <files> [partitions]"
   local key="$1" dir="$2" files="$3" parts="${4:-100}"
   module_dir "$key" >/dev/null
   [[ "$files" =~ ^[0-9]+$ && "$parts" =~ ^[0-9]+$ ]] || die "files and partitions must be numbers"
-  [[ -e "$dir" ]] && die "$dir already exists"
+  local logs
+  if is_uri "$dir"; then
+    logs="${BENCH_LOGS:-}"
+    [[ -n "$logs" ]] || logs="$(mktemp -d /tmp/interop-bench.XXXXXX)"
+    mkdir -p "$logs"
+  else
+    [[ -e "$dir" ]] && die "$dir already exists"
+    logs="$dir.logs"
+    rm -rf "$logs"; mkdir -p "$logs"
+  fi
   cmd_build
-  local logs="$dir.logs"
-  rm -rf "$logs"; mkdir -p "$logs"
   HJ_JVM_EXTRA=("${BENCH_JVM[@]}")
   local t0 failed
   t0=$(date +%s%N)
@@ -430,6 +442,12 @@ cmd_bench_fail() {
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   local written
   written="$(grep '^READY_TO_DIE' "$logs/fail.stdout" | head -1 | sed -n 's/.*files=\([0-9]*\).*/\1/p')"
+  if is_uri "$dir"; then
+    HJ_JVM_EXTRA=()
+    hj "$key" scenario-set --dir "$dir" --json "{\"failed_instant\": \"$failed\", \"stale_lock_file_left\": false, \"bench\": {\"files_written\": ${written:-null}, \"generate_ms\": $ms}}" \
+      >"$logs/scenario-set.stdout" 2>"$logs/scenario-set.stderr" \
+      || { cat "$logs/scenario-set.stderr" >&2; die "scenario-set failed ($logs)"; }
+  else
   python3 - "$dir/scenario.json" "$failed" "$ms" "$written" <<'PY'
 import json, sys
 p, t, ms, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -440,12 +458,16 @@ d["bench"]["files_written"] = int(n) if n else None
 d["bench"]["generate_ms"] = ms
 json.dump(d, open(p, "w"), indent=2)
 PY
+  fi
   log "  killed writer of $failed after writing ${written:-?} files; generation took ${ms} ms (JVM start to kill)"
   echo "{\"failed_instant\": \"$failed\", \"files\": ${written:-null}, \"generate_ms\": $ms}"
 }
 
+# <dir> may be an s3a://bucket/key base path (a table bench-fail made there). BENCH_PHASE_URL, when set,
+# gets a GET <url>/hudi-rollback-call right before rollbackFailedWrites() and <url>/hudi-jvm-after right
+# after it (scripts/bench-s3-rollback's counting proxy attributes requests to the call with them).
 cmd_bench_rollback() {
-  [[ $# == 2 ]] || die "usage: run.sh bench-rollback <version-key> <dir>"
+  [[ $# == 2 ]] || die "usage: run.sh bench-rollback <version-key> <dir|s3a://bucket/key>"
   local key="$1" dir="$2"
   module_dir "$key" >/dev/null
   cmd_build
@@ -468,6 +490,15 @@ cmd_hfile_read() {
   mod="$(module_dir "$key")"
   timeout "${HJ_TIMEOUT:-900}" java "${JAVA_OPTS[@]}" \
     -cp "$mod/target/classes:$(cat "$mod/target/classpath.txt")" io.hudikeeper.interop.HFileRead "$file" "$@"
+}
+
+# <n> completed upsert commits in one JVM, each what `commit` writes (Main commits-n).
+cmd_commits_n() {
+  [[ $# == 3 && "$3" =~ ^[1-9][0-9]*$ ]] || die "usage: run.sh commits-n <version-key> <dir> <n>"
+  module_dir "$1" >/dev/null
+  [[ -f "$2/scenario.json" ]] || die "$2/scenario.json missing (commits-n needs the scenario of the table)"
+  cmd_build
+  HJ_TIMEOUT="${HJ_TIMEOUT:-3600}" hj "$1" commits-n --dir "$2" --n "$3"
 }
 
 cmd_versions() {
@@ -494,6 +525,7 @@ case "${1:-}" in
   restore) shift; cmd_restore "$@" ;;
   commit) shift; [[ $# == 2 ]] || die "usage: run.sh commit <version-key> <dir>"
     cmd_build; hj "$1" commit --dir "$2" ;;
+  commits-n) shift; cmd_commits_n "$@" ;;
   hold-lock) shift; [[ $# == 3 ]] || die "usage: run.sh hold-lock <version-key> <dir> <seconds>"
     cmd_build; hj_exec "$1" hold-lock --dir "$2" --seconds "$3" ;;
   lock-cycles) shift; [[ $# == 5 || $# == 6 ]] || die "usage: run.sh lock-cycles <version-key> <base-uri> <cycles> <hold-ms> <wait-ms> [pause-ms]"

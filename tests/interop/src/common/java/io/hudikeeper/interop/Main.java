@@ -29,6 +29,7 @@ import java.util.Properties;
  *   commits  --dir D --scenario S   create the table and run the completed commits
  *   fail     --dir D                start one more write and stop before it completes (READY_TO_DIE)
  *   scenario-set --dir D --json J   merge the top-level fields of JSON object J into D's scenario.json
+ *                                   (objects on both sides are merged field by field)
  *   copy-local --from B --to D      copy the table at base path B (s3a://...) into the new local folder D
  *                                   (see TableDir; commits, fail, writer and scenario-set also take an
  *                                   s3a:// base path as --dir)
@@ -37,7 +38,8 @@ import java.util.Properties;
  *   dump     --file F               print a timeline file (Avro decoded)
  *   timeline --dir D                Hudi's active timeline of D (and of its metadata table) as JSON, read-only
  *   bench-fail --dir D --files N [--partitions P]   benchmark table with a failed write of ~N files
- *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table
+ *                                   (D: a local folder or an s3a:// base path)
+ *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table (local or s3a://)
  *   writer   --dir D --id W --commits N   commit N insert batches of new keys in a loop (OCC, the lock of
  *                                   INTEROP_LOCK, no cleaning); prints COMMITTED/FAILED lines and a JSON summary
  *   savepoint --dir D --instant T   Hudi's own savepoint of completed commit T (user "interop", comment "harness")
@@ -46,6 +48,8 @@ import java.util.Properties;
  *                                   exit 1 with the exception on stderr when Hudi refuses or fails
  *   commit   --dir D                one more completed upsert commit (k00-k05 updated, 3 new keys in p3);
  *                                   writes expected-records-T.json when the previous commit has one
+ *   commits-n --dir D --n N         N such commits in one JVM (one write client); the same rows and
+ *                                   expected-records-T.json files as N runs of commit; prints a JSON summary
  *   hold-lock --dir D --seconds N   take the table lock the writers take (INTEROP_LOCK's provider, Hudi's
  *                                   own provider class), print LOCKED, hold it N seconds, release, print UNLOCKED
  *   lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]   take the lock of base path B N
@@ -91,6 +95,7 @@ public final class Main {
       case "restore" -> rc = restore(new File(req(opts, "dir")), req(opts, "instant"),
           opts.getOrDefault("mode", "savepoint"));
       case "commit" -> rc = commit(new File(req(opts, "dir")));
+      case "commits-n" -> rc = commitsN(new File(req(opts, "dir")), Integer.parseInt(req(opts, "n")));
       case "hold-lock" -> rc = holdLock(new File(req(opts, "dir")), Integer.parseInt(req(opts, "seconds")));
       case "lock-cycles" -> rc = LockCycles.run(req(opts, "base"), Integer.parseInt(req(opts, "cycles")),
           Long.parseLong(req(opts, "hold-ms")), Long.parseLong(req(opts, "wait-ms")),
@@ -101,9 +106,9 @@ public final class Main {
       case "verify" -> rc = Verify.run(new File(req(opts, "dir")), new File(req(opts, "expect")));
       case "dump" -> rc = Dump.run(new File(req(opts, "file")));
       case "timeline" -> rc = Timeline.run(new File(req(opts, "dir")));
-      case "bench-fail" -> rc = Bench.fail(new File(req(opts, "dir")), Integer.parseInt(req(opts, "files")),
+      case "bench-fail" -> rc = Bench.fail(TableDir.of(req(opts, "dir")), Integer.parseInt(req(opts, "files")),
           Integer.parseInt(opts.getOrDefault("partitions", "100")));
-      case "bench-rollback" -> rc = Bench.rollback(new File(req(opts, "dir")));
+      case "bench-rollback" -> rc = Bench.rollback(TableDir.of(req(opts, "dir")));
       default -> {
         usage();
         rc = 2;
@@ -119,7 +124,7 @@ public final class Main {
         + " | scenario-set --dir D --json J | copy-local --from B --to D"
         + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N | savepoint --dir D --instant T"
         + " | lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]"
-        + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D"
+        + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D | commits-n --dir D --n N"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
         + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
     System.exit(2);
@@ -553,6 +558,81 @@ public final class Main {
   }
 
   /**
+   * {@code commits-n}: {@link #commit} N times in one JVM, with one write client (as {@link #commits} uses
+   * one). Each commit writes what {@code commit} writes (k00-k05 upserted with {@code ts=5},
+   * {@code val="commit-<T>"}, three new keys {@code n<T>r<i>} in p3) and, when the previous completed commit
+   * has one, {@code expected-records-<T>.json}. Prints {"instants": [...], "ms_per_commit": [...], "total_ms"}.
+   */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int commitsN(File dir, int n) throws Exception {
+    if (n < 1) {
+      throw new IllegalArgumentException("--n must be at least 1, got " + n);
+    }
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    Properties extra = new Properties();
+    if (s.mor) {
+      // as commit(): MOR inserts into a small file group lose the group's logged updates
+      extra.setProperty("hoodie.parquet.small.file.limit", "0");
+    }
+    HoodieTableMetaClient mc = metaClient(conf, base);
+    ArrayNode instants = JSON.createArrayNode();
+    ArrayNode times = JSON.createArrayNode();
+    long start = System.currentTimeMillis();
+    try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, base, extra))) {
+      for (int c = 0; c < n; c++) {
+        long t0 = System.currentTimeMillis();
+        String t = client.startCommit();
+        List<Data.Row> rows = new ArrayList<>();
+        for (int i = 0; i <= 5; i++) {
+          rows.add(new Data.Row(Data.key(i), Data.part(i), 5, "commit-" + t, 5000 + i));
+        }
+        for (int i = 0; i < 3; i++) {
+          rows.add(new Data.Row("n" + t + "r" + i, Data.partValue(3), 5, "commit-" + t, 6000 + i));
+        }
+        List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
+        for (WriteStatus w : ws) {
+          if (w.hasErrors()) {
+            throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
+          }
+        }
+        if (!client.commit(t, ws)) {
+          throw new IllegalStateException("commit " + t + " failed");
+        }
+        mc = HoodieTableMetaClient.reload(mc);
+        String previous = null;
+        for (HoodieInstant i : mc.getCommitsTimeline().filterCompletedInstants().getInstants()) {
+          String it = Compat.instantTime(i);
+          if (it.compareTo(t) < 0 && (previous == null || it.compareTo(previous) > 0)) {
+            previous = it;
+          }
+        }
+        File prevFile = previous == null ? null : expectedFile(dir, previous);
+        if (prevFile != null && prevFile.exists()) {
+          ObjectNode want = (ObjectNode) JSON.readTree(prevFile);
+          Map<String, com.fasterxml.jackson.databind.JsonNode> recs = new java.util.TreeMap<>();
+          want.get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
+          Data.toJson(rowMap(rows)).get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
+          ObjectNode sorted = want.putObject("records");
+          recs.forEach(sorted::set);
+          JSON.writeValue(expectedFile(dir, t), want);
+        }
+        instants.add(t);
+        times.add(System.currentTimeMillis() - t0);
+        System.err.println("COMMITTED " + t + " (" + (c + 1) + "/" + n + ") in " + (System.currentTimeMillis() - t0) + " ms");
+      }
+    }
+    ObjectNode out = JSON.createObjectNode();
+    out.set("instants", instants);
+    out.set("ms_per_commit", times);
+    out.put("total_ms", System.currentTimeMillis() - start);
+    OUT.println(JSON.writeValueAsString(out));
+    return 0;
+  }
+
+  /**
    * Holds the table lock through Hudi's own lock provider class (the one the writers are configured
    * with), as a writer inside its commit would.
    */
@@ -585,12 +665,26 @@ public final class Main {
     return 0;
   }
 
-  /** {@code scenario-set}: merges the top-level fields of {@code json} into the table's scenario.json. */
+  /**
+   * {@code scenario-set}: merges the top-level fields of {@code json} into the table's scenario.json; a
+   * field whose value is an object on both sides is merged the same way, one level down and further.
+   */
   static int scenarioSet(TableDir dir, String json) throws Exception {
     ObjectNode sj = (ObjectNode) JSON.readTree(dir.read("scenario.json"));
-    sj.setAll((ObjectNode) JSON.readTree(json));
+    merge(sj, (ObjectNode) JSON.readTree(json));
     dir.writeJson("scenario.json", sj);
     return 0;
+  }
+
+  private static void merge(ObjectNode into, ObjectNode from) {
+    from.fields().forEachRemaining(e -> {
+      com.fasterxml.jackson.databind.JsonNode old = into.get(e.getKey());
+      if (old instanceof ObjectNode o && e.getValue() instanceof ObjectNode v) {
+        merge(o, v);
+      } else {
+        into.set(e.getKey(), e.getValue());
+      }
+    });
   }
 
   /** Prints the line the driver waits for, then blocks until SIGKILL. */
