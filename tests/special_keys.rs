@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::fixtures::{Fixture, Kind, T1, T2, TF};
+use common::fixtures::{workload, Fixture, Kind, T1, T2, TF};
 use futures::TryStreamExt;
 use hudi_keeper_core::exec::restore::{restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
@@ -130,6 +130,17 @@ async fn make_special(store: &dyn ObjectStore, root: &str, timeline_server: bool
         )
         .await;
     }
+    // The failed write's inflight workload, as Hudi profiled it: every partition it wrote to,
+    // under the names the table has now.
+    let written = partitions();
+    let written: Vec<&str> = written.iter().map(String::as_str).collect();
+    put_raw(
+        store,
+        root,
+        &format!(".hoodie/{TF}.inflight"),
+        &workload(Kind::CowV6, &written),
+    )
+    .await;
     if timeline_server {
         let markers: Vec<String> = raw(store, root)
             .await
