@@ -500,59 +500,23 @@ public final class Main {
     Scenario s = Scenario.load(dir);
     String base = base(dir);
     StorageConfiguration<Configuration> conf = storageConf(false);
-    Properties extra = new Properties();
-    if (s.mor) {
-      // see writer(): MOR inserts into a small file group lose the group's logged updates
-      extra.setProperty("hoodie.parquet.small.file.limit", "0");
-    }
     HoodieTableMetaClient mc = metaClient(conf, base);
-    String t;
-    List<Data.Row> rows = new ArrayList<>();
+    Committed c;
     try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
-        writeConfig(s, base, extra))) {
-      t = client.startCommit();
-      for (int i = 0; i <= 5; i++) {
-        rows.add(new Data.Row(Data.key(i), Data.part(i), 5, "commit-" + t, 5000 + i));
-      }
-      for (int i = 0; i < 3; i++) {
-        rows.add(new Data.Row("n" + t + "r" + i, Data.partValue(3), 5, "commit-" + t, 6000 + i));
-      }
-      List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
-      for (WriteStatus w : ws) {
-        if (w.hasErrors()) {
-          throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
-        }
-      }
-      if (!client.commit(t, ws)) {
-        throw new IllegalStateException("commit " + t + " failed");
-      }
+        writeConfig(s, base, commitProps(s)))) {
+      c = commitOnce(client);
     }
-    mc = HoodieTableMetaClient.reload(mc);
-    String previous = null;
-    for (HoodieInstant i : mc.getCommitsTimeline().filterCompletedInstants().getInstants()) {
-      String it = Compat.instantTime(i);
-      if (it.compareTo(t) < 0 && (previous == null || it.compareTo(previous) > 0)) {
-        previous = it;
-      }
-    }
+    String previous = previousCompleted(HoodieTableMetaClient.reload(mc), c.instant());
+    File expected = writeExpected(dir, previous, c);
     ObjectNode n = JSON.createObjectNode();
-    n.put("instant", t);
+    n.put("instant", c.instant());
     n.put("previous_commit", previous);
-    File prevFile = previous == null ? null : expectedFile(dir, previous);
-    if (prevFile != null && prevFile.exists()) {
-      ObjectNode want = (ObjectNode) JSON.readTree(prevFile);
-      // sorted by key, like Data.toJson
-      Map<String, com.fasterxml.jackson.databind.JsonNode> recs = new java.util.TreeMap<>();
-      want.get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
-      Data.toJson(rowMap(rows)).get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
-      ObjectNode sorted = want.putObject("records");
-      recs.forEach(sorted::set);
-      JSON.writeValue(expectedFile(dir, t), want);
-      n.put("expected_records_file", expectedFile(dir, t).getAbsolutePath());
+    if (expected != null) {
+      n.put("expected_records_file", expected.getAbsolutePath());
     } else {
       n.putNull("expected_records_file");
     }
-    n.set("records", Data.toJson(rowMap(rows)).get("records"));
+    n.set("records", Data.toJson(rowMap(c.rows())).get("records"));
     OUT.println(JSON.writeValueAsString(n));
     return 0;
   }
@@ -571,57 +535,21 @@ public final class Main {
     Scenario s = Scenario.load(dir);
     String base = base(dir);
     StorageConfiguration<Configuration> conf = storageConf(false);
-    Properties extra = new Properties();
-    if (s.mor) {
-      // as commit(): MOR inserts into a small file group lose the group's logged updates
-      extra.setProperty("hoodie.parquet.small.file.limit", "0");
-    }
     HoodieTableMetaClient mc = metaClient(conf, base);
     ArrayNode instants = JSON.createArrayNode();
     ArrayNode times = JSON.createArrayNode();
     long start = System.currentTimeMillis();
     try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
-        writeConfig(s, base, extra))) {
-      for (int c = 0; c < n; c++) {
+        writeConfig(s, base, commitProps(s)))) {
+      for (int i = 0; i < n; i++) {
         long t0 = System.currentTimeMillis();
-        String t = client.startCommit();
-        List<Data.Row> rows = new ArrayList<>();
-        for (int i = 0; i <= 5; i++) {
-          rows.add(new Data.Row(Data.key(i), Data.part(i), 5, "commit-" + t, 5000 + i));
-        }
-        for (int i = 0; i < 3; i++) {
-          rows.add(new Data.Row("n" + t + "r" + i, Data.partValue(3), 5, "commit-" + t, 6000 + i));
-        }
-        List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
-        for (WriteStatus w : ws) {
-          if (w.hasErrors()) {
-            throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
-          }
-        }
-        if (!client.commit(t, ws)) {
-          throw new IllegalStateException("commit " + t + " failed");
-        }
+        Committed c = commitOnce(client);
         mc = HoodieTableMetaClient.reload(mc);
-        String previous = null;
-        for (HoodieInstant i : mc.getCommitsTimeline().filterCompletedInstants().getInstants()) {
-          String it = Compat.instantTime(i);
-          if (it.compareTo(t) < 0 && (previous == null || it.compareTo(previous) > 0)) {
-            previous = it;
-          }
-        }
-        File prevFile = previous == null ? null : expectedFile(dir, previous);
-        if (prevFile != null && prevFile.exists()) {
-          ObjectNode want = (ObjectNode) JSON.readTree(prevFile);
-          Map<String, com.fasterxml.jackson.databind.JsonNode> recs = new java.util.TreeMap<>();
-          want.get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
-          Data.toJson(rowMap(rows)).get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
-          ObjectNode sorted = want.putObject("records");
-          recs.forEach(sorted::set);
-          JSON.writeValue(expectedFile(dir, t), want);
-        }
-        instants.add(t);
+        writeExpected(dir, previousCompleted(mc, c.instant()), c);
+        instants.add(c.instant());
         times.add(System.currentTimeMillis() - t0);
-        System.err.println("COMMITTED " + t + " (" + (c + 1) + "/" + n + ") in " + (System.currentTimeMillis() - t0) + " ms");
+        System.err.println("COMMITTED " + c.instant() + " (" + (i + 1) + "/" + n + ") in "
+            + (System.currentTimeMillis() - t0) + " ms");
       }
     }
     ObjectNode out = JSON.createObjectNode();
@@ -630,6 +558,75 @@ public final class Main {
     out.put("total_ms", System.currentTimeMillis() - start);
     OUT.println(JSON.writeValueAsString(out));
     return 0;
+  }
+
+  /** A completed commit of {@link #commitOnce}: its instant and the rows it wrote. */
+  record Committed(String instant, List<Data.Row> rows) {}
+
+  /** The write properties of {@link #commit}'s upserts. */
+  static Properties commitProps(Scenario s) {
+    Properties extra = new Properties();
+    if (s.mor) {
+      // see writer(): MOR inserts into a small file group lose the group's logged updates
+      extra.setProperty("hoodie.parquet.small.file.limit", "0");
+    }
+    return extra;
+  }
+
+  /** One completed upsert commit through {@code client}: k00-k05 updated, three new keys in p3. */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static Committed commitOnce(HoodieJavaWriteClient client) {
+    String t = client.startCommit();
+    List<Data.Row> rows = new ArrayList<>();
+    for (int i = 0; i <= 5; i++) {
+      rows.add(new Data.Row(Data.key(i), Data.part(i), 5, "commit-" + t, 5000 + i));
+    }
+    for (int i = 0; i < 3; i++) {
+      rows.add(new Data.Row("n" + t + "r" + i, Data.partValue(3), 5, "commit-" + t, 6000 + i));
+    }
+    List<WriteStatus> ws = client.upsert(Data.hoodieRecords(rows), t);
+    for (WriteStatus w : ws) {
+      if (w.hasErrors()) {
+        throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
+      }
+    }
+    if (!client.commit(t, ws)) {
+      throw new IllegalStateException("commit " + t + " failed");
+    }
+    return new Committed(t, rows);
+  }
+
+  /** The latest completed commit before {@code t}, or null. */
+  static String previousCompleted(HoodieTableMetaClient mc, String t) {
+    String previous = null;
+    for (HoodieInstant i : mc.getCommitsTimeline().filterCompletedInstants().getInstants()) {
+      String it = Compat.instantTime(i);
+      if (it.compareTo(t) < 0 && (previous == null || it.compareTo(previous) > 0)) {
+        previous = it;
+      }
+    }
+    return previous;
+  }
+
+  /**
+   * {@code expected-records-<T>.json}: the previous commit's expected records (if that file exists)
+   * with the commit's rows over them, sorted by key like {@code Data.toJson}. Returns the file, or null
+   * when the previous commit has none.
+   */
+  static File writeExpected(File dir, String previous, Committed c) throws Exception {
+    File prevFile = previous == null ? null : expectedFile(dir, previous);
+    if (prevFile == null || !prevFile.exists()) {
+      return null;
+    }
+    ObjectNode want = (ObjectNode) JSON.readTree(prevFile);
+    Map<String, com.fasterxml.jackson.databind.JsonNode> recs = new java.util.TreeMap<>();
+    want.get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
+    Data.toJson(rowMap(c.rows())).get("records").fields().forEachRemaining(e -> recs.put(e.getKey(), e.getValue()));
+    ObjectNode sorted = want.putObject("records");
+    recs.forEach(sorted::set);
+    File out = expectedFile(dir, c.instant());
+    JSON.writeValue(out, want);
+    return out;
   }
 
   /**
