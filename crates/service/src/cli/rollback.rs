@@ -44,8 +44,9 @@ pub struct RollbackArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Trust the markers alone: do not list the table for files of the instant that its markers
-    /// missed. Saves listing very large tables; an instant without markers is then refused.
+    /// Trust the markers alone: do not list the partitions the instant names (or, when it names
+    /// none, the table) for files of the instant that its markers missed. An instant without
+    /// markers is then refused.
     #[arg(long)]
     pub no_listing_cross_check: bool,
     /// Deletes in flight at once.
