@@ -421,3 +421,45 @@ mod s3 {
         savepoint_and_restore(store.as_ref(), &root, &table).await;
     }
 }
+
+mod azure {
+    use super::*;
+    use crate::common::azure::{abfss_uri, az_uri, azure_store, options};
+    use crate::common::s3::unique;
+
+    /// A table on the Azure emulator whose own prefix has a space, `%3A`, `~` and `#` in it,
+    /// opened by `uri_of` (its `az://` or its `abfss://` form).
+    async fn special_table(
+        name: &str,
+        timeline_server: bool,
+        uri_of: fn(&str) -> String,
+    ) -> (Arc<dyn ObjectStore>, String, Table) {
+        let store = azure_store();
+        let root = unique(&format!("special keys %3A~#1/{name}"));
+        let uri = uri_of(&root);
+        Fixture::build_in(Arc::clone(&store), &root, &uri, Kind::CowV6, false).await;
+        make_special(store.as_ref(), &root, timeline_server).await;
+        let table = Table::open(&uri, &options()).await.unwrap();
+        (store, root, table)
+    }
+
+    #[tokio::test]
+    async fn a_v6_cow_table_with_special_partition_paths_rolls_back_on_azure_by_az_uri() {
+        for timeline_server in [false, true] {
+            let (store, root, table) = special_table("rb-az", timeline_server, az_uri).await;
+            rollback_and_check(store.as_ref(), &root, &table).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_v6_cow_table_with_special_partition_paths_rolls_back_on_azure_by_abfss_uri() {
+        let (store, root, table) = special_table("rb-abfss", false, abfss_uri).await;
+        rollback_and_check(store.as_ref(), &root, &table).await;
+    }
+
+    #[tokio::test]
+    async fn savepoint_and_restore_of_a_table_with_special_partition_paths_on_azure() {
+        let (store, root, table) = special_table("restore", false, abfss_uri).await;
+        savepoint_and_restore(store.as_ref(), &root, &table).await;
+    }
+}

@@ -113,6 +113,7 @@ pub fn age_all(dir: &Path, by: std::time::Duration) {
     }
 }
 
+pub mod azure;
 pub mod daemon;
 pub mod fixtures;
 pub mod http;
