@@ -83,8 +83,10 @@ JAVA_OPTS=(
   --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED
 )
 
-# extra JVM flags appended after JAVA_OPTS (later -Xmx wins); only the bench commands set them
-HJ_JVM_EXTRA=()
+# extra JVM flags appended after JAVA_OPTS (later -Xmx wins): the bench commands set them, and a
+# caller may give some in HJ_JVM_FLAGS (space-separated; the interop tests pass a SASL ZooKeeper's
+# JAAS file as -Djava.security.auth.login.config=…)
+read -ra HJ_JVM_EXTRA <<<"${HJ_JVM_FLAGS:-}"
 
 die() { echo "run.sh: $*" >&2; exit 1; }
 log() { echo "[run.sh $(date +%H:%M:%S)] $*" >&2; }
