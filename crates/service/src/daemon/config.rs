@@ -97,6 +97,9 @@ pub struct Config {
     /// The tables registered by configuration.
     #[serde(default)]
     pub tables: Vec<TableEntry>,
+    /// Replicas sharing the tables (`docs/operations.md`, "Several replicas").
+    #[serde(default)]
+    pub cluster: super::cluster::ClusterConfig,
 }
 
 /// `[server]`.
@@ -586,7 +589,9 @@ impl Config {
             Env::prefixed("HUDI_KEEPER_")
                 .filter(|k| {
                     let k = k.as_str().to_ascii_lowercase();
-                    k.starts_with("server__") || k.starts_with("defaults__")
+                    k.starts_with("server__")
+                        || k.starts_with("defaults__")
+                        || k.starts_with("cluster__")
                 })
                 .split("__"),
         );
@@ -627,12 +632,29 @@ impl Config {
             Location::parse(p)
                 .map_err(|e| anyhow::anyhow!("server.allowed_table_uris: `{p}`: {e}"))?;
         }
+        // The replica's index may come from its pod name; the rest is checked here.
+        let shared = match self.cluster.mode {
+            super::cluster::ClusterMode::None => {
+                super::cluster::Cluster::from_config(&self.cluster, None)
+                    .map_err(|e| anyhow::anyhow!(e))?;
+                false
+            }
+            super::cluster::ClusterMode::Static => self.cluster.replicas.unwrap_or(0) > 1,
+        };
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.tables {
             if !seen.insert(&t.name) {
                 bail!("tables: the name `{}` is used twice", t.name);
             }
-            self.defaults.resolve(t).map_err(|e| anyhow::anyhow!(e))?;
+            let settings = self.defaults.resolve(t).map_err(|e| anyhow::anyhow!(e))?;
+            // Two replicas may briefly both poll a table (a replica restarting with another
+            // count, a slow rollout): only the table's lock keeps them from racing.
+            if shared && settings.lock_provider == "none" {
+                bail!(
+                    "tables: `{}` has lock.provider = \"none\", which replicas sharing tables (cluster.mode = \"static\") may not use: give it the writers' lock",
+                    t.name
+                );
+            }
         }
         Ok(())
     }

@@ -80,6 +80,8 @@ impl From<TableError> for ApiError {
             TableError::Forbidden(_) => StatusCode::FORBIDDEN,
             TableError::Failed(_) => StatusCode::BAD_GATEWAY,
             TableError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            // 421: the request went to a replica that does not serve this table's changes.
+            TableError::NotOwner { .. } => StatusCode::MISDIRECTED_REQUEST,
         };
         ApiError(status, e.to_string())
     }
@@ -455,19 +457,20 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-fn table_json(t: &super::TableState) -> serde_json::Value {
+fn table_json(d: &super::Daemon, t: &super::TableState) -> serde_json::Value {
     let s = t.status();
     json!({
         "name": t.entry.name,
         "uri": t.entry.uri,
         "source": t.source,
+        "owner": d.cluster.owner(&t.entry.name),
         "settings": &*t.settings,
         "status": s,
     })
 }
 
 async fn list_tables(State(d): Shared) -> Json<serde_json::Value> {
-    let tables: Vec<_> = d.tables().await.iter().map(|t| table_json(t)).collect();
+    let tables: Vec<_> = d.tables().await.iter().map(|t| table_json(&d, t)).collect();
     Json(json!({ "tables": tables }))
 }
 
@@ -476,7 +479,7 @@ async fn table(
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let t = d.table(&name).await?;
-    Ok(Json(table_json(&t)))
+    Ok(Json(table_json(&d, &t)))
 }
 
 async fn timeline(
@@ -510,7 +513,7 @@ async fn register(
         }
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(table_json(&t))).into_response())
+    Ok((StatusCode::CREATED, Json(table_json(&d, &t))).into_response())
 }
 
 async fn unregister(

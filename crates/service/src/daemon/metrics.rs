@@ -57,6 +57,9 @@ impl AtomicF64 {
 pub struct TableMetrics {
     /// By [`POLL_OUTCOMES`].
     pub polls: [AtomicU64; 4],
+    /// Another replica owns the table (`[cluster]`): its per-table series are left out, so
+    /// that each table has one set of series across the replicas.
+    pub not_owned: AtomicBool,
     pub last_poll_timestamp: AtomicF64,
     pub last_poll_duration: AtomicF64,
     /// Pending instants by action, as last polled.
@@ -125,6 +128,8 @@ pub struct Metrics {
     pub rollback_duration: Histogram,
     pub tables: IntGauge,
     pub tables_halted: IntGauge,
+    /// Replicas sharing the tables (`[cluster]`; 1 without).
+    pub cluster_replicas: IntGauge,
     /// Problems with the registry of tables registered through the API, by kind
     /// ([`REGISTRY_ERRORS`]).
     pub registry_errors: prometheus::IntCounterVec,
@@ -167,6 +172,10 @@ impl Metrics {
             "hudi_keeper_tables_halted",
             "Registered tables that are halted.",
         ));
+        let cluster_replicas = must(IntGauge::new(
+            "hudi_keeper_cluster_replicas",
+            "Replicas sharing the tables (cluster.replicas; 1 for a daemon of its own).",
+        ));
         let registry_errors = must(prometheus::IntCounterVec::new(
             Opts::new(
                 "hudi_keeper_registry_errors_total",
@@ -193,6 +202,7 @@ impl Metrics {
             Box::new(rollback_duration.clone()),
             Box::new(tables.clone()),
             Box::new(tables_halted.clone()),
+            Box::new(cluster_replicas.clone()),
             Box::new(registry_errors.clone()),
             Box::new(build_info.clone()),
             Box::new(start_time.clone()),
@@ -209,6 +219,7 @@ impl Metrics {
             rollback_duration,
             tables,
             tables_halted,
+            cluster_replicas,
             registry_errors,
             per_table: RwLock::new(BTreeMap::new()),
         }
@@ -238,6 +249,14 @@ impl Metrics {
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         let mut out = String::from_utf8(buf).unwrap_or_default();
         let map = self.per_table.read().unwrap_or_else(|e| e.into_inner());
+        let owned = map
+            .values()
+            .filter(|m| !m.not_owned.load(Ordering::Relaxed))
+            .count();
+        let _ = writeln!(
+            out,
+            "# HELP hudi_keeper_cluster_owned_tables Registered tables this replica owns and polls.\n# TYPE hudi_keeper_cluster_owned_tables gauge\nhudi_keeper_cluster_owned_tables {owned}"
+        );
         render_tables(&mut out, &map);
         out
     }
@@ -262,7 +281,9 @@ fn family(
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
     for (table, m) in map {
-        lines(out, table, m);
+        if !m.not_owned.load(Ordering::Relaxed) {
+            lines(out, table, m);
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! never holds up another's schedule beyond that bound. A table's opened handle (its
 //! `hoodie.properties`) is cached, so an idle table costs one listing of its timeline per poll.
 
+pub mod cluster;
 pub mod config;
 mod deadline;
 pub mod evidence;
@@ -270,6 +271,9 @@ pub enum TableError {
     /// The table is busy (a change holds it, or too many reads run): retry later.
     #[error("{0}")]
     Busy(String),
+    /// Another replica owns the table (`[cluster]`): changes go to it.
+    #[error("`{table}` is owned by {owner}, another replica: send changes to it")]
+    NotOwner { table: String, owner: String },
 }
 
 /// `GET …/timeline` reads of one table at once; more are answered 503 with `Retry-After`.
@@ -306,6 +310,8 @@ impl Ord for HeapEntry {
 #[derive(Debug)]
 pub struct Daemon {
     pub config: Config,
+    /// The replicas sharing the tables, and which one this is.
+    pub cluster: cluster::Cluster,
     pub metrics: Metrics,
     tables: RwLock<BTreeMap<String, Arc<TableState>>>,
     polls: Arc<Semaphore>,
@@ -362,11 +368,29 @@ impl Daemon {
         let own_changes = Arc::new(own_changes::OwnChangesStore::load(
             &config.server.state_dir.join("own-changes"),
         )?);
+        // A StatefulSet pod's name ends in its index: `POD_NAME` (set from the downward API),
+        // else the host name Kubernetes gives the pod.
+        let pod_name = std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok());
+        let cluster = cluster::Cluster::from_config(&config.cluster, pod_name.as_deref())
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        if cluster.is_shared() {
+            info!(
+                replica = cluster.me(),
+                replicas = cluster.replicas(),
+                name = %cluster.name_of(cluster.me()),
+                "sharing the tables with other replicas (cluster.mode = static)"
+            );
+        }
+        let metrics = Metrics::new();
+        metrics.cluster_replicas.set(cluster.replicas() as i64);
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
+            cluster,
             timer,
             polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
-            metrics: Metrics::new(),
+            metrics,
             tables: RwLock::new(BTreeMap::new()),
             shutdown: CancellationToken::new(),
             abandon: CancellationToken::new(),
@@ -543,10 +567,14 @@ impl Daemon {
             ),
             suspected_eager: StdMutex::new(self.suspected.get(&entry.name, &entry.uri)),
         });
+        state.metrics.not_owned.store(
+            !self.cluster.owns(&entry.name),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         tables.insert(entry.name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
         drop(tables);
-        info!(table = %entry.name, uri = %entry.uri, policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
+        info!(table = %entry.name, uri = %entry.uri, owner = %self.cluster.owner(&entry.name).name, policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
         // The first poll comes soon, spread over up to a second (or the interval).
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
         self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
@@ -562,6 +590,11 @@ impl Daemon {
             config::ApiRefusal::Forbidden(e) => TableError::Forbidden(e),
             config::ApiRefusal::Invalid(e) => TableError::Invalid(e),
         })?;
+        if self.cluster.is_shared() {
+            return Err(TableError::Conflict(
+                "replicas sharing tables (cluster.mode = \"static\") take their tables from the configuration they all share, not through the API of one of them".into(),
+            ));
+        }
         self.registry_writable()?;
         if self
             .registry_state()
@@ -760,6 +793,12 @@ impl Daemon {
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
         if state.status().halted {
             state.metrics.poll("skipped_halted");
+            self.schedule(&state, interval);
+            return;
+        }
+        if !self.cluster.owns(&name) {
+            // Another replica polls it. Ownership is fixed for a static cluster: this costs a
+            // timer entry per interval and no request.
             self.schedule(&state, interval);
             return;
         }
@@ -1198,6 +1237,9 @@ impl Daemon {
         dry_run: bool,
     ) -> Result<ManualRollback, TableError> {
         let state = self.table(name).await?;
+        if !dry_run {
+            self.check_owner(name)?;
+        }
         if state.settings.failed_writes_policy == PolicySetting::Observe && !dry_run {
             return Err(TableError::Conflict(format!(
                 "`{name}` is an observe table: hudi-keeper never changes it"
@@ -1371,6 +1413,18 @@ impl Daemon {
 
     /// Restore a table to `target` (a savepoint when `require_savepoint`), or with `dry_run`
     /// return the plan. Holds the table's handle for the whole restore, so its polls wait.
+    /// Changes to a table go through the replica that owns it (dry runs are answered anywhere).
+    fn check_owner(&self, name: &str) -> Result<(), TableError> {
+        let owner = self.cluster.owner(name);
+        if owner.this_replica {
+            return Ok(());
+        }
+        Err(TableError::NotOwner {
+            table: name.to_string(),
+            owner: owner.name,
+        })
+    }
+
     pub async fn manual_restore(
         &self,
         name: &str,
@@ -1379,6 +1433,9 @@ impl Daemon {
         dry_run: bool,
     ) -> Result<serde_json::Value, TableError> {
         let state = self.table(name).await?;
+        if !dry_run {
+            self.check_owner(name)?;
+        }
         let options = RestoreOptions {
             rollback: self.journaled(
                 &state,
@@ -1418,6 +1475,9 @@ impl Daemon {
         dry_run: bool,
     ) -> Result<serde_json::Value, TableError> {
         let state = self.table(name).await?;
+        if !dry_run {
+            self.check_owner(name)?;
+        }
         let options = self.change_options(name, &state, dry_run)?;
         self.with_table(&state, |table| async move {
             let created = if dry_run {
