@@ -18,7 +18,7 @@ use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::storage_lock::{LockData, DEFAULT_PATH};
 use hudi_keeper_core::protocol::lock::{
-    acquire, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig, ZkSecurityFiles,
+    acquire, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig,
 };
 use hudi_keeper_core::storage::{RelPath, Storage};
 use hudi_keeper_core::{Error, Table};
@@ -33,9 +33,6 @@ const COMMITS_PER_WRITER: usize = 5;
 enum Lock {
     FileSystem,
     ZooKeeper,
-    /// The ZooKeeper server that requires SASL DIGEST-MD5 (`scripts/zk-server start-secure`):
-    /// the writers' JVM and hudi-keeper read the same JAAS file.
-    ZooKeeperSasl,
 }
 
 fn run_sh(env: &[(String, String)]) -> Command {
@@ -77,47 +74,6 @@ fn lock_setup(lock: Lock, zk_key: &str) -> (Vec<(String, String)>, LockProvider)
                     connection_timeout: Duration::from_secs(5),
                     tls: None,
                     sasl: None,
-                }),
-            )
-        }
-        Lock::ZooKeeperSasl => {
-            let var = |k: &str| {
-                std::env::var(k).unwrap_or_else(|_| {
-                    panic!("{k} is not set: run the tests through scripts/test, which starts the SASL ZooKeeper server")
-                })
-            };
-            let zk = var("HUDI_KEEPER_ZK_SASL");
-            let jaas = PathBuf::from(var("HUDI_KEEPER_ZK_SECURE_DIR")).join("client-jaas.conf");
-            let (tls, sasl) = ZkSecurityFiles {
-                jaas_file: Some(jaas.clone()),
-                ..Default::default()
-            }
-            .load()
-            .expect("the JAAS file reads");
-            assert!(sasl.is_some(), "no DIGEST-MD5 credentials in {jaas:?}");
-            (
-                vec![
-                    (
-                        "INTEROP_LOCK".to_string(),
-                        format!("zookeeper,{zk},/hudi-interop,{zk_key}"),
-                    ),
-                    (
-                        "HJ_JVM_FLAGS".to_string(),
-                        // (run.sh turns the JVM's SASL client off for the other cases)
-                        format!(
-                            "-Dzookeeper.sasl.client=true -Djava.security.auth.login.config={}",
-                            jaas.display()
-                        ),
-                    ),
-                ],
-                LockProvider::ZooKeeper(ZkLockConfig {
-                    connect: zk,
-                    base_path: "/hudi-interop".into(),
-                    lock_key: zk_key.to_string(),
-                    session_timeout: Duration::from_secs(10),
-                    connection_timeout: Duration::from_secs(5),
-                    tls,
-                    sasl,
                 }),
             )
         }
@@ -469,13 +425,6 @@ fn a_hudi_0_15_writer_holding_the_file_system_lock_makes_hudi_keeper_wait() {
 #[test]
 fn a_hudi_1_1_writer_holding_the_zookeeper_lock_makes_hudi_keeper_wait() {
     java_holder_makes_us_wait("1.1", Lock::ZooKeeper);
-}
-
-/// The same on a ZooKeeper ensemble that requires SASL DIGEST-MD5: Hudi's provider (Curator, with
-/// the JVM's JAAS `Client` section) and hudi-keeper (the same JAAS file) name one lock.
-#[test]
-fn a_hudi_1_1_writer_holding_a_sasl_zookeeper_lock_makes_hudi_keeper_wait() {
-    java_holder_makes_us_wait("1.1", Lock::ZooKeeperSasl);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1264,3 +1264,55 @@ async fn finishing_a_rollback_another_process_completed_writes_nothing() {
         "after the other process completed it",
     );
 }
+
+/// A writer that died before its first marker leaves its marker folder empty: on the local file
+/// system (the one store whose folders outlive their files) the rollback removes the folder, as
+/// Hudi's recursive delete does, so no `.hoodie/.temp/<instant>/` is left.
+#[test]
+fn a_local_rollback_removes_an_empty_marker_folder_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let f = common::fixtures::build_local(&rt, &dir, Kind::CowV8);
+    let markers = dir.join(format!(".hoodie/.temp/{TF}"));
+    // Its markers gone, its folders (the instant's and a partition's) left empty.
+    for e in walk(&markers) {
+        std::fs::remove_file(e).unwrap();
+    }
+    assert!(markers.is_dir());
+    let table = rt
+        .block_on(Table::open(dir.to_str().unwrap(), &Default::default()))
+        .unwrap();
+    let mut opts = RollbackOptions::default();
+    opts.heartbeat.min_instant_age = std::time::Duration::ZERO;
+    let done = rt
+        .block_on(rollback(
+            &table,
+            &Selection::Instant(TF.into()),
+            &opts,
+            None,
+        ))
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    assert!(!markers.exists(), "{:?}", walk(&dir.join(".hoodie/.temp")));
+    assert!(!rt
+        .block_on(f.snapshot())
+        .keys()
+        .any(|k| k.contains(TF) && !k.starts_with(".hoodie")));
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}

@@ -1424,6 +1424,9 @@ pub(super) async fn delete_folder(storage: &Storage, dir: &RelPath) -> Result<()
     for (_, result) in storage.delete_many_with(paths, 64, || {}).await {
         result?;
     }
+    // On the local file system the folder itself, as Hudi's recursive delete: a writer that
+    // died before its first marker leaves its marker folder empty.
+    storage.remove_empty_dir(dir).await?;
     Ok(())
 }
 

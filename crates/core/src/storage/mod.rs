@@ -190,6 +190,9 @@ pub struct Storage {
     uri: Arc<str>,
     interceptor: Option<Arc<dyn Interceptor>>,
     fence: Option<Arc<dyn WriteFence>>,
+    /// The folder `root` is on the local file system, for a local table: the one store with
+    /// folders of their own, which outlive the files in them.
+    local_dir: Option<Arc<std::path::Path>>,
 }
 
 impl fmt::Debug for Storage {
@@ -216,6 +219,10 @@ impl Storage {
         cache: Option<&StoreCache>,
     ) -> Result<Self, StorageError> {
         let (client, root, uri) = open::open_store(uri, options, cache)?;
+        // A local table's URI is `file://` and its canonical folder.
+        let local_dir = uri
+            .strip_prefix("file://")
+            .map(|dir| Arc::from(std::path::Path::new(dir)));
         Ok(Self {
             store: client.store,
             pages: client.pages,
@@ -223,6 +230,7 @@ impl Storage {
             uri: uri.into(),
             interceptor: None,
             fence: None,
+            local_dir,
         })
     }
 
@@ -237,6 +245,7 @@ impl Storage {
             uri: uri.into(),
             interceptor: None,
             fence: None,
+            local_dir: None,
         }
     }
 
@@ -271,7 +280,42 @@ impl Storage {
             uri: uri.into(),
             interceptor: self.interceptor.clone(),
             fence: self.fence.clone(),
+            local_dir: self
+                .local_dir
+                .as_ref()
+                .map(|d| Arc::from(sub.segments().fold(d.to_path_buf(), |p, s| p.join(s)))),
         }
+    }
+
+    /// Remove the folder `dir` and its subfolders where they hold no file, as Hudi's recursive
+    /// delete of a folder leaves none: on the local file system only (object stores have no
+    /// folder apart from the keys in it). Files are never removed here; a folder that is not
+    /// empty (something was written into it since) or not there is left as it is. Counted as
+    /// one delete request.
+    pub async fn remove_empty_dir(&self, dir: &RelPath) -> Result<(), StorageError> {
+        let Some(base) = &self.local_dir else {
+            return Ok(());
+        };
+        self.check(OpKind::Delete, dir)?;
+        let path = dir.segments().fold(base.to_path_buf(), |p, s| p.join(s));
+        let removed = tokio::task::spawn_blocking(move || remove_empty_tree(&path))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        match removed {
+            Ok(()) => {}
+            Err(e) => {
+                return Err(StorageError::Request {
+                    uri: self.uri.to_string(),
+                    op: OpKind::Delete,
+                    path: dir.to_string(),
+                    source: Box::new(object_store::Error::Generic {
+                        store: "LocalFileSystem",
+                        source: Box::new(e),
+                    }),
+                })
+            }
+        }
+        self.done(OpKind::Delete, dir, ())
     }
 
     fn check(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
@@ -813,10 +857,63 @@ impl Storage {
     }
 }
 
+/// Remove `dir` and the folders below it that hold no file, deepest first (a marker folder has
+/// one per partition); files, symbolic links and the folders holding them stay. A folder that
+/// is gone already, or that something was written into meanwhile, is left as it is.
+fn remove_empty_tree(dir: &std::path::Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            remove_empty_tree(&entry.path())?;
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        Err(e)
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty
+            ) =>
+        {
+            Err(e)
+        }
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use object_store::memory::InMemory;
+
+    /// A local table's empty folder goes (a writer that died before its first marker leaves its
+    /// marker folder so); one that is not empty, or missing, is left; on other stores, nothing.
+    #[tokio::test]
+    async fn an_empty_local_folder_is_removed_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("my table %20");
+        std::fs::create_dir_all(dir.join(".hoodie/.temp/1/p1/deeper")).unwrap();
+        std::fs::create_dir_all(dir.join(".hoodie/.temp/2")).unwrap();
+        std::fs::write(dir.join(".hoodie/.temp/2/m.marker.CREATE"), b"").unwrap();
+        let s = Storage::open(dir.to_str().unwrap(), &StorageOptions::default()).unwrap();
+        s.remove_empty_dir(&p(".hoodie/.temp/1")).await.unwrap();
+        s.remove_empty_dir(&p(".hoodie/.temp/2")).await.unwrap();
+        s.remove_empty_dir(&p(".hoodie/.temp/3")).await.unwrap();
+        assert!(!dir.join(".hoodie/.temp/1").exists());
+        assert!(dir.join(".hoodie/.temp/2/m.marker.CREATE").exists());
+        // Through a child storage (the metadata table's) too.
+        std::fs::create_dir_all(dir.join(".hoodie/metadata/.hoodie/.temp/4")).unwrap();
+        s.child(&p(".hoodie/metadata"))
+            .remove_empty_dir(&p(".hoodie/.temp/4"))
+            .await
+            .unwrap();
+        assert!(!dir.join(".hoodie/metadata/.hoodie/.temp/4").exists());
+        mem().remove_empty_dir(&p(".hoodie/.temp/1")).await.unwrap();
+    }
 
     fn mem() -> Storage {
         Storage::from_store(
