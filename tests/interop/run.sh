@@ -84,8 +84,8 @@ JAVA_OPTS=(
 )
 
 # extra JVM flags appended after JAVA_OPTS (later -Xmx wins): the bench commands set them, and a
-# caller may give some in HJ_JVM_FLAGS (space-separated; the interop tests pass a SASL ZooKeeper's
-# JAAS file as -Djava.security.auth.login.config=…)
+# caller may give some in HJ_JVM_FLAGS (space-separated; e.g. a SASL ZooKeeper's JAAS file as
+# -Dzookeeper.sasl.client=true -Djava.security.auth.login.config=…)
 read -ra HJ_JVM_EXTRA <<<"${HJ_JVM_FLAGS:-}"
 
 die() { echo "run.sh: $*" >&2; exit 1; }
