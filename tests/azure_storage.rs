@@ -23,6 +23,27 @@ fn run_az(args: &[&str]) -> std::process::Output {
     run(&all)
 }
 
+/// `rollback <uri> --instant <instant>` of a lazy writer's write, at once, under the storage
+/// lock, plus `extra`.
+fn rollback_az(uri: &str, instant: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "rollback",
+        uri,
+        "--instant",
+        instant,
+        "--assume-lazy-writers",
+        "--min-instant-age",
+        "0s",
+        "--clock-skew-margin",
+        "0s",
+        "--lock",
+        "storage",
+        "--yes",
+    ];
+    args.extend_from_slice(extra);
+    run_az(&args)
+}
+
 /// The keys of the table's data files (outside `.hoodie/`).
 async fn data_files(f: &Fixture) -> Vec<String> {
     f.snapshot()
@@ -99,21 +120,7 @@ fn a_rollback_by_abfss_uri_under_the_storage_lock_deletes_the_failed_files_and_c
         true,
     ));
     assert!(rt.block_on(data_files(&f)).iter().any(|k| k.contains(TF)));
-    let out = run_az(&[
-        "rollback",
-        &uri,
-        "--instant",
-        TF,
-        "--assume-lazy-writers",
-        "--min-instant-age",
-        "0s",
-        "--clock-skew-margin",
-        "0s",
-        "--lock",
-        "storage",
-        "--yes",
-        "--json",
-    ]);
+    let out = rollback_az(&uri, TF, &["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let after = rt.block_on(f.snapshot());
     assert!(
@@ -160,20 +167,7 @@ fn savepoint_and_restore_on_azure_take_the_table_back() {
         Kind::CowV8,
         false,
     ));
-    let rb = run_az(&[
-        "rollback",
-        &uri,
-        "--instant",
-        TF,
-        "--assume-lazy-writers",
-        "--min-instant-age",
-        "0s",
-        "--clock-skew-margin",
-        "0s",
-        "--lock",
-        "storage",
-        "--yes",
-    ]);
+    let rb = rollback_az(&uri, TF, &[]);
     assert!(rb.status.success(), "{}", stderr(&rb));
     let sp = run_az(&[
         "savepoint",

@@ -31,11 +31,7 @@ pub fn options() -> StorageOptions {
 
 /// The same options as `--storage-option` arguments for the binary.
 pub fn cli_options() -> Vec<String> {
-    options()
-        .0
-        .iter()
-        .flat_map(|(k, v)| ["--storage-option".to_string(), format!("{k}={v}")])
-        .collect()
+    super::storage_option_args(&options())
 }
 
 /// The same options as a daemon configuration's `[defaults.storage_options]`.

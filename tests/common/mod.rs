@@ -113,6 +113,15 @@ pub fn age_all(dir: &Path, by: std::time::Duration) {
     }
 }
 
+/// Storage options as the binary's `--storage-option key=value` arguments.
+pub fn storage_option_args(options: &hudi_keeper_core::storage::StorageOptions) -> Vec<String> {
+    options
+        .0
+        .iter()
+        .flat_map(|(k, v)| ["--storage-option".to_string(), format!("{k}={v}")])
+        .collect()
+}
+
 pub mod azure;
 pub mod daemon;
 pub mod fixtures;

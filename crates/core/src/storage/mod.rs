@@ -297,10 +297,12 @@ impl Storage {
             return Ok(());
         };
         self.check(OpKind::Delete, dir)?;
-        let path = dir.segments().fold(base.to_path_buf(), |p, s| p.join(s));
-        let removed = tokio::task::spawn_blocking(move || remove_empty_tree(&path))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        let base = base.to_path_buf();
+        let segments: Vec<String> = dir.segments().map(str::to_owned).collect();
+        let removed =
+            tokio::task::spawn_blocking(move || remove_empty_tree_below(&base, &segments))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
         match removed {
             Ok(()) => {}
             Err(e) => {
@@ -857,6 +859,23 @@ impl Storage {
     }
 }
 
+/// [`remove_empty_tree`] of `base/segments...`, only when every step below `base` is a real
+/// folder: a symbolic link on the way (`.hoodie/.temp/<instant>` pointing elsewhere) could lead
+/// out of the table, so then nothing is removed. `base` itself may be a link (a table path).
+fn remove_empty_tree_below(base: &std::path::Path, segments: &[String]) -> std::io::Result<()> {
+    let mut path = base.to_path_buf();
+    for segment in segments {
+        path.push(segment);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_dir() => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    remove_empty_tree(&path)
+}
+
 /// Remove `dir` and the folders below it that hold no file, deepest first (a marker folder has
 /// one per partition); files, symbolic links and the folders holding them stay. A folder that
 /// is gone already, or that something was written into meanwhile, is left as it is.
@@ -913,6 +932,27 @@ mod tests {
             .unwrap();
         assert!(!dir.join(".hoodie/metadata/.hoodie/.temp/4").exists());
         mem().remove_empty_dir(&p(".hoodie/.temp/1")).await.unwrap();
+    }
+
+    /// A marker folder that is a symbolic link, or lies below one, is not followed: the empty
+    /// folders it points at (outside the table) stay, and so does the link.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_linked_marker_folder_is_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(outside.join("empty/deeper")).unwrap();
+        let dir = tmp.path().join("t");
+        std::fs::create_dir_all(dir.join(".hoodie/.temp")).unwrap();
+        std::os::unix::fs::symlink(outside.join("empty"), dir.join(".hoodie/.temp/1")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join(".hoodie/.temp/2")).unwrap();
+        let s = Storage::open(dir.to_str().unwrap(), &StorageOptions::default()).unwrap();
+        s.remove_empty_dir(&p(".hoodie/.temp/1")).await.unwrap();
+        s.remove_empty_dir(&p(".hoodie/.temp/2/empty"))
+            .await
+            .unwrap();
+        assert!(outside.join("empty/deeper").is_dir());
+        assert!(std::fs::symlink_metadata(dir.join(".hoodie/.temp/1")).is_ok());
     }
 
     fn mem() -> Storage {
