@@ -27,7 +27,7 @@ use crate::cli::{parse_duration, parse_lock_expire};
 /// The default config file, relative to the working directory.
 pub const DEFAULT_PATH: &str = "config/hudi-keeper.toml";
 
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(super) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -73,7 +73,7 @@ fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, 
     de_duration(d).map(Some)
 }
 
-fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format!("{}ms", d.as_millis()))
 }
 
@@ -640,6 +640,15 @@ impl Config {
                 false
             }
             super::cluster::ClusterMode::Static => self.cluster.replicas.unwrap_or(0) > 1,
+            super::cluster::ClusterMode::Zookeeper => {
+                // The member id may come from the pod's name at start: a stand-in checks the rest.
+                let stand_in = self.cluster.member.is_none().then_some("pod-0");
+                super::cluster::Cluster::from_config(&self.cluster, stand_in)
+                    .map_err(|e| anyhow::anyhow!(e))?;
+                super::membership::ZkMembership::from_config(self)
+                    .map_err(|e| anyhow::anyhow!(e))?;
+                true
+            }
         };
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.tables {
@@ -651,7 +660,7 @@ impl Config {
             // count, a slow rollout): only the table's lock keeps them from racing.
             if shared && settings.lock_provider == "none" {
                 bail!(
-                    "tables: `{}` has lock.provider = \"none\", which replicas sharing tables (cluster.mode = \"static\") may not use: give it the writers' lock",
+                    "tables: `{}` has lock.provider = \"none\", which replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") may not use: give it the writers' lock",
                     t.name
                 );
             }

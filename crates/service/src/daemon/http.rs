@@ -457,21 +457,35 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-fn table_json(d: &super::Daemon, t: &super::TableState) -> serde_json::Value {
+fn table_json(cluster: &super::cluster::Cluster, t: &super::TableState) -> serde_json::Value {
     let s = t.status();
     json!({
         "name": t.entry.name,
         "uri": t.entry.uri,
         "source": t.source,
-        "owner": d.cluster.owner(&t.entry.name),
+        "owner": cluster.owner(&t.entry.name),
         "settings": &*t.settings,
         "status": s,
     })
 }
 
 async fn list_tables(State(d): Shared) -> Json<serde_json::Value> {
-    let tables: Vec<_> = d.tables().await.iter().map(|t| table_json(&d, t)).collect();
-    Json(json!({ "tables": tables }))
+    let cluster = d.cluster();
+    let tables: Vec<_> = d
+        .tables()
+        .await
+        .iter()
+        .map(|t| table_json(&cluster, t))
+        .collect();
+    Json(json!({
+        "cluster": {
+            "mode": cluster.mode().as_str(),
+            "this_replica": cluster.my_name(),
+            "member": cluster.me().is_some(),
+            "replicas": cluster.members().len(),
+        },
+        "tables": tables,
+    }))
 }
 
 async fn table(
@@ -479,7 +493,7 @@ async fn table(
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let t = d.table(&name).await?;
-    Ok(Json(table_json(&d, &t)))
+    Ok(Json(table_json(&d.cluster(), &t)))
 }
 
 async fn timeline(
@@ -513,7 +527,7 @@ async fn register(
         }
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(table_json(&d, &t))).into_response())
+    Ok((StatusCode::CREATED, Json(table_json(&d.cluster(), &t))).into_response())
 }
 
 async fn unregister(

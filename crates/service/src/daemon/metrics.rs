@@ -130,6 +130,11 @@ pub struct Metrics {
     pub tables_halted: IntGauge,
     /// Replicas sharing the tables (`[cluster]`; 1 without).
     pub cluster_replicas: IntGauge,
+    /// Views of the replicas this replica moved to (`[cluster] mode = "zookeeper"`: a replica
+    /// joined or left, or this one lost or regained its registration).
+    pub cluster_membership_changes: prometheus::IntCounter,
+    /// Registered tables whose owner changed with those views, summed.
+    pub cluster_ownership_changes: prometheus::IntCounter,
     /// Problems with the registry of tables registered through the API, by kind
     /// ([`REGISTRY_ERRORS`]).
     pub registry_errors: prometheus::IntCounterVec,
@@ -174,7 +179,15 @@ impl Metrics {
         ));
         let cluster_replicas = must(IntGauge::new(
             "hudi_keeper_cluster_replicas",
-            "Replicas sharing the tables (cluster.replicas; 1 for a daemon of its own).",
+            "Replicas sharing the tables as this replica sees them (cluster.replicas, or the members registered in ZooKeeper; 1 for a daemon of its own).",
+        ));
+        let cluster_membership_changes = must(prometheus::IntCounter::new(
+            "hudi_keeper_cluster_membership_changes_total",
+            "Changes of the replicas sharing the tables seen by this replica (a replica joined or left, this one lost or regained its registration).",
+        ));
+        let cluster_ownership_changes = must(prometheus::IntCounter::new(
+            "hudi_keeper_cluster_ownership_changes_total",
+            "Registered tables whose owner changed with a change of the replicas, summed over the changes.",
         ));
         let registry_errors = must(prometheus::IntCounterVec::new(
             Opts::new(
@@ -203,6 +216,8 @@ impl Metrics {
             Box::new(tables.clone()),
             Box::new(tables_halted.clone()),
             Box::new(cluster_replicas.clone()),
+            Box::new(cluster_membership_changes.clone()),
+            Box::new(cluster_ownership_changes.clone()),
             Box::new(registry_errors.clone()),
             Box::new(build_info.clone()),
             Box::new(start_time.clone()),
@@ -220,6 +235,8 @@ impl Metrics {
             tables,
             tables_halted,
             cluster_replicas,
+            cluster_membership_changes,
+            cluster_ownership_changes,
             registry_errors,
             per_table: RwLock::new(BTreeMap::new()),
         }

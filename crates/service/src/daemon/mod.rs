@@ -11,6 +11,7 @@ pub mod config;
 mod deadline;
 pub mod evidence;
 pub mod http;
+pub mod membership;
 pub mod metrics;
 pub mod own_changes;
 mod state_files;
@@ -310,8 +311,10 @@ impl Ord for HeapEntry {
 #[derive(Debug)]
 pub struct Daemon {
     pub config: Config,
-    /// The replicas sharing the tables, and which one this is.
-    pub cluster: cluster::Cluster,
+    /// The replicas sharing the tables, and which one this is (a view `membership` replaces).
+    cluster: cluster::ClusterView,
+    /// `[cluster] mode = "zookeeper"`: how this replica registers and sees the others.
+    membership: Option<membership::ZkMembership>,
     pub metrics: Metrics,
     tables: RwLock<BTreeMap<String, Arc<TableState>>>,
     polls: Arc<Semaphore>,
@@ -375,19 +378,28 @@ impl Daemon {
             .or_else(|| std::env::var("HOSTNAME").ok());
         let cluster = cluster::Cluster::from_config(&config.cluster, pod_name.as_deref())
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        let membership = match cluster.mode() {
+            cluster::ClusterMode::Zookeeper => Some(
+                membership::ZkMembership::from_config(&config)
+                    .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
+            ),
+            _ => None,
+        };
         if cluster.is_shared() {
             info!(
-                replica = cluster.me(),
+                mode = cluster.mode().as_str(),
                 replicas = cluster.replicas(),
-                name = %cluster.name_of(cluster.me()),
-                "sharing the tables with other replicas (cluster.mode = static)"
+                name = %cluster.my_name(),
+                "sharing the tables with other replicas"
             );
         }
         let metrics = Metrics::new();
         metrics.cluster_replicas.set(cluster.replicas() as i64);
+        let cluster = cluster::ClusterView::new(cluster);
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
             cluster,
+            membership,
             timer,
             polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
             metrics,
@@ -422,7 +434,55 @@ impl Daemon {
                 .map_err(|e| anyhow::anyhow!(e))?;
         }
         self.restore_registry().await;
+        if let Some(m) = self.membership.clone() {
+            let base = (*self.cluster()).clone();
+            self.tracker.spawn(m.run(self.clone(), base));
+        }
         Ok(())
+    }
+
+    /// The current view of the replicas sharing the tables.
+    pub fn cluster(&self) -> Arc<cluster::Cluster> {
+        self.cluster.current()
+    }
+
+    /// Make `next` the view of the replicas (`membership`): the tables whose owner changed are
+    /// counted, their per-table series follow their owner, and the ones this replica now owns
+    /// are polled within a second (spread) rather than at their next interval.
+    pub async fn apply_cluster(&self, next: cluster::Cluster) {
+        let before = self.cluster.replace(next.clone());
+        if *before == next {
+            return;
+        }
+        // Under the read lock: a table added meanwhile reads the new view under the write lock.
+        let tables = self.tables.read().await;
+        let moved = before.moved(&next, tables.keys().map(String::as_str));
+        let mut taken = 0usize;
+        for (name, state) in tables.iter() {
+            let owns = next.owns(name);
+            state
+                .metrics
+                .not_owned
+                .store(!owns, std::sync::atomic::Ordering::Relaxed);
+            if owns && !before.owns(name) {
+                taken += 1;
+                let interval = Duration::from_millis(state.settings.poll_interval_ms);
+                self.schedule(state, jitter(interval.min(Duration::from_secs(1)), 1.0));
+            }
+        }
+        let owned = tables.keys().filter(|n| next.owns(n)).count();
+        drop(tables);
+        self.metrics.cluster_replicas.set(next.replicas() as i64);
+        self.metrics.cluster_membership_changes.inc();
+        self.metrics.cluster_ownership_changes.inc_by(moved as u64);
+        info!(
+            members = ?next.members(),
+            member = next.me().is_some(),
+            owned,
+            moved,
+            taken,
+            "cluster: the replicas changed"
+        );
     }
 
     /// Register the tables kept in the registry file, each checked as a registration through
@@ -567,14 +627,15 @@ impl Daemon {
             ),
             suspected_eager: StdMutex::new(self.suspected.get(&entry.name, &entry.uri)),
         });
+        let cluster = self.cluster();
         state.metrics.not_owned.store(
-            !self.cluster.owns(&entry.name),
+            !cluster.owns(&entry.name),
             std::sync::atomic::Ordering::Relaxed,
         );
         tables.insert(entry.name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
         drop(tables);
-        info!(table = %entry.name, uri = %entry.uri, owner = %self.cluster.owner(&entry.name).name, policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
+        info!(table = %entry.name, uri = %entry.uri, owner = %cluster.owner(&entry.name).map(|o| o.name).unwrap_or_else(|| "none yet".into()), policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
         // The first poll comes soon, spread over up to a second (or the interval).
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
         self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
@@ -590,9 +651,9 @@ impl Daemon {
             config::ApiRefusal::Forbidden(e) => TableError::Forbidden(e),
             config::ApiRefusal::Invalid(e) => TableError::Invalid(e),
         })?;
-        if self.cluster.is_shared() {
+        if self.cluster().is_shared() {
             return Err(TableError::Conflict(
-                "replicas sharing tables (cluster.mode = \"static\") take their tables from the configuration they all share, not through the API of one of them".into(),
+                "replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") take their tables from the configuration they all share, not through the API of one of them".into(),
             ));
         }
         self.registry_writable()?;
@@ -796,9 +857,10 @@ impl Daemon {
             self.schedule(&state, interval);
             return;
         }
-        if !self.cluster.owns(&name) {
-            // Another replica polls it. Ownership is fixed for a static cluster: this costs a
-            // timer entry per interval and no request.
+        if !self.cluster().owns(&name) {
+            // Another replica polls it (or none, while this one is not registered): this costs
+            // a timer entry per interval and no request. A table this replica comes to own is
+            // rescheduled at once (`apply_cluster`).
             self.schedule(&state, interval);
             return;
         }
@@ -1415,14 +1477,16 @@ impl Daemon {
     /// return the plan. Holds the table's handle for the whole restore, so its polls wait.
     /// Changes to a table go through the replica that owns it (dry runs are answered anywhere).
     fn check_owner(&self, name: &str) -> Result<(), TableError> {
-        let owner = self.cluster.owner(name);
-        if owner.this_replica {
-            return Ok(());
+        match self.cluster().owner(name) {
+            Some(owner) if owner.this_replica => Ok(()),
+            Some(owner) => Err(TableError::NotOwner {
+                table: name.to_string(),
+                owner: owner.name,
+            }),
+            None => Err(TableError::Busy(format!(
+                "no replica owns `{name}` as this one sees the cluster (it is not registered in ZooKeeper): retry later"
+            ))),
         }
-        Err(TableError::NotOwner {
-            table: name.to_string(),
-            owner: owner.name,
-        })
     }
 
     pub async fn manual_restore(

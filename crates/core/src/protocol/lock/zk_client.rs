@@ -354,6 +354,29 @@ impl ZkClient {
             .map_err(|e| self.error(path, e))
     }
 
+    /// The names of the children of `path`, and a future that completes once they change (a
+    /// child created or deleted, the node deleted) or the session ends: ZooKeeper's one-shot
+    /// child watch.
+    pub async fn children_and_watch(
+        &self,
+        path: &str,
+    ) -> Result<
+        (
+            Vec<String>,
+            impl std::future::Future<Output = ()> + Send + 'static,
+        ),
+        ZkError,
+    > {
+        let (children, watcher) = self
+            .client
+            .list_and_watch_children(path)
+            .await
+            .map_err(|e| self.error(path, e))?;
+        Ok((children, async move {
+            let _ = watcher.changed().await;
+        }))
+    }
+
     /// Close the session (its ephemeral nodes go): its one handle is dropped, and the crate's
     /// session task sends the close.
     pub async fn close(self) -> Result<(), ZkError> {
