@@ -224,3 +224,220 @@ fn a_shared_cluster_refuses_tables_without_a_lock() {
         common::stderr(&out)
     );
 }
+
+fn zk_env(key: &str) -> String {
+    std::env::var(key).unwrap_or_else(|_| {
+        panic!("{key} is not set: run the tests through scripts/test, which starts ZooKeeper")
+    })
+}
+
+/// A `[cluster] mode = "zookeeper"` section: a path of its own under the test server.
+fn zk_cluster(url: &str, path: &str, member: &str) -> String {
+    format!(
+        "[cluster]\nmode = \"zookeeper\"\nmember = \"{member}\"\nzookeeper_url = \"{url}\"\nzookeeper_path = \"{path}\"\nzookeeper_session_timeout = \"2s\"\n"
+    )
+}
+
+/// The replica's view of the cluster: (member, replicas it sees, tables it owns).
+fn membership(d: &Daemon) -> (bool, u64, usize) {
+    let v = d.get("/api/v1/tables").json();
+    let owned = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["owner"]["this_replica"] == true)
+        .count();
+    (
+        v["cluster"]["member"].as_bool().unwrap(),
+        v["cluster"]["replicas"].as_u64().unwrap(),
+        owned,
+    )
+}
+
+/// A loopback TCP relay to `upstream` that can be cut: every open connection closed and new
+/// ones refused until it is mended.
+struct Relay {
+    addr: String,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn start(upstream: &str) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, o, up) = (cut.clone(), open.clone(), upstream.to_string());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if c.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&up) else {
+                    continue;
+                };
+                let mut streams = o.lock().unwrap();
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server.try_clone().unwrap(), client.try_clone().unwrap()),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                streams.push(client);
+                streams.push(server);
+            }
+        });
+        Relay { addr, cut, open }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn mend(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A `zookeeper` replica whose connection to ZooKeeper breaks owns nothing from then on (it
+/// cannot know whether its node stood), while the other takes every table once the server
+/// expires the lost session; mended, it registers a new session and takes its tables back.
+/// Every failed write is rolled back once throughout.
+#[test]
+fn a_zookeeper_replica_cut_off_owns_nothing_until_it_registers_again() {
+    let zk = zk_env("HUDI_KEEPER_ZK");
+    let relay = Relay::start(&zk);
+    let work = tempfile::tempdir().unwrap();
+    let tables = make_tables(&work.path().join("tables"));
+    let path = format!("/hudi-keeper-cluster-test-{}/replicas", std::process::id());
+    let a = Daemon::start(
+        &work.path().join("a"),
+        &config(&tables, &zk_cluster(&relay.addr, &path, "replica-a")),
+    );
+    let b = Daemon::start(
+        &work.path().join("b"),
+        &config(&tables, &zk_cluster(&zk, &path, "replica-b")),
+    );
+    let both = |d: &Daemon| {
+        let (member, replicas, owned) = membership(d);
+        (member && replicas == 2).then_some(owned)
+    };
+    let owned_a = a.wait_for("two members", Duration::from_secs(30), || both(&a));
+    let owned_b = b.wait_for("two members", Duration::from_secs(30), || both(&b));
+    assert_eq!(owned_a + owned_b, TABLES);
+    assert!(owned_a > 0 && owned_b > 0, "{owned_a} {owned_b}");
+
+    relay.cut();
+    a.wait_for(
+        "the cut-off replica to give up",
+        Duration::from_secs(10),
+        || {
+            let (member, _, owned) = membership(&a);
+            (!member && owned == 0).then_some(())
+        },
+    );
+    assert_eq!(a.metric("hudi_keeper_cluster_owned_tables"), Some(0.0));
+    // A change sent to it names the owner it last saw, or says none is known: never done here.
+    let (name, _) = &tables[0];
+    let r = request(
+        &a.addr,
+        "POST",
+        &format!("/api/v1/tables/{name}/rollback"),
+        Some(TOKEN),
+        Some("{}"),
+    );
+    assert!(
+        r.status == 421 || r.status == 503,
+        "{} {}",
+        r.status,
+        r.body
+    );
+    // The other takes everything once the server expires the lost session (2 s).
+    b.wait_for(
+        "the other to own every table",
+        Duration::from_secs(15),
+        || {
+            let (member, replicas, owned) = membership(&b);
+            (member && replicas == 1 && owned == TABLES).then_some(())
+        },
+    );
+    let polls_a = |d: &Daemon| -> u64 {
+        d.get("/api/v1/tables").json()["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["status"]["polls"].as_u64().unwrap())
+            .sum()
+    };
+    let before = polls_a(&a);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        polls_a(&a),
+        before,
+        "a replica without a session polls nothing"
+    );
+    assert!(a.logs().contains("no ZooKeeper session"), "{}", a.logs());
+
+    relay.mend();
+    a.wait_for("registered again", Duration::from_secs(45), || {
+        (both(&a) == Some(owned_a)).then_some(())
+    });
+    b.wait_for("two members again", Duration::from_secs(15), || {
+        (both(&b) == Some(owned_b)).then_some(())
+    });
+    assert!(
+        b.metric("hudi_keeper_cluster_ownership_changes_total")
+            .unwrap()
+            >= (2 * owned_a) as f64
+    );
+    a.wait_for(
+        "every failed write rolled back",
+        Duration::from_secs(60),
+        || all_rolled_back(&tables).then_some(()),
+    );
+    for (name, uri) in &tables {
+        assert_eq!(rollbacks(uri).0, 1, "{name}");
+    }
+}
+
+/// The membership session uses `[defaults.lock]`'s ZooKeeper security settings: on a server that
+/// requires SASL, the writers' JAAS file registers the replica; a wrong password leaves it
+/// unregistered, owning nothing, and says why.
+#[test]
+fn a_zookeeper_cluster_logs_in_with_the_writers_jaas_file() {
+    let sasl = zk_env("HUDI_KEEPER_ZK_SASL");
+    let dir = std::path::PathBuf::from(zk_env("HUDI_KEEPER_ZK_SECURE_DIR"));
+    let work = tempfile::tempdir().unwrap();
+    let tables = make_tables(&work.path().join("tables"));
+    let path = format!("/hudi-keeper-sasl-test-{}/replicas", std::process::id());
+    let with = |jaas: &str, member: &str| {
+        config(&tables, &zk_cluster(&sasl, &path, member)).replace(
+            "provider = \"filesystem\"\n",
+            &format!(
+                "provider = \"filesystem\"\nzookeeper_jaas_file = \"{}\"\n",
+                dir.join(jaas).display()
+            ),
+        )
+    };
+    let good = Daemon::start(&work.path().join("good"), &with("client-jaas.conf", "good"));
+    let bad = Daemon::start(&work.path().join("bad"), &with("wrong-jaas.conf", "bad"));
+    good.wait_for("registered", Duration::from_secs(30), || {
+        let (member, replicas, owned) = membership(&good);
+        (member && replicas == 1 && owned == TABLES).then_some(())
+    });
+    bad.wait_for("the refusal logged", Duration::from_secs(30), || {
+        bad.logs().contains("no ZooKeeper session").then_some(())
+    });
+    let (member, _, owned) = membership(&bad);
+    assert!(!member);
+    assert_eq!(owned, 0);
+}
