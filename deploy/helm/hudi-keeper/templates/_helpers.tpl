@@ -32,6 +32,49 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* "true" when several replicas share the tables (cluster.mode static or zookeeper): a StatefulSet. */}}
+{{- define "hudi-keeper.clustered" -}}
+{{- if ne (toString .Values.cluster.mode) "none" }}true{{ end }}
+{{- end }}
+
+{{/* The headless Service naming the StatefulSet's pods (hudi-keeper-2.hudi-keeper-headless). */}}
+{{- define "hudi-keeper.headlessServiceName" -}}
+{{- printf "%s-headless" (include "hudi-keeper.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Refuse the values the daemon or Kubernetes would refuse later (renders nothing). */}}
+{{- define "hudi-keeper.validate" -}}
+{{- $mode := toString .Values.cluster.mode }}
+{{- $zk := list "zookeeper_path" "zookeeper_url" "zookeeper_session_timeout" }}
+{{- if eq $mode "none" }}
+{{- if ne (int .Values.replicaCount) 1 }}
+{{- fail (printf "replicaCount: %v replicas need cluster.mode static or zookeeper (with mode none, two daemons on the same tables would only contend for the same locks)" .Values.replicaCount) }}
+{{- end }}
+{{- end }}
+{{- if ne $mode "zookeeper" }}
+{{- range $k := $zk }}
+{{- if get $.Values.cluster $k }}
+{{- fail (printf "cluster.%s is for cluster.mode zookeeper, not %s" $k $mode) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if include "hudi-keeper.clustered" . }}
+{{- if and .Values.persistence.enabled .Values.persistence.existingClaim }}
+{{- fail (printf "persistence.existingClaim: the replicas of cluster.mode %s need a state folder each; leave it empty for a claim per replica (volumeClaimTemplates)" $mode) }}
+{{- end }}
+{{- if .Values.config.toml }}
+{{- if not (regexMatch `(?m)^[ \t]*\[cluster\]` .Values.config.toml) }}
+{{- fail (printf "config.toml: cluster.mode %s needs the file's own [cluster] section (mode = %q%s)" $mode $mode (ternary (printf ", replicas = %d" (int .Values.replicaCount)) "" (eq $mode "static"))) }}
+{{- end }}
+{{- else if eq $mode "zookeeper" }}
+{{- $lock := default (dict) (get (default (dict) .Values.config.defaults) "lock") }}
+{{- if not (or .Values.cluster.zookeeper_url (get $lock "zookeeper_url")) }}
+{{- fail "cluster.mode zookeeper: set cluster.zookeeper_url, or config.defaults.lock.zookeeper_url (the daemon falls back to it)" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "hudi-keeper.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "hudi-keeper.fullname" .) .Values.serviceAccount.name }}
@@ -67,6 +110,26 @@ the daemon at start.
 # The token for the mutating API comes from the Secret {{ include "hudi-keeper.secretName" . }} (HUDI_KEEPER_SERVER__AUTH_TOKEN).
 [server]
 {{- include "hudi-keeper.tomlTable" (dict "path" (list "server") "table" $server) }}
+{{- if eq (toString .Values.cluster.mode) "static" }}
+
+[cluster]
+mode = "static"
+# The StatefulSet's spec.replicas (replicaCount). Each replica's index is the trailing -N of its
+# pod name ($POD_NAME).
+replicas = {{ int .Values.replicaCount }}
+{{- else if eq (toString .Values.cluster.mode) "zookeeper" }}
+
+[cluster]
+mode = "zookeeper"
+{{- if not .Values.cluster.zookeeper_url }}
+# No zookeeper_url: the daemon uses [defaults.lock]'s.
+{{- end }}
+{{- range $k := list "zookeeper_url" "zookeeper_path" "zookeeper_session_timeout" }}
+{{- with get $.Values.cluster $k }}
+{{ $k }} = {{ include "hudi-keeper.tomlValue" . }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.config.defaults }}
 
 [defaults]
