@@ -524,6 +524,17 @@ fn savepoint_create_then_restore_takes_the_table_back_and_explains_refusals() {
         .map(|u| u["instant"].as_str().unwrap())
         .collect();
     assert_eq!(undone, [TF, "20200101120000000"]);
+    // Its requests by kind, as rollback --json reports them.
+    assert!(
+        v["requests"]["delete"].as_u64().unwrap() > 0,
+        "{}",
+        v["requests"]
+    );
+    assert!(
+        v["requests"]["put_if_absent"].as_u64().unwrap() > 0,
+        "{}",
+        v["requests"]
+    );
     assert!(!second.exists());
     assert!(!t
         .path()

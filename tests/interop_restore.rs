@@ -177,6 +177,14 @@ fn restore_case(key: &str, scenario: &str, by: SavepointBy) {
     assert_eq!(mdt_action, expected_mdt);
     let mdt_deleted = mdt_action == "deleted";
     assert_eq!(undone, order.len());
+    // The requests it made, by kind: at least a bulk delete of the undone files and the
+    // timeline's writes.
+    let requests = &done["requests"];
+    assert!(requests["delete"].as_u64().unwrap_or(0) > 0, "{requests}");
+    assert!(
+        requests["put_if_absent"].as_u64().unwrap_or(0) > 0,
+        "{requests}"
+    );
 
     // Same files kept and removed, same timeline (modulo new instant times).
     let mut diff_args = vec!["diff", "--restore"];

@@ -19,7 +19,7 @@ use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{
     storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig, ZkSecurityFiles,
 };
-use hudi_keeper_core::storage::{RelPath, StorageOptions};
+use hudi_keeper_core::storage::{RelPath, RequestCounter, Storage, StorageOptions};
 use hudi_keeper_core::Table;
 
 pub use duration::{parse_duration, parse_lock_expire, MAX_DURATION};
@@ -89,6 +89,32 @@ impl TableArgs {
         Table::open(&self.uri, &self.storage_options())
             .await
             .with_context(|| format!("cannot open table `{}`", self.uri))
+    }
+
+    /// Open the table with every object-store request counted by kind (what `--json` reports).
+    pub async fn open_counted(&self) -> anyhow::Result<(Table, Counted)> {
+        let requests = std::sync::Arc::new(RequestCounter::new());
+        let context = || format!("cannot open table `{}`", self.uri);
+        let storage = Storage::open(&self.uri, &self.storage_options())
+            .with_context(context)?
+            .with_interceptor(requests.clone());
+        let table = Table::open_storage(storage).await.with_context(context)?;
+        Ok((table, Counted(requests)))
+    }
+}
+
+/// The requests of a table opened with [`TableArgs::open_counted`].
+#[derive(Debug, Clone)]
+pub struct Counted(std::sync::Arc<RequestCounter>);
+
+impl Counted {
+    /// The requests so far, by kind, as `--json` shows them.
+    pub fn by_kind(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.0
+            .snapshot()
+            .into_iter()
+            .map(|(k, n)| (k.as_str(), n))
+            .collect()
     }
 }
 

@@ -46,7 +46,8 @@ pub struct RestoreArgs {
 }
 
 pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
-    let table = args.table.open().await?;
+    // Object-store requests by kind, which --json reports.
+    let (table, requests) = args.table.open_counted().await?;
     let (target, require_savepoint) = match (&args.savepoint, &args.to_instant) {
         (Some(t), _) => (t.clone(), true),
         (None, Some(t)) => (t.clone(), false),
@@ -70,7 +71,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
     let plan = preview_restore(&table, &target, &options).await?;
     if args.dry_run {
         if args.json {
-            let doc = serde_json::json!({"table": table.uri(), "dry_run": true, "restore": plan});
+            let doc = serde_json::json!({"table": table.uri(), "dry_run": true, "restore": plan, "requests": requests.by_kind()});
             println!("{}", serde_json::to_string_pretty(&doc)?);
         } else {
             print!("{}", render_preview(&plan));
@@ -109,7 +110,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
     // The last bar stays on screen, above the summary.
     drop(bars);
     if args.json {
-        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "restore": done});
+        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "restore": done, "requests": requests.by_kind()});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render_done(&done));

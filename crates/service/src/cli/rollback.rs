@@ -2,17 +2,13 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::Context;
 use clap::Args;
 use hudi_keeper_core::exec::rollback::{
     count_selected, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::plan::rollback::ListingScope;
 use hudi_keeper_core::protocol::lock::LockOptions;
-use hudi_keeper_core::storage::{RequestCounter, Storage};
-use hudi_keeper_core::Table;
 
 use super::progress::Bars;
 use super::{DetectionArgs, LockArgs, TableArgs};
@@ -56,12 +52,7 @@ pub struct RollbackArgs {
 
 pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     // Object-store requests by kind, which --json reports.
-    let requests = Arc::new(RequestCounter::new());
-    let context = || format!("cannot open table `{}`", args.table.uri);
-    let storage = Storage::open(&args.table.uri, &args.table.storage_options())
-        .with_context(context)?
-        .with_interceptor(requests.clone());
-    let table = Table::open_storage(storage).await.with_context(context)?;
+    let (table, requests) = args.table.open_counted().await?;
     let options = RollbackOptions {
         policy: args.detection.policy.into(),
         heartbeat: args.detection.heartbeat_policy(),
@@ -138,12 +129,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     // The last bar stays on screen, above the summary.
     drop(bars);
     if args.json {
-        let requests: std::collections::BTreeMap<&str, u64> = requests
-            .snapshot()
-            .into_iter()
-            .map(|(k, n)| (k.as_str(), n))
-            .collect();
-        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done, "requests": requests});
+        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done, "requests": requests.by_kind()});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render_done(&done));
