@@ -270,6 +270,15 @@ fn polled_by_one_of(live: &[&Daemon], tables: &[String], timeout: Duration) -> D
     }
 }
 
+/// The daemons running, with their indexes.
+fn running(daemons: &[Option<Daemon>]) -> Vec<(usize, &Daemon)> {
+    daemons
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.as_ref().map(|d| (i, d)))
+        .collect()
+}
+
 fn counter(d: &Daemon, name: &str) -> f64 {
     d.metric(name).unwrap_or_else(|| panic!("no {name}"))
 }
@@ -343,11 +352,7 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
 
     // 1. Three members, each table owned by the one the weights name, polled by it alone.
     {
-        let live: Vec<(usize, &Daemon)> = daemons
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (i, d.as_ref().unwrap()))
-            .collect();
+        let live = running(&daemons);
         settled(&live, &all, Duration::from_secs(60));
         let refs: Vec<&Daemon> = live.iter().map(|(_, d)| *d).collect();
         polled_by_one_of(&refs, &names, Duration::from_secs(120));
@@ -442,11 +447,7 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
     // 4. Started again under its name, it takes exactly its tables back.
     let restarted = Instant::now();
     daemons[victim] = Some(start(work.path(), victim, &cfg[victim]));
-    let live: Vec<(usize, &Daemon)> = daemons
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (i, d.as_ref().unwrap()))
-        .collect();
+    let live = running(&daemons);
     settled(&live, &all, Duration::from_secs(60));
     let back = daemons[victim].as_ref().unwrap();
     polled_by_one_of(&[back], &victims, Duration::from_secs(60));
@@ -464,9 +465,8 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
         .terminate(Duration::from_secs(30));
     assert!(exit.success(), "{exit:?}");
     let live: Vec<(usize, &Daemon)> = (0..2).map(|i| (i, daemons[i].as_ref().unwrap())).collect();
-    let left = settled(&live, &survivors, SESSION);
+    settled(&live, &survivors, SESSION);
     let leave = stopped.elapsed();
-    let _ = left;
     for d in daemons.iter_mut() {
         if let Some(d) = d.take() {
             assert!(d.terminate(Duration::from_secs(30)).success());
