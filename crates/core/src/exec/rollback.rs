@@ -532,7 +532,7 @@ pub(super) async fn list_data_files(
     if !storage.lists_one_level() {
         let files = storage
             .list_filtered(&RelPath::root(), |f| {
-                f.path.segments().next() != Some(".hoodie") && wanted.keeps(f)
+                f.path.segments().next() != Some(".hoodie") && wanted.keeps(&f.path)
             })
             .await?;
         return Ok(files);
@@ -548,7 +548,7 @@ pub(super) async fn list_data_files(
         .map(|d| RelPath::parse(d).map_err(StorageError::from))
         .collect::<Result<_, _>>()?;
     let listings: Vec<Result<Vec<FileMeta>, StorageError>> = futures::stream::iter(dirs)
-        .map(|d| async move { storage.list_filtered(&d, |f| wanted.keeps(f)).await })
+        .map(|d| async move { storage.list_filtered(&d, |f| wanted.keeps(&f.path)).await })
         .buffer_unordered(16)
         .collect()
         .await;
@@ -588,11 +588,12 @@ impl Wanted {
         }
     }
 
-    /// Whether a listing keeps `f`.
-    pub(super) fn keeps(&self, f: &FileMeta) -> bool {
+    /// Whether a listing keeps the file at `path`.
+    pub(super) fn keeps(&self, path: &RelPath) -> bool {
         self.every
-            || self.paths.contains(&f.path)
-            || DataFile::parse(f.file_name()).is_some_and(|d| self.instants.contains(d.instant()))
+            || self.paths.contains(path)
+            || DataFile::parse(path.file_name())
+                .is_some_and(|d| self.instants.contains(d.instant()))
     }
 }
 
@@ -1160,7 +1161,7 @@ pub(super) async fn confirm_gone(table: &Table, t: &str, deleted: &[RelPath]) ->
             let storage = storage.clone();
             async move {
                 storage
-                    .list_dir_filtered(&dir, |f| names.contains(f.file_name()))
+                    .list_dir_filtered(&dir, |p| names.contains(p.file_name()))
                     .await
             }
         })

@@ -172,6 +172,60 @@ fn key_named(keys: &[String], matches: impl Fn(&str) -> bool) -> Option<&String>
         .max_by_key(|k| k.len())
 }
 
+/// Directory entries read per blocking step of a local one-level listing.
+const LOCAL_LIST_CHUNK: usize = 1024;
+
+/// `f` on tokio's blocking pool; a panicked or cancelled task is an I/O error.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+}
+
+/// Up to `max` entries of `rd`: each name, and whether it is a folder (a symbolic link is
+/// judged by what it points to; a dangling one, and anything neither file nor folder, is
+/// left out). A name that is not UTF-8 is an
+/// error, as it is in object_store's listing.
+fn read_dir_chunk(rd: &mut std::fs::ReadDir, max: usize) -> std::io::Result<Vec<(String, bool)>> {
+    let mut out = Vec::with_capacity(max);
+    while out.len() < max {
+        let Some(entry) = rd.next() else { break };
+        let entry = entry?;
+        let mut kind = entry.file_type()?;
+        if kind.is_symlink() {
+            match std::fs::metadata(entry.path()) {
+                Ok(m) => kind = m.file_type(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if !kind.is_dir() && !kind.is_file() {
+            // a socket, pipe or device is no object (object_store lists none either)
+            continue;
+        }
+        let is_dir = kind.is_dir();
+        let name = entry.file_name().into_string().map_err(|n| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("file name {n:?} is not UTF-8"),
+            )
+        })?;
+        out.push((name, is_dir));
+    }
+    Ok(out)
+}
+
+/// object_store's local store writes an upload to `name#<digits>` before renaming it and
+/// never lists such a file.
+fn is_staged_upload(name: &str) -> bool {
+    match name.split_once('#') {
+        Some((_, suffix)) => !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
 /// The most [`Storage::get`] reads of one object (256 MiB): far above any timeline file Hudi
 /// writes (a rollback plan or commit of 100,000 files is tens of MB), far below what would
 /// get the process killed. A larger object is refused before its body is read.
@@ -303,20 +357,7 @@ impl Storage {
             tokio::task::spawn_blocking(move || remove_empty_tree_below(&base, &segments))
                 .await
                 .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-        match removed {
-            Ok(()) => {}
-            Err(e) => {
-                return Err(StorageError::Request {
-                    uri: self.uri.to_string(),
-                    op: OpKind::Delete,
-                    path: dir.to_string(),
-                    source: Box::new(object_store::Error::Generic {
-                        store: "LocalFileSystem",
-                        source: Box::new(e),
-                    }),
-                })
-            }
-        }
+        removed.map_err(|e| self.local_err(OpKind::Delete, dir, e))?;
         self.done(OpKind::Delete, dir, ())
     }
 
@@ -430,24 +471,30 @@ impl Storage {
         self.done(OpKind::ListDir, prefix, DirListing { files, dirs })
     }
 
-    /// The objects directly below `prefix` that `keep` accepts, and the names of the folders
-    /// directly below it. Each object is judged as the listing comes in, so only kept objects
-    /// (and folder names) are held, however many objects the folder has: where the store lists
-    /// page by page (S3, GCS, Azure), one page at a time with a delimiter; elsewhere (the local
-    /// file system, memory) by a recursive listing streamed and cut to one level. One
-    /// [`OpKind::ListDir`] request, counted and failed like any other. A missing prefix lists
-    /// as empty.
+    /// The objects directly below `prefix` whose paths `keep` accepts, and the names of the
+    /// folders directly below it. Each object is judged as the listing comes in, so only kept
+    /// objects (and folder names) are held, however many objects the folder has: where the
+    /// store lists page by page (S3, GCS, Azure), one page at a time with a delimiter; on the
+    /// local file system by directory entries, a chunk at a time, with only the kept files
+    /// looked at; elsewhere (memory, a wrapped store) by a recursive listing streamed and cut
+    /// to one level. One [`OpKind::ListDir`] request, counted and failed like any other. A
+    /// missing prefix lists as empty.
     pub async fn list_dir_filtered(
         &self,
         prefix: &RelPath,
-        mut keep: impl FnMut(&FileMeta) -> bool,
+        mut keep: impl FnMut(&RelPath) -> bool,
     ) -> Result<DirListing, StorageError> {
         self.check(OpKind::ListDir, prefix)?;
         let full = self.full(prefix);
         let mut files = Vec::new();
         let mut dirs = std::collections::BTreeSet::new();
-        match &self.pages {
-            Some(pages) => {
+        match (&self.pages, &self.local_dir) {
+            (None, Some(base)) => {
+                let folder = prefix.segments().fold(base.to_path_buf(), |p, s| p.join(s));
+                self.list_local_dir(prefix, folder, &mut keep, &mut files, &mut dirs)
+                    .await?;
+            }
+            (Some(pages), _) => {
                 // Unlike `list`, a paginated listing takes the prefix as given: the folder
                 // needs its trailing delimiter.
                 let folder = (!full.as_ref().is_empty()).then(|| format!("{full}/"));
@@ -464,7 +511,7 @@ impl Storage {
                         .map_err(|e| self.err(OpKind::ListDir, prefix, e))?;
                     for m in page.result.objects {
                         let meta = self.meta(m)?;
-                        if keep(&meta) {
+                        if keep(&meta.path) {
                             files.push(meta);
                         }
                     }
@@ -480,7 +527,7 @@ impl Storage {
                     }
                 }
             }
-            None => {
+            (None, None) => {
                 let depth = full.parts().count();
                 let mut stream = self.store.list(Some(&full));
                 while let Some(m) = stream
@@ -501,7 +548,7 @@ impl Storage {
                         continue;
                     }
                     let meta = self.meta(m)?;
-                    if keep(&meta) {
+                    if keep(&meta.path) {
                         files.push(meta);
                     }
                 }
@@ -514,9 +561,104 @@ impl Storage {
         self.done(OpKind::ListDir, prefix, listing)
     }
 
-    /// Whether [`Storage::list_dir_filtered`] lists one level only (page by page); otherwise
-    /// it walks everything below the folder, and one recursive listing is cheaper than one
-    /// per level.
+    /// [`Storage::list_dir_filtered`] on the local file system: one level of `folder` read
+    /// a chunk of entries at a time, judged by name, and only the kept files looked at
+    /// (`stat`): a partition's untouched files cost a directory entry each, not a `stat` and a
+    /// URL round trip as in object_store's walk. The same names as that walk (the on-disk
+    /// name is the key segment; symbolic links followed; object_store's staged uploads,
+    /// `name#123`, left out; a name that is no table path an error), except that a folder
+    /// holding no file is listed too, as a listing of it finds nothing.
+    async fn list_local_dir(
+        &self,
+        prefix: &RelPath,
+        folder: std::path::PathBuf,
+        keep: &mut impl FnMut(&RelPath) -> bool,
+        files: &mut Vec<FileMeta>,
+        dirs: &mut std::collections::BTreeSet<String>,
+    ) -> Result<(), StorageError> {
+        let fail = |e: std::io::Error| self.local_err(OpKind::ListDir, prefix, e);
+        let entries = {
+            let folder = folder.clone();
+            blocking(move || match std::fs::read_dir(&folder) {
+                Ok(rd) => Ok(Some(rd)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            })
+            .await
+            .map_err(fail)?
+        };
+        let Some(mut entries) = entries else {
+            return Ok(());
+        };
+        loop {
+            let (rest, chunk) = blocking(move || {
+                let chunk = read_dir_chunk(&mut entries, LOCAL_LIST_CHUNK)?;
+                Ok((entries, chunk))
+            })
+            .await
+            .map_err(fail)?;
+            entries = rest;
+            let done = chunk.len() < LOCAL_LIST_CHUNK;
+            let mut wanted = Vec::new();
+            for (name, is_dir) in chunk {
+                if is_dir {
+                    dirs.insert(name);
+                    continue;
+                }
+                if is_staged_upload(&name) {
+                    continue;
+                }
+                let path = prefix.join(&name).map_err(|_| StorageError::OutsideRoot {
+                    uri: self.uri.to_string(),
+                    path: folder.join(&name).display().to_string(),
+                })?;
+                if keep(&path) {
+                    wanted.push((folder.join(&name), path));
+                }
+            }
+            if !wanted.is_empty() {
+                let stated = blocking(move || {
+                    let mut out = Vec::with_capacity(wanted.len());
+                    for (full, path) in wanted {
+                        match std::fs::metadata(&full) {
+                            Ok(m) => out.push(FileMeta {
+                                path,
+                                size: m.len(),
+                                last_modified: m.modified()?.into(),
+                            }),
+                            // deleted since the directory was read
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(out)
+                })
+                .await
+                .map_err(fail)?;
+                files.extend(stated);
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    fn local_err(&self, op: OpKind, path: &RelPath, e: std::io::Error) -> StorageError {
+        StorageError::Request {
+            uri: self.uri.to_string(),
+            op,
+            path: path.to_string(),
+            source: Box::new(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(e),
+            }),
+        }
+    }
+
+    /// Whether [`Storage::list_dir_filtered`] lists one level only page by page, so that
+    /// listing a whole table folder by folder costs no more than one recursive listing. On the
+    /// local file system a recursive listing is one walk, which listing folder by folder would
+    /// only repeat; elsewhere (memory) a one-level listing walks everything below the folder.
     pub fn lists_one_level(&self) -> bool {
         self.pages.is_some()
     }
@@ -1428,6 +1570,111 @@ mod special_keys {
             r.unwrap_or_else(|e| panic!("{p}: {e}"));
         }
         assert_eq!(local_files(tmp.path()), Vec::<String>::new());
+    }
+
+    /// The local one-level listing (directory entries, `stat` for kept files only) names what
+    /// object_store's own walk of the same folder names, special names, links and object_store's
+    /// staged uploads included, and keeps only what the filter accepts.
+    #[tokio::test]
+    async fn the_local_one_level_listing_names_what_object_stores_walk_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path();
+        let mut names: Vec<String> = PARTITIONS.iter().map(|p| p.to_string()).collect();
+        names.push("g#x".into());
+        for (i, folder) in PARTITIONS.iter().enumerate() {
+            let dir = base.join(folder);
+            std::fs::create_dir_all(&dir).unwrap();
+            for n in &names {
+                std::fs::write(dir.join(format!("{n}_{i}.parquet")), n.as_bytes()).unwrap();
+            }
+            std::fs::create_dir_all(dir.join("sub").join("deeper")).unwrap();
+            std::fs::write(dir.join("sub").join("deeper").join("x"), b"x").unwrap();
+        }
+        let first = base.join(PARTITIONS[0]);
+        std::os::unix::fs::symlink(first.join("1~0_0.parquet"), first.join("link-to-file"))
+            .unwrap();
+        std::os::unix::fs::symlink(base.join(PARTITIONS[1]), first.join("link-to-dir")).unwrap();
+        std::os::unix::fs::symlink(first.join("gone"), first.join("dangling")).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(first.join("socket")).unwrap();
+        // object_store's staged upload of `h_0.parquet`: never listed
+        std::fs::write(first.join("h_0.parquet#12"), b"h").unwrap();
+        std::fs::write(base.join("top.parquet"), b"t").unwrap();
+
+        let fast = Storage::open(base.to_str().unwrap(), &StorageOptions::default()).unwrap();
+        assert!(fast.local_dir.is_some());
+        let walk = Storage::from_store(
+            Arc::new(LocalFileSystem::new_with_prefix(base).unwrap()),
+            "",
+            "file:///walk",
+        );
+        let mut folders: Vec<RelPath> = PARTITIONS.iter().map(|p| rel(p)).collect();
+        folders.push(RelPath::root());
+        folders.push(rel("no such folder"));
+        for folder in &folders {
+            for only_parquet in [false, true] {
+                let keep = |p: &RelPath| !only_parquet || p.file_name().ends_with(".parquet");
+                let a = fast.list_dir_filtered(folder, keep).await.unwrap();
+                let b = walk.list_dir_filtered(folder, keep).await.unwrap();
+                let names = |l: &DirListing| {
+                    let mut v: Vec<(String, u64)> = l
+                        .files
+                        .iter()
+                        .map(|f| (f.path.to_string(), f.size))
+                        .collect();
+                    v.sort();
+                    v
+                };
+                assert_eq!(names(&a), names(&b), "{folder}");
+                assert_eq!(a.dirs, b.dirs, "{folder}");
+                if folder.as_str() == PARTITIONS[0] {
+                    let listed: Vec<&str> = a.files.iter().map(|f| f.file_name()).collect();
+                    assert!(!listed.contains(&"h_0.parquet#12"), "{listed:?}");
+                    assert!(listed.contains(&"g#x_0.parquet"), "{listed:?}");
+                    assert_eq!(
+                        listed.contains(&"link-to-file"),
+                        !only_parquet,
+                        "{listed:?}"
+                    );
+                    assert!(!listed.contains(&"dangling") && !listed.contains(&"socket"));
+                    assert!(a.dirs.contains(&"link-to-dir".to_string()), "{:?}", a.dirs);
+                }
+            }
+        }
+        let kept = fast
+            .list_dir_filtered(&rel(PARTITIONS[2]), |p| p.file_name().starts_with("[p]"))
+            .await
+            .unwrap();
+        assert_eq!(kept.files.len(), 1);
+        assert_eq!(
+            kept.files[0].path.as_str(),
+            format!("{}/[p]_2.parquet", PARTITIONS[2])
+        );
+        assert_eq!(kept.files[0].size, 3);
+        // Every key it lists is the key the seam reads and deletes.
+        let key = kept.files[0].path.clone();
+        assert_eq!(fast.get(&key).await.unwrap(), Bytes::from_static(b"[p]"));
+        fast.delete(&key).await.unwrap();
+        assert!(!base.join(PARTITIONS[2]).join("[p]_2.parquet").exists());
+    }
+
+    #[tokio::test]
+    async fn a_local_folder_listing_more_entries_than_one_chunk_lists_them_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let n = LOCAL_LIST_CHUNK * 2 + 7;
+        for i in 0..n {
+            std::fs::write(tmp.path().join(format!("f{i:05}")), b"").unwrap();
+        }
+        let s = Storage::open(tmp.path().to_str().unwrap(), &StorageOptions::default()).unwrap();
+        let all = s
+            .list_dir_filtered(&RelPath::root(), |_| true)
+            .await
+            .unwrap();
+        assert_eq!(all.files.len(), n);
+        let some = s
+            .list_dir_filtered(&RelPath::root(), |p| p.file_name().ends_with('3'))
+            .await
+            .unwrap();
+        assert_eq!(some.files.len(), (0..n).filter(|i| i % 10 == 3).count());
     }
 
     #[tokio::test]
