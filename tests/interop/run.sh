@@ -12,7 +12,8 @@
 #   run.sh selftest [root]                            (generate+verify+diff per version)
 #   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
 #   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files;
-#                                                     <dir> or an s3a:// base path)
+#                                                     <dir> or an s3a:// base path; BENCH_SCENARIO picks the
+#                                                     table, default cow-nomdt-direct)
 #   run.sh bench-rollback <version-key> <dir>         (times Hudi's rollback of it; mutates <dir>; <dir> or s3a://)
 #   run.sh writer <version-key> <dir> <id> <commits>  (one of several concurrent writers; the JVM replaces the shell)
 #   run.sh kill-writer <version-key> <dir> <logdir>   (one more write, SIGKILLed mid-write; prints its instant)
@@ -439,7 +440,7 @@ cmd_bench_fail() {
   t0=$(date +%s%N)
   log "bench-fail $key: ~$files files in $parts partitions -> $dir (logs: $logs)"
   failed="$(FAIL_WAIT_TICKS=$((5 * ${BENCH_FAIL_TIMEOUT_S:-3600})) kill_failed_writer "$key" "$dir" "$logs" \
-    bench-fail --dir "$dir" --files "$files" --partitions "$parts")"
+    bench-fail --dir "$dir" --files "$files" --partitions "$parts" --scenario "${BENCH_SCENARIO:-cow-nomdt-direct}")"
   [[ -n "$failed" ]] || die "no failed instant reported"
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   local written

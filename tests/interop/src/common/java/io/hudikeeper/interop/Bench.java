@@ -33,11 +33,14 @@ import java.util.TreeMap;
 /**
  * Rollback benchmark of Hudi itself (for BENCHMARKS.md, not part of selftest/CI).
  * <pre>
- *   bench-fail     --dir D --files N --partitions P   table + 1 completed commit + a failed write of ~N base files
- *   bench-rollback --dir D                           time Hudi's rollbackFailedWrites() of that write
+ *   bench-fail     --dir D --files N --partitions P [--scenario S]   table + 1 completed commit + a failed
+ *                                                                     write of ~N base files
+ *   bench-rollback --dir D                                            time Hudi's rollbackFailedWrites() of it
  * </pre>
- * The table is the {@code cow-nomdt-direct} scenario's config (COW, metadata table off, DIRECT markers,
- * OCC + LAZY failed-writes policy, 1 s heartbeat with 2 tolerable misses). The failed write is an
+ * The table is scenario S's config, by default {@code cow-nomdt-direct} (COW, metadata table off, DIRECT
+ * markers, OCC + LAZY failed-writes policy, 1 s heartbeat with 2 tolerable misses); S may be any plain
+ * {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>} scenario (on merge-on-read the inserts make base files
+ * as well; with the metadata table the first commit initializes it and the failed write never reaches it). The failed write is an
  * {@code insert()} of {@link #RECORDS_PER_FILE} * N small records spread over P partitions, with
  * {@code hoodie.copyonwrite.insert.split.size=RECORDS_PER_FILE} (auto split off) so every insert bucket
  * becomes its own base file. Hudi assigns records to the buckets of a partition by a hash of the key,
@@ -77,12 +80,16 @@ final class Bench {
   }
 
   @SuppressWarnings({"rawtypes", "unchecked"})
-  static int fail(TableDir dir, int files, int partitions) throws Exception {
+  static int fail(TableDir dir, int files, int partitions, String scenario) throws Exception {
+    if (!scenario.matches("(cow|mor)-(mdt|nomdt)-(direct|timeline)")) {
+      throw new IllegalArgumentException("bench-fail takes a plain <cow|mor>-<mdt|nomdt>-<direct|timeline> scenario, not "
+          + scenario);
+    }
     if (dir.holdsTable()) {
       throw new IOException(dir + " already holds a table");
     }
     dir.create();
-    Scenario s = Scenario.parse(SCENARIO);
+    Scenario s = Scenario.parse(scenario);
     String base = dir.base;
     // permissions through java.nio instead of a forked process per created file (see NoForkLocalFileSystem)
     StorageConfiguration<Configuration> conf = Main.storageConf(NoForkLocalFileSystem.class);

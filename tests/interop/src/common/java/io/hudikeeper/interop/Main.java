@@ -37,7 +37,7 @@ import java.util.Properties;
  *   verify   --dir D --expect F     validate the table with Hudi's APIs (JSON report, exit 1 on failure)
  *   dump     --file F               print a timeline file (Avro decoded)
  *   timeline --dir D                Hudi's active timeline of D (and of its metadata table) as JSON, read-only
- *   bench-fail --dir D --files N [--partitions P]   benchmark table with a failed write of ~N files
+ *   bench-fail --dir D --files N [--partitions P] [--scenario S]   benchmark table with a failed write of ~N files
  *                                   (D: a local folder or an s3a:// base path)
  *   bench-rollback --dir D          time Hudi's rollbackFailedWrites() on a bench-fail table (local or s3a://)
  *   writer   --dir D --id W --commits N   commit N insert batches of new keys in a loop (OCC, the lock of
@@ -107,7 +107,7 @@ public final class Main {
       case "dump" -> rc = Dump.run(new File(req(opts, "file")));
       case "timeline" -> rc = Timeline.run(new File(req(opts, "dir")));
       case "bench-fail" -> rc = Bench.fail(TableDir.of(req(opts, "dir")), Integer.parseInt(req(opts, "files")),
-          Integer.parseInt(opts.getOrDefault("partitions", "100")));
+          Integer.parseInt(opts.getOrDefault("partitions", "100")), opts.getOrDefault("scenario", Bench.SCENARIO));
       case "bench-rollback" -> rc = Bench.rollback(TableDir.of(req(opts, "dir")));
       default -> {
         usage();
@@ -126,7 +126,7 @@ public final class Main {
         + " | lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]"
         + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D | commits-n --dir D --n N"
         + " | verify --dir D --expect F | dump --file F | timeline --dir D"
-        + " | bench-fail --dir D --files N [--partitions P] | bench-rollback --dir D");
+        + " | bench-fail --dir D --files N [--partitions P] [--scenario S] | bench-rollback --dir D");
     System.exit(2);
   }
 

@@ -7,6 +7,7 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 import java.io.File;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
@@ -104,7 +105,7 @@ final class TableDir {
 
   /**
    * {@code copy-local --from <base-uri> --to <dir>}: every object under the base path into a new local
-   * folder with the same relative names (folders as they are listed, empty ones included), byte for
+   * folder with the same relative names (folders as they are listed, empty ones left out), byte for
    * byte: the table as the store holds it, for tools that read a local copy (verify).
    */
   static int copyLocal(String from, File to) throws Exception {
@@ -115,19 +116,40 @@ final class TableDir {
     Path root = new Path(from.replaceAll("/+$", ""));
     FileSystem fs = root.getFileSystem(conf);
     int[] counts = new int[2];
-    copyTree(fs, root, to, counts);
+    copyTree(fs, root, to, counts, true);
     Main.OUT.println("{\"files\": " + counts[0] + ", \"folders\": " + counts[1] + "}");
     return 0;
   }
 
-  private static void copyTree(FileSystem fs, Path dir, File to, int[] counts) throws IOException {
-    Files.createDirectories(to.toPath());
-    counts[1]++;
-    for (FileStatus st : fs.listStatus(dir)) {
+  /** Copies dir into to; a folder is made only for the files under it (see below). */
+  private static void copyTree(FileSystem fs, Path dir, File to, int[] counts, boolean top) throws IOException {
+    FileStatus[] listed;
+    try {
+      listed = fs.listStatus(dir);
+    } catch (FileNotFoundException e) {
+      if (top) {
+        throw e;
+      }
+      // A store that keeps real folders (SeaweedFS) lists an emptied folder as a common prefix,
+      // which S3A then finds neither as an object nor as a prefix.
+      return;
+    }
+    // An object store holds keys, not folders: a folder with no object below it (S3A's directory
+    // markers, or the folders SeaweedFS keeps after their last object went) is no part of the
+    // table, so the copy leaves it out. The base path itself is always made.
+    if (top) {
+      Files.createDirectories(to.toPath());
+      counts[1]++;
+    }
+    for (FileStatus st : listed) {
       File target = new File(to, st.getPath().getName());
       if (st.isDirectory()) {
-        copyTree(fs, st.getPath(), target, counts);
+        copyTree(fs, st.getPath(), target, counts, false);
       } else {
+        if (!to.isDirectory()) {
+          Files.createDirectories(to.toPath());
+          counts[1]++;
+        }
         try (InputStream in = fs.open(st.getPath())) {
           Files.copy(in, target.toPath(), StandardCopyOption.REPLACE_EXISTING);
         }
@@ -135,4 +157,6 @@ final class TableDir {
       }
     }
   }
+
+
 }
