@@ -184,10 +184,9 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
 }
 
-/// Up to `max` entries of `rd`: each name, and whether it is a folder (a symbolic link is
-/// judged by what it points to; a dangling one, and anything neither file nor folder, is
-/// left out). A name that is not UTF-8 is an
-/// error, as it is in object_store's listing.
+/// Up to `max` entries of `rd` (fewer only at its end): each name, and whether it is a folder.
+/// A symbolic link is judged by what it points to; a dangling one, and anything neither file
+/// nor folder, is left out. A name that is not UTF-8 is an error, as in object_store's listing.
 fn read_dir_chunk(rd: &mut std::fs::ReadDir, max: usize) -> std::io::Result<Vec<(String, bool)>> {
     let mut out = Vec::with_capacity(max);
     while out.len() < max {
@@ -353,11 +352,9 @@ impl Storage {
         self.check(OpKind::Delete, dir)?;
         let base = base.to_path_buf();
         let segments: Vec<String> = dir.segments().map(str::to_owned).collect();
-        let removed =
-            tokio::task::spawn_blocking(move || remove_empty_tree_below(&base, &segments))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-        removed.map_err(|e| self.local_err(OpKind::Delete, dir, e))?;
+        blocking(move || remove_empty_tree_below(&base, &segments))
+            .await
+            .map_err(|e| self.local_err(OpKind::Delete, dir, e))?;
         self.done(OpKind::Delete, dir, ())
     }
 
