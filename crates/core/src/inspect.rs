@@ -238,10 +238,13 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// What is known about LAZY writers: heartbeat files now, or else `known`.
+    /// What is known about LAZY writers: the operator's statement that every writer is LAZY
+    /// first (it alone can make a write without heartbeat file failed, and every process reads
+    /// it), then heartbeat files now, or else `known` (heartbeat files seen before).
     pub fn lazy_writers(&self, known: Option<LazyWritersEvidence>) -> Option<LazyWritersEvidence> {
-        match self.heartbeat_files {
-            Some(n) if n > 0 => Some(LazyWritersEvidence::HeartbeatFilesNow),
+        match (known, self.heartbeat_files) {
+            (Some(LazyWritersEvidence::Assumed), _) => known,
+            (_, Some(n)) if n > 0 => Some(LazyWritersEvidence::HeartbeatFilesNow),
             _ => known,
         }
     }
@@ -324,9 +327,6 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         replace_kinds: &observed.replace_kinds,
         lazy_writers,
         max_write_duration: options.max_write_duration,
-        // A one-shot inspect remembers nothing: a write suspected at an earlier look is
-        // judged as any other once old (the daemon remembers; docs/operations.md).
-        suspected_eager: &Default::default(),
     };
     let assessments = assess(&timeline, &input);
     let writers = WritersReport::new(

@@ -61,15 +61,13 @@ pub struct RollbackOptions {
     pub heartbeat: HeartbeatPolicy,
     /// What is known about the table's writers besides its heartbeat files now: the daemon saw
     /// heartbeat files on it before, or the operator states every writer is LAZY. Under LAZY a
-    /// pending write without heartbeat file is only failed on a table known to have LAZY
-    /// writers.
+    /// pending write without heartbeat file is only failed on the operator's statement
+    /// ([`LazyWritersEvidence::Assumed`]); what was seen only names the verdict of a write left
+    /// alone.
     pub lazy_writers: Option<LazyWritersEvidence>,
     /// The operator's opt-in: no write of the table runs longer than this, so an older pending
     /// write without heartbeat file is failed (under either policy).
     pub max_write_duration: Option<Duration>,
-    /// Pending instants judged `eager_writer_suspected` earlier (the daemon remembers them):
-    /// never failed as `no_heartbeat` (`DetectionInput::suspected_eager`).
-    pub suspected_eager: Arc<BTreeSet<String>>,
     /// Roll back a named instant even if its writer may be alive (a live heartbeat, too young,
     /// a suspected EAGER writer's, or of unknown age).
     pub force: bool,
@@ -125,7 +123,6 @@ impl Default for RollbackOptions {
             heartbeat: HeartbeatPolicy::default(),
             lazy_writers: None,
             max_write_duration: None,
-            suspected_eager: Arc::default(),
             force: false,
             delete_concurrency: 64,
             listing_cross_check: true,
@@ -349,7 +346,6 @@ pub async fn assess_table(
         replace_kinds: &observed.replace_kinds,
         lazy_writers,
         max_write_duration: options.max_write_duration,
-        suspected_eager: &options.suspected_eager,
     };
     let assessments = assess(timeline, &input);
     let writers = WritersReport::new(

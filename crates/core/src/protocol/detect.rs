@@ -3,12 +3,21 @@
 //! the heartbeat observations, what each pending `replacecommit` is, and what is known about
 //! the table's writers.
 //!
+//! **Fail closed.** A verdict that deletes rests only on what every process can see: the
+//! timeline and heartbeat files with the store's modification times, and the table's
+//! configuration. Nothing a single process remembers (what it saw while a write was young, in
+//! memory or in its `state_dir`) can make a write failed; it may only make more be left alone.
+//! A replica that takes a table over, a restart with lost or corrupt state, a poll interval
+//! longer than the minimum age, a backoff or a halt all see the same verdicts.
+//!
 //! A heartbeat file proves a LAZY writer (LAZY writers start their heartbeat before they write
 //! the requested instant): fresh, it is alive; expired, it is dead. A pending write with **no**
-//! heartbeat file proves nothing by itself: a LAZY writer that died, or an EAGER writer (Hudi's
-//! default, which writes no heartbeat) still running. So it is failed only
+//! heartbeat file is, for the same reason, not a live LAZY writer's: it is an EAGER writer's
+//! (Hudi's default, which writes no heartbeat and may still be running) or one whose heartbeat
+//! file was lost. Heartbeat files of other writes do not tell which. So it is failed only
 //!
-//! * under LAZY, on a table known to have LAZY writers, once at least the minimum age old;
+//! * under LAZY, once at least the minimum age old, on a table whose operator stated that every
+//!   writer is LAZY (configuration every process reads);
 //! * under EAGER, once a newer write started after it (the single writer moved on);
 //! * under either, once older than the table's maximum write duration (an operator's opt-in).
 //!
@@ -16,7 +25,7 @@
 //! first timeline file's modification time, the same clock as heartbeats), never from the
 //! instant time read in some zone; an instant of unknown age is never failed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -30,8 +39,8 @@ use crate::timeline::{Action, Instant, State, Timeline};
 #[serde(rename_all = "lowercase")]
 pub enum FailedWritesPolicy {
     /// Writers with heartbeats (several writers): a pending instant is failed once its
-    /// heartbeat expired, or, without heartbeat file, once old enough on a table known to have
-    /// LAZY writers.
+    /// heartbeat expired, or, without heartbeat file, once old enough on a table whose operator
+    /// stated every writer is LAZY.
     Lazy,
     /// One writer without heartbeats (Hudi's default): a pending write is failed once a newer
     /// write started after it (or its heartbeat, if it has one, expired).
@@ -66,8 +75,9 @@ pub enum Verdict {
     Live,
     /// Its heartbeat expired: a failed write.
     Expired,
-    /// No heartbeat file, at least the minimum age old, on a table known to have LAZY writers
-    /// (they write their heartbeat before the instant): a failed write.
+    /// No heartbeat file, at least the minimum age old, on a table whose operator stated that
+    /// every writer is LAZY (they write their heartbeat before the instant, so this one died
+    /// before its first heartbeat or lost it): a failed write.
     NoHeartbeat,
     /// No heartbeat file and at least the minimum age old, but nothing shows the table has LAZY
     /// writers: it may be an EAGER writer still running. Reported and left alone.
@@ -83,10 +93,11 @@ pub enum Verdict {
     Overdue,
     /// No heartbeat file but too young to tell: wait.
     TooYoung,
-    /// Under LAZY: no heartbeat file although younger than the minimum age. A LAZY writer
-    /// writes its heartbeat first, so this looks like an EAGER writer on a table judged LAZY.
-    /// Not failed. Also a write judged so earlier ([`DetectionInput::suspected_eager`]) that is
-    /// old now on a table with LAZY writers: it is never failed as [`Verdict::NoHeartbeat`].
+    /// Under LAZY: no heartbeat file although younger than the minimum age, or at any age on a
+    /// table whose heartbeat files (now, or seen before) show LAZY writers. A LAZY writer writes
+    /// its heartbeat first, so this looks like an EAGER writer's write (which may still be
+    /// running) on a table judged LAZY. Left alone, unless the operator states every writer is
+    /// LAZY or it is older than a maximum write duration.
     EagerWriterSuspected,
     /// No heartbeat file and its age cannot be established from the store, or a heartbeat file
     /// whose modification time the store does not give: never rolled back automatically (fail
@@ -177,13 +188,29 @@ pub enum NamedRollback {
 pub enum LazyWritersEvidence {
     /// Heartbeat files are in `.hoodie/.heartbeat/` now.
     HeartbeatFilesNow,
-    /// Heartbeat files were seen on this table before (the daemon remembers it).
+    /// Heartbeat files were seen on this table before (the daemon remembers it). Reported
+    /// only: what one process remembers never makes a write failed.
     SeenBefore,
     /// The operator stated that every writer of the table is LAZY.
     Assumed,
 }
 
 impl LazyWritersEvidence {
+    /// What a process knows of a table's writers before it lists the heartbeat files: the
+    /// operator's statement that every writer is LAZY (configuration every process reads) first,
+    /// else that this process saw heartbeat files on the table before (its memory: it names the
+    /// verdict of a write left alone, and never makes one failed). The daemon and the model test
+    /// (`crates/core/tests/failed_write_model.rs`) both decide with it.
+    pub fn known(assume_lazy_writers: bool, seen_before: bool) -> Option<Self> {
+        if assume_lazy_writers {
+            Some(LazyWritersEvidence::Assumed)
+        } else if seen_before {
+            Some(LazyWritersEvidence::SeenBefore)
+        } else {
+            None
+        }
+    }
+
     /// In words, for reasons.
     pub fn describe(self) -> &'static str {
         match self {
@@ -230,18 +257,13 @@ pub struct DetectionInput<'a> {
     /// [`ReplaceKind::Unknown`].
     pub replace_kinds: &'a BTreeMap<String, ReplaceKind>,
     /// Whether (and why) the table is known to have LAZY writers. Under LAZY, a pending write
-    /// without heartbeat file is only failed when it is.
+    /// without heartbeat file is only failed (as [`Verdict::NoHeartbeat`]) when the evidence is
+    /// [`LazyWritersEvidence::Assumed`]: heartbeat files now or seen before name the verdict of
+    /// a write left alone, nothing more.
     pub lazy_writers: Option<LazyWritersEvidence>,
     /// The operator's opt-in: no write of this table runs longer than this, so a pending write
     /// without heartbeat file that is older is dead (under either policy).
     pub max_write_duration: Option<Duration>,
-    /// Pending instants judged [`Verdict::EagerWriterSuspected`] earlier, while young (the
-    /// daemon remembers them). Under LAZY such a write is never failed as
-    /// [`Verdict::NoHeartbeat`] once old on the strength of heartbeat files (now or seen
-    /// before): it stays `eager_writer_suspected` (left alone) unless it is overdue or gets a
-    /// heartbeat file. The operator's statement that every writer is LAZY
-    /// ([`LazyWritersEvidence::Assumed`]) outweighs the suspicion.
-    pub suspected_eager: &'a BTreeSet<String>,
 }
 
 /// Why a pending instant of this action is never a failed write, or `None` for candidates
@@ -419,22 +441,18 @@ fn assess_one(
             };
             match input.policy {
                 FailedWritesPolicy::Lazy => match (input.lazy_writers, overdue) {
-                    (_, Some(max)) if input.suspected_eager.contains(t) => overdue_verdict(max),
-                    // The operator's statement that every writer is LAZY outweighs the suspicion.
-                    (Some(evidence), None)
-                        if input.suspected_eager.contains(t)
-                            && evidence != LazyWritersEvidence::Assumed =>
-                    {
-                        done(
-                        Verdict::EagerWriterSuspected,
-                        format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}), but it was judged eager_writer_suspected while it was younger than the minimum age: an EAGER writer's write (no heartbeats) that may still be running, such as a long Spark job. Never rolled back as no_heartbeat: left alone until older than a maximum write duration (when one is set); roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
-                        )
-                    }
-                    (Some(evidence), _) => done(
+                    // The operator's statement, in the configuration every process reads.
+                    (Some(LazyWritersEvidence::Assumed), _) => done(
                         Verdict::NoHeartbeat,
-                        format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or deleted it", evidence.describe()),
+                        format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table whose operator stated every writer is LAZY: a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or lost it"),
                     ),
-                    (None, Some(max)) => overdue_verdict(max),
+                    (_, Some(max)) => overdue_verdict(max),
+                    // Heartbeat files of other writes show LAZY writers, and a LAZY writer
+                    // would have one: an EAGER writer's write, which may still be running.
+                    (Some(evidence), None) => done(
+                        Verdict::EagerWriterSuspected,
+                        format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this is an EAGER writer's write (Hudi's default, no heartbeats) that may still be running, such as a long Spark job, or one whose heartbeat file was lost. Nothing every process can see proves it dead: left alone. Set a maximum write duration (max_write_duration), state that every writer is LAZY (assume_lazy_writers), or roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
+                    ),
                     (None, None) => done(
                         Verdict::NoHeartbeatUnconfirmed,
                         format!("no heartbeat file and the instant is {age} ms old, but no heartbeat file was ever seen on this table: it may be a LAZY writer that died, or an EAGER writer (Hudi's default, no heartbeats) still running. Left alone: say every writer is LAZY (--assume-lazy-writers / assume_lazy_writers), set a maximum write duration, or roll it back by name (rollback --instant {t}) once you know its writer is gone"),
@@ -528,8 +546,10 @@ impl WritersReport {
             .any(|a| a.verdict == Verdict::EagerWriterSuspected);
         let max = max_write_duration.map(|d| d.as_secs());
         let hint = match (policy, evidence, max) {
-            _ if eager_writer_suspected => "a pending write has no heartbeat file although it is younger than the minimum age: LAZY writers write their heartbeat first, so EAGER writers (Hudi's default) seem to write this table, which is judged under the LAZY policy. Judge it as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer. The daemon remembers a suspected write and never rolls it back as no_heartbeat; a one-shot inspect or rollback remembers nothing: run once the write is older than the minimum age, it judges it as any write without heartbeat (rolled back as no_heartbeat when the table shows LAZY writers)".to_string(),
-            (FailedWritesPolicy::Lazy, Some(e), _) => format!("LAZY writers ({}): a pending write without heartbeat file is failed once older than the minimum age", e.describe()),
+            _ if eager_writer_suspected => "a pending write has no heartbeat file on a table judged under the LAZY policy: LAZY writers write their heartbeat first, so EAGER writers (Hudi's default, no heartbeats) seem to write this table, and their writes may still be running. Such a write is left alone (nothing every process can see proves it dead) unless every writer is stated LAZY (assume_lazy_writers) or it is older than a maximum write duration. Judge the table as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer".to_string(),
+            (FailedWritesPolicy::Lazy, Some(LazyWritersEvidence::Assumed), _) => "every writer is stated LAZY: a pending write without heartbeat file is failed once older than the minimum age".to_string(),
+            (FailedWritesPolicy::Lazy, Some(e), None) => format!("LAZY writers ({}): a pending write is failed once its heartbeat expired; one without heartbeat file may be an EAGER writer's and is left alone; if every writer is LAZY, say so (--assume-lazy-writers, assume_lazy_writers)", e.describe()),
+            (FailedWritesPolicy::Lazy, Some(e), Some(m)) => format!("LAZY writers ({}): a pending write is failed once its heartbeat expired; one without heartbeat file may be an EAGER writer's and is left alone until older than the maximum write duration ({m} s)", e.describe()),
             (FailedWritesPolicy::Lazy, None, None) => "no heartbeat file seen on this table: a pending write without heartbeat file may be an EAGER writer's and is left alone; if every writer is LAZY, say so (--assume-lazy-writers, assume_lazy_writers)".to_string(),
             (FailedWritesPolicy::Lazy, None, Some(m)) => format!("no heartbeat file seen on this table: a pending write without heartbeat file may be an EAGER writer's and is left alone until older than the maximum write duration ({m} s)"),
             (FailedWritesPolicy::Eager, _, None) => "EAGER writers: a pending write without heartbeat file is failed once a newer write started after it; the newest one is left alone".to_string(),
@@ -589,7 +609,6 @@ mod tests {
         replace: &'a [(&'a str, ReplaceKind)],
         lazy_writers: Option<LazyWritersEvidence>,
         max_write_duration: Option<Duration>,
-        suspected_eager: &'a [&'a str],
     }
 
     fn assess_with(t: &Timeline, policy: FailedWritesPolicy, given: &Given<'_>) -> Vec<Assessment> {
@@ -616,11 +635,6 @@ mod tests {
             replace_kinds: &rk,
             lazy_writers: given.lazy_writers,
             max_write_duration: given.max_write_duration,
-            suspected_eager: &given
-                .suspected_eager
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
         };
         assess(t, &input)
     }
@@ -672,7 +686,7 @@ mod tests {
             v,
             vec![
                 ("20250126050500000".into(), Verdict::EagerWriterSuspected),
-                ("20250126043000000".into(), Verdict::NoHeartbeat),
+                ("20250126043000000".into(), Verdict::EagerWriterSuspected),
                 ("20250126042000000".into(), Verdict::Live),
                 ("20250126041000000".into(), Verdict::Expired),
             ]
@@ -680,7 +694,8 @@ mod tests {
     }
 
     #[test]
-    fn a_lazy_write_without_heartbeat_is_failed_only_on_a_table_known_to_have_lazy_writers() {
+    fn a_lazy_write_without_heartbeat_is_failed_only_where_the_operator_states_every_writer_is_lazy(
+    ) {
         let t = timeline(&["20250126040000000.deltacommit.requested"]);
         let unknown = judge(&t, LAZY, &Given::default());
         assert_eq!(
@@ -689,23 +704,46 @@ mod tests {
         );
         assert!(!Verdict::NoHeartbeatUnconfirmed.is_failed());
         assert!(Verdict::NoHeartbeatUnconfirmed.is_left_alone());
+        // Heartbeat files of other writes, now or remembered, show LAZY writers; a LAZY writer
+        // would have one, so this is an EAGER writer's write that may still run: left alone.
         for evidence in [
             LazyWritersEvidence::HeartbeatFilesNow,
             LazyWritersEvidence::SeenBefore,
-            LazyWritersEvidence::Assumed,
         ] {
-            let a = assess_with(
-                &t,
-                LAZY,
-                &Given {
-                    lazy_writers: Some(evidence),
-                    ..Default::default()
-                },
-            );
-            assert_eq!(a[0].verdict, Verdict::NoHeartbeat, "{evidence:?}");
-            assert!(a[0].verdict.is_failed());
+            let given = Given {
+                lazy_writers: Some(evidence),
+                ..Default::default()
+            };
+            let a = assess_with(&t, LAZY, &given);
+            assert_eq!(a[0].verdict, Verdict::EagerWriterSuspected, "{evidence:?}");
+            assert!(!a[0].verdict.is_failed());
             assert!(a[0].reason.contains(evidence.describe()), "{}", a[0].reason);
+            assert!(
+                WritersReport::new(LAZY, Some(evidence), None, Some(1), &a).eager_writer_suspected
+            );
+            // The operator's maximum write duration still makes it overdue.
+            let given = Given {
+                max_write_duration: Some(Duration::from_secs(1800)),
+                ..given
+            };
+            assert_eq!(assess_with(&t, LAZY, &given)[0].verdict, Verdict::Overdue);
         }
+        // The operator's statement, in the configuration every process reads.
+        let a = assess_with(
+            &t,
+            LAZY,
+            &Given {
+                lazy_writers: Some(LazyWritersEvidence::Assumed),
+                ..Default::default()
+            },
+        );
+        assert_eq!(a[0].verdict, Verdict::NoHeartbeat);
+        assert!(a[0].verdict.is_failed());
+        assert!(
+            a[0].reason.contains("stated every writer is LAZY"),
+            "{}",
+            a[0].reason
+        );
     }
 
     #[test]
@@ -964,82 +1002,6 @@ mod tests {
         assert_eq!(
             Verdict::AgeUnknown.named_rollback(),
             NamedRollback::NeedsForce
-        );
-    }
-
-    #[test]
-    fn a_write_suspected_to_be_an_eager_writers_while_young_is_never_failed_as_no_heartbeat_once_old(
-    ) {
-        // Suspected while young (the daemon remembers it); an hour old now, and the table has
-        // LAZY-writer evidence: still left alone.
-        let t = timeline(&["20250126040000000.deltacommit.requested"]);
-        let suspected = ["20250126040000000"];
-        for evidence in [
-            LazyWritersEvidence::HeartbeatFilesNow,
-            LazyWritersEvidence::SeenBefore,
-        ] {
-            let given = Given {
-                lazy_writers: Some(evidence),
-                suspected_eager: &suspected,
-                ..Default::default()
-            };
-            let a = assess_with(&t, LAZY, &given);
-            assert_eq!(a[0].verdict, Verdict::EagerWriterSuspected, "{evidence:?}");
-            assert!(!a[0].verdict.is_failed());
-            assert!(
-                a[0].reason.contains("judged eager_writer_suspected"),
-                "{}",
-                a[0].reason
-            );
-            assert!(
-                WritersReport::new(LAZY, Some(evidence), None, Some(1), &a).eager_writer_suspected
-            );
-        }
-        // The operator's statement that every writer is LAZY outweighs the suspicion.
-        let given = Given {
-            lazy_writers: Some(LazyWritersEvidence::Assumed),
-            suspected_eager: &suspected,
-            ..Default::default()
-        };
-        assert_eq!(
-            assess_with(&t, LAZY, &given)[0].verdict,
-            Verdict::NoHeartbeat
-        );
-        // Without evidence it is left alone as any write without heartbeat.
-        let given = Given {
-            suspected_eager: &suspected,
-            ..Default::default()
-        };
-        assert_eq!(
-            assess_with(&t, LAZY, &given)[0].verdict,
-            Verdict::NoHeartbeatUnconfirmed
-        );
-        // The operator's maximum write duration still makes it overdue.
-        let given = Given {
-            lazy_writers: Some(LazyWritersEvidence::SeenBefore),
-            suspected_eager: &suspected,
-            max_write_duration: Some(Duration::from_secs(1800)),
-            ..Default::default()
-        };
-        assert_eq!(assess_with(&t, LAZY, &given)[0].verdict, Verdict::Overdue);
-        // A heartbeat file decides over the suspicion (it proves a LAZY writer).
-        let hb = [("20250126040000000", NOW - HOUR)];
-        let given = Given {
-            heartbeats: &hb,
-            lazy_writers: Some(LazyWritersEvidence::HeartbeatFilesNow),
-            suspected_eager: &suspected,
-            ..Default::default()
-        };
-        assert_eq!(assess_with(&t, LAZY, &given)[0].verdict, Verdict::Expired);
-        // Others are judged as before.
-        let given = Given {
-            lazy_writers: Some(LazyWritersEvidence::SeenBefore),
-            suspected_eager: &["20250126030000000"],
-            ..Default::default()
-        };
-        assert_eq!(
-            assess_with(&t, LAZY, &given)[0].verdict,
-            Verdict::NoHeartbeat
         );
     }
 

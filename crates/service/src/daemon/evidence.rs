@@ -3,9 +3,12 @@
 //! LAZY writers write a heartbeat file before each write; EAGER writers (Hudi's default) write
 //! none. Once the daemon has seen a heartbeat file of an instant on the table's active timeline
 //! (pending or completed; an orphan of an instant absent from it, such as one a restore undid,
-//! does not count), the table is known to have LAZY writers, and a pending write without
-//! heartbeat file older than the minimum age is a dead writer's (unless the daemon suspected it
-//! to be an EAGER writer's while it was young: `suspected.rs`). That knowledge is kept in `state_dir/writer-evidence/<table>.json`, one small
+//! does not count), the table is known to have LAZY writers, and the writers report says so
+//! (`seen_before`) when no heartbeat file is left. It is one process's memory, so it decides
+//! nothing: a pending write without heartbeat file is judged the same with or without it (left
+//! alone unless the operator states every writer is LAZY or it is older than a maximum write
+//! duration); only the name of its verdict differs. That knowledge is kept in
+//! `state_dir/writer-evidence/<table>.json`, one small
 //! file per table written atomically (temporary file, fsync, rename, fsync of the folder), and
 //! read back at start. A file whose `uri` is not the table's (the name was given to another
 //! table) is ignored. Deleting a table's file makes the daemon forget it: do that when a table's
@@ -39,8 +42,8 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 impl EvidenceStore {
     /// Read every table's evidence from `dir` (missing: nothing known yet). A file that cannot
     /// be read or parsed is skipped with a warning that names it: that table is treated as having
-    /// no evidence (its writes without heartbeat are left alone and reported, the safe side),
-    /// and the file is replaced the next time a heartbeat is seen on the table. Only a folder
+    /// no evidence (which changes no verdict but a name), and the file is replaced the next time
+    /// a heartbeat is seen on the table. Only a folder
     /// that cannot be listed stops the start.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
         Ok(Self {
@@ -48,7 +51,7 @@ impl EvidenceStore {
                 dir,
                 MAX_FILE_BYTES,
                 "writer-evidence",
-                "until a heartbeat is seen again, that table's writes without heartbeat are left alone",
+                "until a heartbeat is seen again, the table's writers report says no heartbeat was seen",
             )?,
         })
     }
@@ -56,6 +59,16 @@ impl EvidenceStore {
     /// What was seen on table `name` at `uri`, if anything.
     pub fn get(&self, name: &str, uri: &str) -> Option<WriterEvidence> {
         self.docs.get(name).filter(|e| e.uri == uri)
+    }
+
+    /// Table `name`'s file, if it could not be read at start.
+    pub fn unreadable(&self, name: &str) -> Option<&super::state_files::UnreadableStateFile> {
+        self.docs.unreadable(name)
+    }
+
+    /// Files that could not be read at start.
+    pub fn unreadable_count(&self) -> usize {
+        self.docs.unreadable_count()
     }
 
     /// Record that heartbeat files were seen on table `name` at `uri` now, on disk first; the

@@ -130,6 +130,8 @@ pub struct Metrics {
     pub tables_halted: IntGauge,
     /// Replicas sharing the tables (`[cluster]`; 1 without).
     pub cluster_replicas: IntGauge,
+    /// Per-table files in `state_dir` that could not be read at start.
+    pub state_files_unreadable: IntGauge,
     /// Views of the replicas this replica moved to (`[cluster] mode = "zookeeper"`: a replica
     /// joined or left, or this one lost or regained its registration).
     pub cluster_membership_changes: prometheus::IntCounter,
@@ -181,6 +183,10 @@ impl Metrics {
             "hudi_keeper_cluster_replicas",
             "Replicas sharing the tables as this replica sees them (cluster.replicas, or the members registered in ZooKeeper; 1 for a daemon of its own).",
         ));
+        let state_files_unreadable = must(IntGauge::new(
+            "hudi_keeper_state_files_unreadable",
+            "Per-table files in state_dir (writer-evidence/, own-changes/) that could not be read at start and were skipped; the tables' status names them.",
+        ));
         let cluster_membership_changes = must(prometheus::IntCounter::new(
             "hudi_keeper_cluster_membership_changes_total",
             "Changes of the replicas sharing the tables seen by this replica (a replica joined or left, this one lost or regained its registration).",
@@ -216,6 +222,7 @@ impl Metrics {
             Box::new(tables.clone()),
             Box::new(tables_halted.clone()),
             Box::new(cluster_replicas.clone()),
+            Box::new(state_files_unreadable.clone()),
             Box::new(cluster_membership_changes.clone()),
             Box::new(cluster_ownership_changes.clone()),
             Box::new(registry_errors.clone()),
@@ -235,6 +242,7 @@ impl Metrics {
             tables,
             tables_halted,
             cluster_replicas,
+            state_files_unreadable,
             cluster_membership_changes,
             cluster_ownership_changes,
             registry_errors,

@@ -15,7 +15,6 @@ pub mod membership;
 pub mod metrics;
 pub mod own_changes;
 mod state_files;
-pub mod suspected;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,13 +97,16 @@ pub struct TableStatus {
     pub rollbacks: u64,
     /// What is known about the table's writers, and the pending writes left alone.
     pub writers: WritersStatus,
+    /// Its files in `state_dir` that could not be read at start (skipped: the table is judged
+    /// without them, which only ever leaves more alone).
+    pub state_files_unreadable: Vec<state_files::UnreadableStateFile>,
 }
 
 /// What the daemon knows about a table's writers (the writer policy, `docs/operations.md`).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct WritersStatus {
-    /// Whether the table is known to have LAZY writers: then a pending write without heartbeat
-    /// file is failed once older than `min_instant_age`.
+    /// Whether the table is known to have LAZY writers (a pending write without heartbeat file
+    /// is failed once older than `min_instant_age` only when `evidence` is `assumed`).
     pub lazy_writers_known: bool,
     /// Why: `heartbeat_files_now`, `seen_before` (remembered in `state_dir`), `assumed`
     /// (`assume_lazy_writers`).
@@ -113,7 +115,8 @@ pub struct WritersStatus {
     pub heartbeats_first_seen_ms: Option<i64>,
     /// Heartbeat files at the last poll that listed them (only polls with pending writes do).
     pub heartbeat_files: Option<usize>,
-    /// The last poll found a young pending write without heartbeat file on a table judged LAZY.
+    /// The last poll found a pending write without heartbeat file on a table judged LAZY that
+    /// looks like an EAGER writer's (young, or on a table with heartbeat files).
     pub eager_writer_suspected: bool,
     /// Pending writes left alone at the last poll, by reason.
     pub left_alone: LeftAlone,
@@ -156,9 +159,6 @@ pub struct TableState {
     generation: std::sync::atomic::AtomicU64,
     /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
     heartbeats_seen_ms: StdMutex<Option<i64>>,
-    /// Pending writes judged `eager_writer_suspected` (`state_dir/suspected-eager-writes/`):
-    /// never failed as `no_heartbeat`.
-    suspected_eager: StdMutex<Arc<std::collections::BTreeSet<String>>>,
 }
 
 impl TableState {
@@ -190,21 +190,17 @@ impl TableState {
         f(&mut guard);
     }
 
-    /// What is known about the writers besides the heartbeat files a poll sees: heartbeat
-    /// files seen before (kept across restarts), else the operator's `assume_lazy_writers`.
+    /// What is known about the writers besides the heartbeat files a poll sees: the
+    /// operator's `assume_lazy_writers` (configuration, the same for every replica: the only
+    /// evidence that can make a write without heartbeat file failed), else heartbeat files seen
+    /// before (kept across restarts; it only names the verdict of a write left alone).
     fn known_lazy_writers(&self) -> Option<LazyWritersEvidence> {
         let seen = self
             .heartbeats_seen_ms
             .lock()
             .map(|s| s.is_some())
             .unwrap_or_else(|e| e.into_inner().is_some());
-        if seen {
-            Some(LazyWritersEvidence::SeenBefore)
-        } else if self.settings.assume_lazy_writers {
-            Some(LazyWritersEvidence::Assumed)
-        } else {
-            None
-        }
+        LazyWritersEvidence::known(self.settings.assume_lazy_writers, seen)
     }
 
     /// The writers status of a poll that found no pending instant (nothing was listed).
@@ -231,11 +227,6 @@ impl TableState {
             policy: self.settings.failed_writes_policy.detection(),
             heartbeat: self.settings.heartbeat,
             lazy_writers: self.known_lazy_writers(),
-            suspected_eager: self
-                .suspected_eager
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
             max_write_duration: self
                 .settings
                 .max_write_duration_ms
@@ -337,8 +328,6 @@ pub struct Daemon {
     registry: StdMutex<RegistryState>,
     /// Which tables were seen with heartbeat files (`state_dir/writer-evidence/`).
     evidence: evidence::EvidenceStore,
-    /// Writes suspected to be EAGER writers' (`state_dir/suspected-eager-writes/`).
-    suspected: suspected::SuspectedStore,
     /// The rollbacks and restores this daemon started (`state_dir/own-changes/`).
     own_changes: Arc<own_changes::OwnChangesStore>,
 }
@@ -365,9 +354,6 @@ impl Daemon {
         let registry_file = config.server.state_dir.join("tables.json");
         let evidence =
             evidence::EvidenceStore::load(&config.server.state_dir.join("writer-evidence"))?;
-        let suspected = suspected::SuspectedStore::load(
-            &config.server.state_dir.join("suspected-eager-writes"),
-        )?;
         let own_changes = Arc::new(own_changes::OwnChangesStore::load(
             &config.server.state_dir.join("own-changes"),
         )?);
@@ -395,6 +381,9 @@ impl Daemon {
         }
         let metrics = Metrics::new();
         metrics.cluster_replicas.set(cluster.replicas() as i64);
+        metrics
+            .state_files_unreadable
+            .set((evidence.unreadable_count() + own_changes.unreadable_count()) as i64);
         let cluster = cluster::ClusterView::new(cluster);
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
@@ -412,7 +401,6 @@ impl Daemon {
             registry_write: tokio::sync::Mutex::new(()),
             registry: StdMutex::new(RegistryState::default()),
             evidence,
-            suspected,
             own_changes,
             stores: hudi_keeper_core::storage::StoreCache::new(),
             interned: StdMutex::new(Vec::new()),
@@ -614,7 +602,17 @@ impl Daemon {
             source,
             location,
             settings,
-            status: StdMutex::new(TableStatus::default()),
+            status: StdMutex::new(TableStatus {
+                state_files_unreadable: [
+                    self.evidence.unreadable(&entry.name),
+                    self.own_changes.unreadable(&entry.name),
+                ]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+                ..TableStatus::default()
+            }),
             metrics: self.metrics.table(&entry.name),
             table: tokio::sync::Mutex::new(None),
             handle: StdMutex::new(None),
@@ -625,7 +623,6 @@ impl Daemon {
                     .get(&entry.name, &entry.uri)
                     .map(|e| e.heartbeats_first_seen_ms),
             ),
-            suspected_eager: StdMutex::new(self.suspected.get(&entry.name, &entry.uri)),
         });
         let cluster = self.cluster();
         state.metrics.not_owned.store(
@@ -1024,7 +1021,6 @@ impl Daemon {
                 .metrics
                 .failed_instants
                 .store(0, std::sync::atomic::Ordering::Relaxed);
-            self.note_suspected(state, &timeline, &[]).await;
             let writers = state.idle_writers();
             state
                 .metrics
@@ -1043,8 +1039,6 @@ impl Daemon {
         })
         .await?;
         self.note_heartbeats(state, &judged.writers).await;
-        self.note_suspected(state, &timeline, &judged.assessments)
-            .await;
         let assessments = judged.assessments;
         let oldest = assessments
             .iter()
@@ -1177,8 +1171,8 @@ impl Daemon {
     }
 
     /// Heartbeat files on the table prove it has LAZY writers: remember that in `state_dir`
-    /// (once), so a pending write without heartbeat file is judged failed even when no
-    /// heartbeat file is left, after restarts too. A failed write of the state is retried at
+    /// (once), for the writers report (`seen_before`) when no heartbeat file is left, after
+    /// restarts too. It never makes a write failed. A failed write of the state is retried at
     /// the next poll that sees heartbeat files.
     async fn note_heartbeats(&self, state: &TableState, writers: &WritersReport) {
         if writers.heartbeat_files.unwrap_or(0) == 0 || state.heartbeats_first_seen_ms().is_some() {
@@ -1191,49 +1185,11 @@ impl Daemon {
                     .heartbeats_seen_ms
                     .lock()
                     .unwrap_or_else(|e| e.into_inner()) = Some(e.heartbeats_first_seen_ms);
-                info!(table = %name, "heartbeat files seen: the table has LAZY writers; from now on a pending write without heartbeat file is failed once older than min_instant_age");
+                info!(table = %name, "heartbeat files seen: the table has LAZY writers; a pending write of it without heartbeat file is an EAGER writer's or lost its heartbeat, and is left alone unless assume_lazy_writers or max_write_duration says otherwise");
             }
             Err(e) => {
                 warn!(table = %name, error = %format!("{e:#}"), "could not keep the heartbeat evidence in state_dir; retried at the next poll")
             }
-        }
-    }
-
-    /// Remember the pending writes judged `eager_writer_suspected` (in memory at once, then in
-    /// `state_dir`), and forget those no longer pending: a write suspected while young is never
-    /// failed as `no_heartbeat` once old, after restarts too. A failed write of the state is
-    /// retried at the next poll.
-    async fn note_suspected(
-        &self,
-        state: &TableState,
-        timeline: &hudi_keeper_core::timeline::Timeline,
-        assessments: &[Assessment],
-    ) {
-        let remembered = state
-            .suspected_eager
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let next = suspected::next_suspected(
-            &remembered,
-            timeline.pending().map(|i| i.requested_time.as_str()),
-            assessments
-                .iter()
-                .filter(|a| {
-                    a.verdict == hudi_keeper_core::protocol::detect::Verdict::EagerWriterSuspected
-                })
-                .map(|a| a.requested_time.as_str()),
-        );
-        let name = state.entry.name.as_str();
-        for t in next.difference(&remembered) {
-            warn!(table = %name, instant = %t, "a young pending write without heartbeat file on a table judged LAZY: suspected to be an EAGER writer's, it is never rolled back as no_heartbeat");
-        }
-        *state
-            .suspected_eager
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Arc::new(next.clone());
-        if let Err(e) = self.suspected.set(name, &state.entry.uri, &next).await {
-            warn!(table = %name, error = %format!("{e:#}"), "could not keep the suspected EAGER writes in state_dir; retried at the next poll");
         }
     }
 

@@ -87,6 +87,16 @@ impl OwnChangesStore {
         })
     }
 
+    /// Table `name`'s file, if it could not be read at start.
+    pub fn unreadable(&self, name: &str) -> Option<&super::state_files::UnreadableStateFile> {
+        self.docs.unreadable(name)
+    }
+
+    /// Files that could not be read at start.
+    pub fn unreadable_count(&self) -> usize {
+        self.docs.unreadable_count()
+    }
+
     /// The recorded changes of table `name` at `uri`.
     pub fn get(&self, name: &str, uri: &str) -> Vec<OwnChange> {
         self.docs

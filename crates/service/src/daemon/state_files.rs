@@ -1,5 +1,5 @@
-//! The daemon's small per-table state files in `state_dir` (writer evidence, suspected EAGER
-//! writes, its own changes; [`TableDocs`]): one JSON document per table, `<table>.json`, written atomically and read back with a
+//! The daemon's small per-table state files in `state_dir` (writer evidence, its own changes;
+//! [`TableDocs`]): one JSON document per table, `<table>.json`, written atomically and read back with a
 //! size cap. An unreadable file is skipped with a warning (each caller says what that means for
 //! the table); only a folder that cannot be listed is an error.
 
@@ -12,6 +12,19 @@ use anyhow::Context;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+/// A table's state file that could not be read at start: skipped, with what that means (never
+/// more than leaving more alone). Shown in the table's status, counted in
+/// `hudi_keeper_state_files_unreadable`, and logged with its full path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnreadableStateFile {
+    /// The file below `state_dir`, e.g. `writer-evidence/t.json`.
+    pub file: String,
+    /// Why it could not be read.
+    pub error: String,
+    /// What that means for the table.
+    pub consequence: String,
+}
+
 /// One folder of per-table documents (`<dir>/<table>.json`), in memory and on disk: read back
 /// at start with [`load_dir`], replaced whole with [`write_atomically`]. What a document means,
 /// and whether it belongs to the table now registered under that name, is its owner's business.
@@ -19,6 +32,8 @@ use serde::Serialize;
 pub struct TableDocs<T> {
     dir: PathBuf,
     docs: StdMutex<BTreeMap<String, T>>,
+    /// The documents that could not be read at start, by table name.
+    unreadable: BTreeMap<String, UnreadableStateFile>,
     /// Serializes the writes of the files.
     write: tokio::sync::Mutex<()>,
 }
@@ -26,11 +41,23 @@ pub struct TableDocs<T> {
 impl<T: Serialize + DeserializeOwned + Clone> TableDocs<T> {
     /// Every document in `dir` (see [`load_dir`] for what is skipped).
     pub fn load(dir: &Path, max_bytes: u64, what: &str, consequence: &str) -> anyhow::Result<Self> {
+        let (docs, unreadable) = load_dir(dir, max_bytes, what, consequence)?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            docs: StdMutex::new(load_dir(dir, max_bytes, what, consequence)?),
+            docs: StdMutex::new(docs),
+            unreadable,
             write: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Why the document of table `name` could not be read at start, if it could not.
+    pub fn unreadable(&self, name: &str) -> Option<&UnreadableStateFile> {
+        self.unreadable.get(name)
+    }
+
+    /// How many documents could not be read at start.
+    pub fn unreadable_count(&self) -> usize {
+        self.unreadable.len()
     }
 
     /// The document of table `name`, if any.
@@ -59,19 +86,28 @@ impl<T: Serialize + DeserializeOwned + Clone> TableDocs<T> {
     }
 }
 
+/// The documents read, and those that could not be, by table name.
+type Loaded<T> = (BTreeMap<String, T>, BTreeMap<String, UnreadableStateFile>);
+
 /// Every `<table>.json` document in `dir` (none when `dir` does not exist), by table name.
-/// Files over `max_bytes` or that do not parse as `T` are skipped with a warning that names the
-/// file and says `consequence`; temporary files of an interrupted write are ignored.
+/// Files over `max_bytes`, that cannot be read (a folder in their place, no permission) or that
+/// do not parse as `T` are skipped with a warning that names the file and says `consequence`,
+/// and returned apart; temporary files of an interrupted write are ignored.
 pub fn load_dir<T: DeserializeOwned>(
     dir: &Path,
     max_bytes: u64,
     what: &str,
     consequence: &str,
-) -> anyhow::Result<BTreeMap<String, T>> {
+) -> anyhow::Result<Loaded<T>> {
     let mut out = BTreeMap::new();
+    let mut unreadable = BTreeMap::new();
+    let folder = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((out, unreadable)),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
     };
     for entry in entries {
@@ -88,14 +124,25 @@ pub fn load_dir<T: DeserializeOwned>(
             Ok(doc) => {
                 out.insert(name.to_string(), doc);
             }
-            Err(e) => tracing::warn!(
-                file = %path.display(),
-                error = %format!("{e:#}"),
-                "skipping an unreadable {what} file: {consequence}"
-            ),
+            Err(e) => {
+                let error = format!("{e:#}");
+                tracing::warn!(
+                    file = %path.display(),
+                    error = %error,
+                    "skipping an unreadable {what} file: {consequence}"
+                );
+                unreadable.insert(
+                    name.to_string(),
+                    UnreadableStateFile {
+                        file: format!("{folder}/{name}.json"),
+                        error,
+                        consequence: consequence.to_string(),
+                    },
+                );
+            }
         }
     }
-    Ok(out)
+    Ok((out, unreadable))
 }
 
 /// One document, read with a size cap.
