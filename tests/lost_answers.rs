@@ -109,6 +109,43 @@ fn a_lost_answer_to_creating_the_storage_lock_file_does_not_make_the_run_wait_ou
 }
 
 #[test]
+fn a_lost_answer_to_creating_the_filesystem_lock_file_does_not_leave_the_table_locked_forever() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let expected = rolled_back_reference(&rt);
+
+    let (f, root) = s3_fixture(&rt, "lost-fs-lock", Kind::MorV9, true);
+    with_expired_heartbeat(&rt, &f);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    // The lock file (`.hoodie/lock`, created if absent) reaches the server; its answer does not,
+    // and the retry finds the file. It holds this run's token, and never expires (expire = 0,
+    // Hudi's default): a run that took it for someone else's would wait out its 5 s and leave it
+    // behind, locking out every writer until an operator deleted it.
+    proxy.lose_answers(&["PUT ", &format!("/{root}/.hoodie/lock ")], 1);
+    let out = bin()
+        .args(["rollback", &f.uri, "--yes", "--instant", TF])
+        .args(["--lock", "filesystem", "--lock-timeout", "5s"])
+        .args([
+            "--heartbeat-interval",
+            "1s",
+            "--heartbeat-tolerable-misses",
+            "1",
+            "--clock-skew-margin",
+            "500ms",
+        ])
+        .args(store_flags(&proxy.endpoint()))
+        .output()
+        .expect("run hudi-keeper");
+    assert_eq!(proxy.injected().answers_lost, 1, "the answer was lost");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !keys(&rt, &f).iter().any(|k| k == ".hoodie/lock"),
+        "the lock file was released: {:?}",
+        keys(&rt, &f)
+    );
+    assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
+}
+
+#[test]
 fn a_lost_answer_to_a_storage_lock_write_mid_rollback_leaves_no_lease_held_by_nobody() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let expected = rolled_back_reference(&rt);
