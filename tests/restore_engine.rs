@@ -18,6 +18,7 @@ use hudi_keeper_core::format::log_block::is_rollback_block_for;
 use hudi_keeper_core::format::restore::{RestoreMetadata, RestorePlan};
 use hudi_keeper_core::protocol::lock::LockOptions;
 use hudi_keeper_core::storage::testing::{CountingInterceptor, FailMode, FailNth};
+use hudi_keeper_core::timeline::Action;
 use hudi_keeper_core::Table;
 
 fn opts(require_savepoint: bool) -> RestoreOptions {
@@ -851,6 +852,50 @@ async fn prepared(kind: Kind, mdt: bool, real_mdt: bool, first: Option<&str>) ->
     f
 }
 
+/// The requested times of the restore instants (pending or completed) on a table's timeline.
+async fn restore_instants(table: &Table) -> Vec<String> {
+    table
+        .timeline()
+        .await
+        .expect("timeline")
+        .instants()
+        .iter()
+        .filter(|i| i.action == Action::Restore)
+        .map(|i| i.requested_time.clone())
+        .collect()
+}
+
+/// What a restore stopped by a crash must leave, so that nothing but the table itself is needed
+/// to finish it (the daemon's journal drops a restore that is not pending on the timeline): the
+/// table as it was, or a pending restore on its timeline, or the restore completed. Anything
+/// else (the metadata table deleted with no restore recorded, say) is a change no rerun knows
+/// to continue.
+async fn assert_resumable(
+    f: &Fixture,
+    untouched: &BTreeMap<String, Vec<u8>>,
+    restores_before: &[String],
+    failure: &str,
+) {
+    let now = f.snapshot().await;
+    if &now == untouched {
+        return;
+    }
+    let timeline = open(f).await.timeline().await.expect("timeline");
+    let pending = timeline.pending().any(|i| i.action == Action::Restore);
+    let completed = timeline
+        .completed()
+        .any(|i| i.action == Action::Restore && !restores_before.contains(&i.requested_time));
+    let changed: Vec<&String> = untouched
+        .keys()
+        .chain(now.keys())
+        .filter(|k| untouched.get(*k) != now.get(*k))
+        .collect();
+    assert!(
+        pending || completed,
+        "after a failure {failure} the table changed with no pending or completed restore on its timeline: {changed:?}"
+    );
+}
+
 async fn crash_at_every_call_after(
     kind: Kind,
     mdt: bool,
@@ -870,6 +915,8 @@ async fn crash_at_every_call_after(
 
     for (mode, n) in (1..=calls).flat_map(|n| [(FailMode::Before, n), (FailMode::After, n)]) {
         let f = prepared(kind, mdt, real_mdt, first).await;
+        let untouched = f.snapshot().await;
+        let restores_before = restore_instants(&open(&f).await).await;
         let fail = Arc::new(FailNth::with_mode(&[], n as u64, mode));
         let first = match Table::open_storage(f.storage().with_interceptor(fail.clone())).await {
             Ok(t) => restore(&t, T1, &opts(true), None).await.map(|_| ()),
@@ -883,6 +930,13 @@ async fn crash_at_every_call_after(
             first.is_err(),
             "injected failure {mode:?} call {n} went unnoticed"
         );
+        assert_resumable(
+            &f,
+            &untouched,
+            &restores_before,
+            &format!("{mode:?} call {n}"),
+        )
+        .await;
         let t = open(&f).await;
         restore(&t, T1, &opts(true), None)
             .await
@@ -926,6 +980,154 @@ async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterr
 ) {
     let n = crash_at_every_call(Kind::MorV9, true).await;
     eprintln!("mor v9 + metadata table: {n} injection points");
+}
+
+/// A version-6 merge-on-read table whose metadata table hudi-keeper cannot read: the restore
+/// deletes it. A crash at any call, the deletion's included, leaves the table as it was or
+/// with the restore pending; the rerun ends like an uninterrupted restore.
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_mor_v6_mdt_deleted(
+) {
+    let f = fixture(Kind::MorV6, true).await;
+    let done = restore(&open(&f).await, T1, &opts(true), None)
+        .await
+        .unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Deleted);
+    let n = crash_at_every_call(Kind::MorV6, true).await;
+    eprintln!("mor v6 + metadata table deleted: {n} injection points");
+}
+
+/// Records the path of every write (put, create, delete) that reaches storage, in order.
+#[derive(Debug, Default)]
+struct Writes(std::sync::Mutex<Vec<String>>);
+
+impl hudi_keeper_core::storage::Interceptor for Writes {
+    fn before(
+        &self,
+        _op: hudi_keeper_core::storage::OpKind,
+        _path: &hudi_keeper_core::storage::RelPath,
+    ) -> Result<(), hudi_keeper_core::storage::StorageError> {
+        Ok(())
+    }
+
+    fn after(
+        &self,
+        op: hudi_keeper_core::storage::OpKind,
+        path: &hudi_keeper_core::storage::RelPath,
+    ) -> Result<(), hudi_keeper_core::storage::StorageError> {
+        use hudi_keeper_core::storage::OpKind;
+        if matches!(
+            op,
+            OpKind::Put | OpKind::PutIfAbsent | OpKind::Delete | OpKind::PutIfMatch
+        ) {
+            self.0.lock().unwrap().push(path.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// A restore that deletes the metadata table writes its instant first (`.restore.requested`,
+/// then `.restore.inflight`), and only then clears the table properties and removes
+/// `.hoodie/metadata`: a crash in between leaves a pending restore that a rerun (or the daemon's
+/// journal) continues, never a table with its metadata table gone and no restore recorded.
+#[tokio::test]
+async fn a_restore_that_deletes_the_metadata_table_records_its_instant_first() {
+    for kind in [Kind::MorV9, Kind::MorV6, Kind::CowV6] {
+        let f = fixture(kind, true).await;
+        let writes = Arc::new(Writes::default());
+        let t = Table::open_storage(f.storage().with_interceptor(writes.clone()))
+            .await
+            .unwrap();
+        let done = restore(&t, T1, &opts(true), None).await.unwrap();
+        assert_eq!(
+            done.metadata_table,
+            MetadataTableAction::Deleted,
+            "{kind:?}"
+        );
+        let writes = writes.0.lock().unwrap().clone();
+        let dir = tl(kind);
+        let r = &done.restore_instant;
+        assert_eq!(
+            writes.get(..2),
+            Some(
+                &[
+                    format!("{dir}/{r}.restore.requested"),
+                    format!("{dir}/{r}.restore.inflight"),
+                ][..]
+            ),
+            "{kind:?}: {writes:?}"
+        );
+        let mdt = writes
+            .iter()
+            .position(|w| w.starts_with(".hoodie/metadata/") || w.contains("hoodie.properties"))
+            .unwrap_or_else(|| panic!("{kind:?}: the metadata table was not deleted: {writes:?}"));
+        let first_child = writes
+            .iter()
+            .position(|w| w.contains(".rollback"))
+            .unwrap_or_else(|| panic!("{kind:?}: no child rollback: {writes:?}"));
+        assert!(mdt < first_child, "{kind:?}: {writes:?}");
+        assert!(!f
+            .snapshot()
+            .await
+            .keys()
+            .any(|k| k.starts_with(".hoodie/metadata/")));
+    }
+}
+
+/// A restore stopped right after writing its instant, whose metadata table was then half
+/// deleted the other way round from hudi-keeper's order (`.hoodie/metadata` gone, its
+/// partitions still listed in `hoodie.properties`, as a crash inside another tool's deletion
+/// leaves it): the rerun continues the pending restore, clears the properties and ends like an
+/// uninterrupted restore.
+#[tokio::test]
+async fn a_resumed_restore_finishes_deleting_a_half_deleted_metadata_table() {
+    use hudi_keeper_core::storage::OpKind;
+    for kind in [Kind::MorV9, Kind::MorV6] {
+        let reference = fixture(kind, true).await;
+        let done = restore(&open(&reference).await, T1, &opts(true), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            done.metadata_table,
+            MetadataTableAction::Deleted,
+            "{kind:?}"
+        );
+        let expected = normalize(&reference.snapshot().await);
+
+        let f = fixture(kind, true).await;
+        // The first plain put is the properties' backup: the metadata table's deletion.
+        let fail = Arc::new(FailNth::new(&[OpKind::Put], 1));
+        let t = Table::open_storage(f.storage().with_interceptor(fail.clone()))
+            .await
+            .unwrap();
+        restore(&t, T1, &opts(true), None).await.unwrap_err();
+        assert!(fail.fired());
+        let timeline = open(&f).await.timeline().await.unwrap();
+        assert!(
+            timeline.pending().any(|i| i.action == Action::Restore),
+            "{kind:?}: the restore is pending"
+        );
+        let snap = f.snapshot().await;
+        let props = String::from_utf8(snap[".hoodie/hoodie.properties"].clone()).unwrap();
+        assert!(
+            props.contains("hoodie.table.metadata.partitions=files\n"),
+            "{props}"
+        );
+        for k in snap.keys().filter(|k| k.starts_with(".hoodie/metadata/")) {
+            f.storage().delete(&rel(k)).await.unwrap();
+        }
+        let again = restore(&open(&f).await, T1, &opts(true), None)
+            .await
+            .unwrap();
+        assert!(again.resumed, "{kind:?}");
+        let pending: Vec<&str> = timeline
+            .pending()
+            .filter(|i| i.action == Action::Restore)
+            .map(|i| i.requested_time.as_str())
+            .collect();
+        assert_eq!(pending, [again.restore_instant.as_str()], "{kind:?}");
+        assert_eq!(normalize(&f.snapshot().await), expected, "{kind:?}");
+    }
 }
 
 #[tokio::test]

@@ -2,25 +2,34 @@
 //! 0.15, 1.0 and 1.1 in `tests/interop/observations/savepoint-restore.md`).
 //!
 //! Under the table lock, held for the whole restore:
-//! 1. plan (`plan::restore`) from the timeline read under the lock; refuse before any change;
-//! 2. decide the metadata table's fate as Hudi's `restoreToSavepoint` does: restore it, or
-//!    (restore point at or before its oldest compaction, before its timeline, or what
-//!    `metadata_table::restore::metadata_table_plan` names) delete it now: its partitions
-//!    cleared in `hoodie.properties`, `.hoodie/metadata` removed, rebuilt by the next writer;
-//! 3. `R.restore.requested` (the plan), empty `R.restore.inflight`;
-//! 4. one child rollback per instant, in plan order, each `r.rollback.requested` (a
+//! 1. plan (`plan::restore`) from the timeline read under the lock, every child rollback plan
+//!    included; decide the metadata table's fate as Hudi's `restoreToSavepoint` does: restore
+//!    it, or delete it (restore point at or before its oldest compaction, before its timeline,
+//!    or what `metadata_table::restore::metadata_table_plan` names); refuse before any change;
+//! 2. the change journal's entry (the daemon's), before anything is written to the table;
+//! 3. `R.restore.requested` (the plan), empty `R.restore.inflight`: the first change;
+//! 4. the metadata table, when deleted: its partitions cleared in `hoodie.properties`,
+//!    `.hoodie/metadata` removed, rebuilt by the next writer;
+//! 5. one child rollback per instant, in plan order, each `r.rollback.requested` (a
 //!    listing-based plan) and `r.rollback.inflight`, the instant's completed file first, then its
 //!    files (v6 MOR: rollback command blocks for log files it appended to), then its inflight and
 //!    requested files; children are never completed;
-//! 5. the metadata table, when restored: (1.x) the partitions Hudi drops on restore dropped,
-//!    then the same procedure (3, 4, 6, 7) one level down, then the deltacommit Hudi writes
+//! 6. the metadata table, when restored: (1.x) the partitions Hudi drops on restore dropped,
+//!    then the same procedure (3, 5, 7, 8) one level down, then the deltacommit Hudi writes
 //!    after it (1.x: empty; version 6: `files` records syncing it with storage);
-//! 6. the completed restore (`HoodieRestoreMetadata`);
-//! 7. every rollback instant after the restore point removed, newest first (marker folder,
+//! 7. the completed restore (`HoodieRestoreMetadata`);
+//! 8. every rollback instant after the restore point removed, newest first (marker folder,
 //!    completed file, inflight, requested), as Hudi does.
 //!
-//! Every step is resumable: a pending restore (ours or Hudi's) is continued with its own plan and
-//! instant, a pending child rollback with its own plan, and instants already undone are skipped.
+//! Every step is resumable, and every change is made with the restore pending on the timeline:
+//! a pending restore (ours or Hudi's) is continued with its own plan and instant, a pending
+//! child rollback with its own plan, and instants already undone are skipped. Hudi's
+//! `restoreToSavepoint` deletes the metadata table before it schedules the restore (step 4
+//! before 3); hudi-keeper schedules first, so that a run stopped during the deletion leaves a
+//! pending restore whose rerun (it decides the metadata table's fate again, and a metadata table
+//! partly deleted is deleted) finishes the deletion. The two orders differ only while a run is
+//! stopped between the two steps, and end in the same state; Hudi's readers accept a table whose
+//! metadata table was deleted.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -326,7 +335,8 @@ async fn run(
         "under the lock, before the restore changes anything",
         planned.resumes.as_ref().map(|_| target),
     )?;
-    // Deleting the metadata table goes first, as in Hudi's restoreToSavepoint; restoring it
+    // The metadata table's fate, decided before the first change. Deleting it comes right after
+    // the restore instant is written (`execute_restore`), before the children; restoring it
     // comes after the data table's instants are undone, before the data table's restore
     // completes, as in Hudi.
     let resumes = planned.resumes.as_deref();
@@ -334,11 +344,10 @@ async fn run(
     if mdt.action == MetadataTableAction::Restored {
         check_metadata_children(table, target, resumes).await?;
     }
-    let restore_mdt = (mdt.action == MetadataTableAction::Restored).then_some(&mdt);
     // A new restore's time sorts after every time of the metadata table it restores too: a
     // metadata-table restore after it is then its own (an earlier restore's is before it).
-    let mdt_timeline = match (restore_mdt, &planned.resumes) {
-        (Some(_), None) => match table.metadata_table().await? {
+    let mdt_timeline = match (mdt.action, &planned.resumes) {
+        (MetadataTableAction::Restored, None) => match table.metadata_table().await? {
             Some(m) => Some(m.timeline().await?),
             None => None,
         },
@@ -348,8 +357,9 @@ async fn run(
     timelines.extend(mdt_timeline.iter());
     let new_instant = new_instant_time(&timelines, table.zone());
     if planned.resumes.is_none() {
-        // Recorded before the first change (the metadata table's deletion included): a journal
-        // that cannot be written refuses the restore with the table as it was.
+        // Recorded before the first change (the restore instant, which the metadata table's
+        // deletion follows): a journal that cannot be written refuses the restore with the
+        // table as it was.
         super::journal_start(
             options.rollback.journal.as_ref(),
             table,
@@ -361,12 +371,6 @@ async fn run(
         )
         .await?;
     }
-    if mdt.action == MetadataTableAction::Deleted {
-        if let Some(why) = &mdt.why {
-            info!(reason = %why, "deleting the metadata table");
-        }
-        delete_metadata_table(table).await?;
-    }
     let mut done = execute_restore(
         table,
         target,
@@ -374,7 +378,7 @@ async fn run(
         &options.rollback,
         progress,
         started,
-        restore_mdt,
+        Some(&mdt),
         &new_instant,
         children,
     )
@@ -384,8 +388,10 @@ async fn run(
 }
 
 /// Run a planned restore on `table` (the data table, or its metadata table): the plan and
-/// inflight, one child per instant, (for the data table, the metadata table's restore,) the
-/// completed restore, rollbacks after the point removed. The caller holds the lock.
+/// inflight, (for the data table, the metadata table's deletion,) one child per instant, (for
+/// the data table, the metadata table's restore,) the completed restore, rollbacks after the
+/// point removed. `mdt` is the data table's metadata-table plan (`None` for the metadata
+/// table's own restore). The caller holds the lock.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn execute_restore(
     table: &Table,
@@ -424,6 +430,27 @@ pub(super) async fn execute_restore(
     };
     let inflight = timeline_file(config, &r, None, Action::Restore, State::Inflight)?;
     create_if_absent(storage, &inflight, Vec::new()).await?;
+
+    // The metadata table goes only now that the restore is on the timeline: a run stopped
+    // during (or right before) its deletion leaves a pending restore, which a rerun continues;
+    // its plan, recomputed then, names the deletion again (the metadata table is untouched, or
+    // partly deleted, which `metadata_table_plan` deletes), and deleting is idempotent. Before
+    // the restore instant, a stop would leave the metadata table gone with nothing recorded to
+    // finish the restore. (Hudi's restoreToSavepoint deletes it before scheduling the restore:
+    // the orders differ only while a run is stopped in between, and end alike.)
+    if let Some(m) = mdt.filter(|m| m.action == MetadataTableAction::Deleted) {
+        table.stop_point(
+            &format!("restore {r}, before deleting the metadata table"),
+            Some(target),
+        )?;
+        if let Some(why) = &m.why {
+            info!(reason = %why, "deleting the metadata table");
+        }
+        delete_metadata_table(table)
+            .await
+            .map_err(|e| left_pending(e, target))?;
+    }
+    let mdt = mdt.filter(|m| m.action == MetadataTableAction::Restored);
 
     let Children {
         pending: pending_rb,
