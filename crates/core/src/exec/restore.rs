@@ -45,8 +45,8 @@ use super::metadata_table::restore::{
 pub use super::metadata_table::MetadataTableAction;
 use super::rollback::{
     action_of_plan, apply_plan, assess_table, avro_err, delete_folder, left_pending,
-    list_data_files, pending_rollbacks, plan_err, refused, rollback_metadata, PendingRollback,
-    Progress, RollbackOptions, Wanted,
+    list_data_files, pending_rollbacks, plan_err, refuse_links, refused, rollback_metadata,
+    Changes, PendingRollback, Progress, RollbackOptions, Wanted,
 };
 use super::savepoint::earliest_retained;
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
@@ -222,6 +222,7 @@ pub async fn preview_restore(
     let sizes: BTreeMap<&RelPath, u64> = inputs.files.iter().map(|f| (&f.path, f.size)).collect();
     let base = BasePath::from_uri(table.uri());
     let mut instants = Vec::new();
+    let mut changes = restore_changes(table, &timeline, target, &planned)?;
     for u in &planned.undo {
         let pending = pending_rb.get(&u.instant);
         let plan = match pending {
@@ -229,6 +230,7 @@ pub async fn preview_restore(
             None => child_plan(table, u, &inputs)?,
         };
         let resolved = resolve_plan(&plan, &base).map_err(|e| plan_err(table, e))?;
+        changes.add_plan(&resolved)?;
         let deletes: Vec<&RelPath> = resolved
             .deletes
             .values()
@@ -247,6 +249,8 @@ pub async fn preview_restore(
             log_blocks: resolved.log_blocks.iter().map(|b| b.3.len()).sum(),
         });
     }
+    // The dry run names a link on the way as the run would: before anything changes.
+    refuse_links(table, target, &changes).await?;
     let savepointed = timeline
         .find(target)
         .any(|i| i.action == Action::Savepoint && !i.is_pending());
@@ -314,6 +318,12 @@ async fn run(
                 "there is no commit after this instant; nothing to restore and nothing was changed",
             ));
         };
+        refuse_links(
+            table,
+            target,
+            &restore_changes(table, &timeline, target, &planned)?,
+        )
+        .await?;
         let removed = remove_rollbacks(table, target).await?;
         return Ok(RestoreDone {
             target: target.to_string(),
@@ -331,6 +341,20 @@ async fn run(
     // Every child rollback plan is made before the first change: one that cannot be made
     // refuses the restore while the table is as it was.
     let children = prepare_children(table, &timeline, &planned.undo).await?;
+    // No delete or write through a symbolic link below the table's base path, nor in a table
+    // folder swapped for one since it was opened: checked under the lock, before the first
+    // change, for every child plan.
+    let mut changes = restore_changes(table, &timeline, target, &planned)?;
+    let base = BasePath::from_uri(table.uri());
+    let plans = children
+        .pending
+        .values()
+        .map(|p| &p.plan)
+        .chain(children.plans.values());
+    for plan in plans {
+        changes.add_plan(&resolve_plan(plan, &base).map_err(|e| plan_err(table, e))?)?;
+    }
+    refuse_links(table, target, &changes).await?;
     table.stop_point(
         "under the lock, before the restore changes anything",
         planned.resumes.as_ref().map(|_| target),
@@ -556,6 +580,34 @@ pub(super) async fn execute_restore(
         duration_ms: started.elapsed().as_millis() as u64,
         lock_wait_ms: 0,
     })
+}
+
+/// What a restore to `target` changes besides its child plans' files: its timeline files, the
+/// marker folder and heartbeat of every instant it undoes, the marker folders of the rollbacks
+/// it removes, and the metadata table.
+fn restore_changes(
+    table: &Table,
+    timeline: &Timeline,
+    target: &str,
+    planned: &PlannedRestore,
+) -> Result<Changes, Error> {
+    let mut changes = Changes::around(table, target, None)?;
+    for u in &planned.undo {
+        let child = Changes::around(table, &u.instant, None)?;
+        changes.deletes.extend(child.deletes);
+        changes.trees.extend(child.trees);
+    }
+    for rb in rollbacks_to_remove(timeline, target) {
+        changes.trees.push(marker_dir(&rb)?);
+    }
+    changes.writes.push(timeline_file(
+        table.config(),
+        target,
+        None,
+        Action::Restore,
+        State::Requested,
+    )?);
+    Ok(changes)
 }
 
 /// A restore's children, prepared before it changes anything (and again on every resume,

@@ -37,9 +37,9 @@ use crate::protocol::detect::{
 use crate::protocol::heartbeat::{heartbeat_path, HeartbeatPolicy};
 use crate::protocol::lock::{acquire_until, LockOptions};
 use crate::protocol::markers::{marker_dir, read_markers};
-use crate::storage::{FileMeta, RelPath, Storage, StorageError};
+use crate::storage::{FileMeta, OpKind, RelPath, Storage, StorageError};
 use crate::table::files::{BasePath, DataFile};
-use crate::table::Table;
+use crate::table::{Table, METADATA_TABLE_PATH};
 use crate::timeline::{Action, Instant, State, Timeline};
 use crate::Error;
 
@@ -705,7 +705,117 @@ async fn make_plan(
         cross_check,
     })
     .map_err(|e| plan_err(table, e))?;
+    // The dry run names a link on the way as the run would: before anything changes.
+    refuse_links(
+        table,
+        &work.target,
+        &planned_changes(table, &work.target, &planned)?,
+    )
+    .await?;
     Ok((planned, scope))
+}
+
+/// What a rollback (or a restore) changes on a local table, looked at for symbolic links
+/// before its first change.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    /// Files it deletes.
+    pub(super) deletes: Vec<RelPath>,
+    /// Files it writes (a placeholder name stands for a new file in a folder).
+    pub(super) writes: Vec<RelPath>,
+    /// Folders it deletes whole, by listing them (marker folders), and the metadata table's.
+    pub(super) trees: Vec<RelPath>,
+}
+
+impl Changes {
+    /// What every rollback of `t` changes besides its plan's files: its timeline files, its
+    /// heartbeat and marker folder (and `r`'s, the rollback's own), and the metadata table.
+    pub(super) fn around(table: &Table, t: &str, r: Option<&str>) -> Result<Self, Error> {
+        let timeline = timeline_file(
+            table.config(),
+            r.unwrap_or(t),
+            None,
+            Action::Rollback,
+            State::Requested,
+        )?;
+        let mut trees = vec![marker_dir(t)?, metadata_table_dir()?];
+        if let Some(r) = r {
+            trees.push(marker_dir(r)?);
+        }
+        Ok(Self {
+            deletes: vec![heartbeat_path(t)?],
+            writes: vec![timeline],
+            trees,
+        })
+    }
+
+    /// The deletes of a resolved plan, and the folders its command blocks are written to.
+    pub(super) fn add_plan(
+        &mut self,
+        resolved: &crate::plan::rollback::ResolvedPlan,
+    ) -> Result<(), Error> {
+        self.deletes.extend(
+            resolved
+                .deletes
+                .values()
+                .flat_map(|v| v.iter().map(|(_, rel)| rel.clone())),
+        );
+        for (partition, file_id, _, _) in &resolved.log_blocks {
+            let folder = RelPath::parse(partition).map_err(StorageError::from)?;
+            self.writes
+                .push(folder.join(file_id).map_err(StorageError::from)?);
+        }
+        Ok(())
+    }
+}
+
+fn metadata_table_dir() -> Result<RelPath, Error> {
+    Ok(RelPath::parse(METADATA_TABLE_PATH).map_err(StorageError::from)?)
+}
+
+/// What a fresh rollback of `t` planned as `planned` changes.
+fn planned_changes(table: &Table, t: &str, planned: &PlannedRollback) -> Result<Changes, Error> {
+    let mut changes = Changes::around(table, t, None)?;
+    changes
+        .deletes
+        .extend(planned.deletes.iter().map(|d| d.path.clone()));
+    changes
+        .writes
+        .extend(planned.log_blocks.iter().map(|(_, log)| log.clone()));
+    Ok(changes)
+}
+
+/// Refuse, before the first change, a rollback or restore of `instant` that would delete or
+/// write through a symbolic link below the table's base path, or in a table folder that is
+/// no longer the folder opened (swapped for a link after it was opened): the local store
+/// follows links, so such a change would land outside the table. The refusal names the link
+/// (and the dry run shows it). Every mutating request checks its own way again as a last line
+/// of defence; this check makes the refusal come before anything changed. Nothing to check on
+/// object stores.
+pub(super) async fn refuse_links(
+    table: &Table,
+    instant: &str,
+    changes: &Changes,
+) -> Result<(), Error> {
+    let storage = table.storage();
+    if !storage.is_local() {
+        return Ok(());
+    }
+    let checked = async {
+        storage.check_way(OpKind::Delete, &changes.deletes).await?;
+        storage.check_way(OpKind::Put, &changes.writes).await?;
+        for tree in changes.trees.iter().collect::<BTreeSet<_>>() {
+            storage.check_tree(OpKind::Delete, tree).await?;
+        }
+        Ok::<_, StorageError>(())
+    };
+    match checked.await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_link_refusal() => {
+            Err(refused(table, instant, format!("{e}; nothing was changed")))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// How many instants [`rollback`] would roll back (or resume) now: the selection alone, with
@@ -737,6 +847,9 @@ pub async fn preview(
             Some(p) => {
                 let base = BasePath::from_uri(table.uri());
                 let resolved = resolve_plan(&p.plan, &base).map_err(|e| plan_err(table, e))?;
+                let mut changes = Changes::around(table, &work.target, Some(&p.instant))?;
+                changes.add_plan(&resolved)?;
+                refuse_links(table, &work.target, &changes).await?;
                 let deletes: Vec<PlannedDelete> = resolved
                     .deletes
                     .iter()
@@ -801,6 +914,11 @@ pub async fn sweep(table: &Table) -> Result<usize, Error> {
             .find(&dir)
             .any(|i| i.action == Action::Rollback && !i.is_pending());
         if completed_rollback {
+            let changes = Changes {
+                trees: vec![marker_dir(&dir)?],
+                ..Changes::default()
+            };
+            refuse_links(table, &dir, &changes).await?;
             delete_folder(table.storage(), &marker_dir(&dir)?).await?;
             swept += 1;
         }
@@ -866,6 +984,9 @@ async fn schedule(
     if let Some(reason) = metadata_table_refusal(table, t, None).await? {
         return Err(refused(table, t, format!("{reason}; nothing was changed")));
     }
+    // The table folder and the way to every path again, under the lock: the folder may have
+    // been swapped for a link since the table was opened, or since the plan was made.
+    refuse_links(table, t, &planned_changes(table, t, planned)?).await?;
     let mdt_timeline = match table.metadata_table().await? {
         Some(m) if config.metadata_table_enabled() => Some(m.timeline().await?),
         _ => None,
@@ -987,6 +1108,9 @@ async fn execute(
         {
             return Err(refused(table, t, reason));
         }
+        let mut changes = Changes::around(table, t, Some(r))?;
+        changes.add_plan(&resolved)?;
+        refuse_links(table, t, &changes).await?;
     } else if let Some(reason) = metadata_table_refusal(table, t, Some(r)).await? {
         withdraw(table, r).await?;
         return Err(refused(

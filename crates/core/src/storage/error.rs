@@ -91,6 +91,45 @@ pub enum StorageError {
         /// The most that is read of it.
         max: u64,
     },
+    /// A mutation refused before it reached the store: a folder on its way below the table's
+    /// base path is a symbolic link, which the local store would follow out of the table (or
+    /// into another part of it). Nothing was changed through it.
+    #[error(
+        "{op} of `{path}` in table `{uri}` refused: `{link}` is a symbolic link{}; hudi-keeper \
+         never deletes or writes through a link below a table's base path",
+        target.as_ref().map(|t| format!(" (to `{t}`)")).unwrap_or_default()
+    )]
+    SymbolicLink {
+        /// The table URI.
+        uri: String,
+        /// The request kind.
+        op: OpKind,
+        /// The table-relative path the mutation was for.
+        path: String,
+        /// The link, as a path on disk.
+        link: String,
+        /// What the link points to, where it could be read.
+        target: Option<String>,
+    },
+    /// A mutation refused before it reached the store: the local table's folder is no longer
+    /// the folder it was opened at (swapped for a symbolic link, moved, removed). Nothing was
+    /// changed.
+    #[error(
+        "{op} of `{path}` in table `{uri}` refused: the table folder `{folder}` {now}; \
+         hudi-keeper only changes the folder it opened, never through a symbolic link"
+    )]
+    TableFolderMoved {
+        /// The table URI.
+        uri: String,
+        /// The request kind.
+        op: OpKind,
+        /// The table-relative path the mutation was for.
+        path: String,
+        /// The table folder as opened (canonical).
+        folder: String,
+        /// How it is now.
+        now: String,
+    },
     /// The store returned a path outside the table root.
     #[error("the store returned `{path}`, which is outside table `{uri}`")]
     OutsideRoot {
@@ -159,6 +198,15 @@ impl StorageError {
                 source: Box::new(source),
             },
         }
+    }
+
+    /// Whether this is a mutation refused for a symbolic link on its way, or a table folder
+    /// that is no longer the one opened: a refusal made before anything reached the store.
+    pub fn is_link_refusal(&self) -> bool {
+        matches!(
+            self,
+            StorageError::SymbolicLink { .. } | StorageError::TableFolderMoved { .. }
+        )
     }
 
     /// Whether this is a "does not exist".

@@ -2,11 +2,15 @@
 //!
 //! Every byte hudi-keeper reads or writes goes through [`Storage`]. A `Storage` is rooted at a
 //! table's base path and only accepts *table-relative* paths ([`RelPath`]), so nothing built on
-//! it can address a file outside the table. Tests plug an [`Interceptor`] into it to count
+//! it can address a file outside the table. On the local file system, where a folder can be a
+//! symbolic link, every mutation also checks its way first: the table folder must still be the
+//! folder opened, and no folder between it and the path may be a link (see `links`), so no
+//! delete or write follows a link out of the table. Tests plug an [`Interceptor`] into it to count
 //! requests by kind ([`RequestCounter`], which the CLI also reports) or to fail the N-th request
 //! of a kind (see [`testing`]).
 
 mod error;
+mod links;
 mod open;
 mod relpath;
 mod requests;
@@ -246,6 +250,9 @@ pub struct Storage {
     /// The folder `root` is on the local file system, for a local table: the one store with
     /// folders of their own, which outlive the files in them.
     local_dir: Option<Arc<std::path::Path>>,
+    /// For a local table, the table folder as opened: every mutation first checks that it is
+    /// still that folder and that no folder on the way below it is a symbolic link.
+    local_root: Option<links::LocalRoot>,
 }
 
 impl fmt::Debug for Storage {
@@ -273,9 +280,10 @@ impl Storage {
     ) -> Result<Self, StorageError> {
         let (client, root, uri) = open::open_store(uri, options, cache)?;
         // A local table's URI is `file://` and its canonical folder.
-        let local_dir = uri
+        let local_dir: Option<Arc<std::path::Path>> = uri
             .strip_prefix("file://")
             .map(|dir| Arc::from(std::path::Path::new(dir)));
+        let local_root = local_dir.as_deref().map(links::LocalRoot::at);
         Ok(Self {
             store: client.store,
             pages: client.pages,
@@ -284,6 +292,7 @@ impl Storage {
             interceptor: None,
             fence: None,
             local_dir,
+            local_root,
         })
     }
 
@@ -299,6 +308,7 @@ impl Storage {
             interceptor: None,
             fence: None,
             local_dir: None,
+            local_root: None,
         }
     }
 
@@ -337,6 +347,114 @@ impl Storage {
                 .local_dir
                 .as_ref()
                 .map(|d| Arc::from(sub.segments().fold(d.to_path_buf(), |p, s| p.join(s)))),
+            local_root: self.local_root.as_ref().map(|l| l.child(sub.segments())),
+        }
+    }
+
+    /// Whether the storage is a local table's: the one store with symbolic links, where
+    /// [`Storage::check_way`] and [`Storage::check_tree`] look at anything.
+    pub fn is_local(&self) -> bool {
+        self.local_root.is_some()
+    }
+
+    /// Refuse a mutation (`op`) of any of `paths` that must not reach the store: on a local
+    /// table, when the table folder is no longer the folder opened
+    /// ([`StorageError::TableFolderMoved`]) or a folder on the way to a path is a symbolic
+    /// link ([`StorageError::SymbolicLink`], naming the first one). Every mutating request
+    /// makes this check itself; callers make it up front to refuse before their first change.
+    /// Nothing to check on object stores.
+    pub async fn check_way(&self, op: OpKind, paths: &[RelPath]) -> Result<(), StorageError> {
+        for way in self.ways(op, paths).await {
+            way?;
+        }
+        Ok(())
+    }
+
+    /// Refuse a mutation (`op`) of what lies in the folder tree at `dir` (a marker folder,
+    /// deleted by listing it) when it must not reach the store: [`Storage::check_way`] for
+    /// `dir`, and a symbolic link anywhere in the tree, `dir` itself included (a listing
+    /// follows a link to a folder, and the deletes of what it lists would land there).
+    pub async fn check_tree(&self, op: OpKind, dir: &RelPath) -> Result<(), StorageError> {
+        let Some(local) = &self.local_root else {
+            return Ok(());
+        };
+        let root = local.table.to_path_buf();
+        let way = local.folders_of(dir.segments());
+        let tree = local
+            .way_to(dir.segments())
+            .iter()
+            .fold(root.clone(), |p, s| p.join(s));
+        let found = blocking(
+            move || match links::obstacles(&root, std::slice::from_ref(&way))? {
+                Err(moved) => Ok(Some(moved)),
+                Ok(found) => match found.into_iter().flatten().next() {
+                    Some(link) => Ok(Some(link)),
+                    None => links::first_link_in_tree(&tree),
+                },
+            },
+        )
+        .await
+        .map_err(|e| self.local_err(op, dir, e))?;
+        match found {
+            Some(o) => Err(self.obstacle_err(op, dir, o)),
+            None => Ok(()),
+        }
+    }
+
+    /// For each of `paths`, whether a mutation (`op`) of it may reach the store (see
+    /// [`Storage::check_way`]): one blocking step for all of them, each folder looked at once.
+    async fn ways(&self, op: OpKind, paths: &[RelPath]) -> Vec<Result<(), StorageError>> {
+        let Some(local) = &self.local_root else {
+            return paths.iter().map(|_| Ok(())).collect();
+        };
+        let root = local.table.to_path_buf();
+        let ways: Vec<Vec<String>> = paths
+            .iter()
+            .map(|p| local.folders_of(p.segments()))
+            .collect();
+        match blocking(move || links::obstacles(&root, &ways)).await {
+            Ok(Ok(found)) => paths
+                .iter()
+                .zip(found)
+                .map(|(p, o)| match o {
+                    Some(o) => Err(self.obstacle_err(op, p, o)),
+                    None => Ok(()),
+                })
+                .collect(),
+            Ok(Err(moved)) => paths
+                .iter()
+                .map(|p| Err(self.obstacle_err(op, p, moved.clone())))
+                .collect(),
+            Err(e) => paths
+                .iter()
+                .map(|p| {
+                    let e = std::io::Error::new(e.kind(), e.to_string());
+                    Err(self.local_err(op, p, e))
+                })
+                .collect(),
+        }
+    }
+
+    fn obstacle_err(&self, op: OpKind, path: &RelPath, o: links::Obstacle) -> StorageError {
+        match o {
+            links::Obstacle::Moved(now) => StorageError::TableFolderMoved {
+                uri: self.uri.to_string(),
+                op,
+                path: path.to_string(),
+                folder: self
+                    .local_root
+                    .as_ref()
+                    .map(|l| l.table.display().to_string())
+                    .unwrap_or_default(),
+                now,
+            },
+            links::Obstacle::Link(at, to) => StorageError::SymbolicLink {
+                uri: self.uri.to_string(),
+                op,
+                path: path.to_string(),
+                link: at.display().to_string(),
+                target: to.map(|t| t.display().to_string()),
+            },
         }
     }
 
@@ -350,6 +468,8 @@ impl Storage {
             return Ok(());
         };
         self.check(OpKind::Delete, dir)?;
+        self.check_way(OpKind::Delete, std::slice::from_ref(dir))
+            .await?;
         let base = base.to_path_buf();
         let segments: Vec<String> = dir.segments().map(str::to_owned).collect();
         blocking(move || remove_empty_tree_below(&base, &segments))
@@ -788,6 +908,8 @@ impl Storage {
         bytes: Bytes,
     ) -> Result<ObjectVersion, StorageError> {
         self.check(OpKind::PutIfAbsent, path)?;
+        self.check_way(OpKind::PutIfAbsent, std::slice::from_ref(path))
+            .await?;
         let full = self.full(path);
         let opts = PutOptions {
             mode: PutMode::Create,
@@ -817,6 +939,8 @@ impl Storage {
         expected: &ObjectVersion,
     ) -> Result<ObjectVersion, StorageError> {
         self.check(OpKind::PutIfMatch, path)?;
+        self.check_way(OpKind::PutIfMatch, std::slice::from_ref(path))
+            .await?;
         let full = self.full(path);
         let opts = PutOptions {
             mode: PutMode::Update(object_store::UpdateVersion {
@@ -855,6 +979,8 @@ impl Storage {
     /// Write `bytes` to `path`, replacing what is there.
     pub async fn put(&self, path: &RelPath, bytes: Bytes) -> Result<(), StorageError> {
         self.check(OpKind::Put, path)?;
+        self.check_way(OpKind::Put, std::slice::from_ref(path))
+            .await?;
         let full = self.full(path);
         self.store
             .put(&full, PutPayload::from_bytes(bytes))
@@ -867,6 +993,8 @@ impl Storage {
     /// [`StorageError::AlreadyExists`].
     pub async fn put_if_absent(&self, path: &RelPath, bytes: Bytes) -> Result<(), StorageError> {
         self.check(OpKind::PutIfAbsent, path)?;
+        self.check_way(OpKind::PutIfAbsent, std::slice::from_ref(path))
+            .await?;
         let full = self.full(path);
         let opts = PutOptions {
             mode: PutMode::Create,
@@ -882,6 +1010,8 @@ impl Storage {
     /// Delete `path`. A missing object counts as deleted.
     pub async fn delete(&self, path: &RelPath) -> Result<(), StorageError> {
         self.check(OpKind::Delete, path)?;
+        self.check_way(OpKind::Delete, std::slice::from_ref(path))
+            .await?;
         let full = self.full(path);
         match self.store.delete(&full).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {
@@ -940,8 +1070,20 @@ impl Storage {
         let mut results = Vec::with_capacity(paths.len());
         let mut by_full: HashMap<String, RelPath> = HashMap::with_capacity(paths.len());
         let mut keys: Vec<Path> = Vec::with_capacity(paths.len());
+        let mut checked = Vec::with_capacity(paths.len());
         for p in paths {
             match self.check(OpKind::Delete, &p) {
+                Ok(()) => checked.push(p),
+                Err(e) => {
+                    on_done();
+                    results.push((p, Err(e)));
+                }
+            }
+        }
+        // The way to each path, right before the requests: no delete through a symbolic link.
+        let ways = self.ways(OpKind::Delete, &checked).await;
+        for (p, way) in checked.into_iter().zip(ways) {
+            match way {
                 Ok(()) => {
                     let key = self.full(&p);
                     if by_full.insert(key.to_string(), p).is_none() {
@@ -1074,7 +1216,8 @@ mod tests {
     }
 
     /// A marker folder that is a symbolic link, or lies below one, is not followed: the empty
-    /// folders it points at (outside the table) stay, and so does the link.
+    /// folders it points at (outside the table) stay, and so does the link. A folder below a
+    /// link is refused, as every mutation through a link is.
     #[cfg(unix)]
     #[tokio::test]
     async fn a_linked_marker_folder_is_not_followed() {
@@ -1087,11 +1230,115 @@ mod tests {
         std::os::unix::fs::symlink(&outside, dir.join(".hoodie/.temp/2")).unwrap();
         let s = Storage::open(dir.to_str().unwrap(), &StorageOptions::default()).unwrap();
         s.remove_empty_dir(&p(".hoodie/.temp/1")).await.unwrap();
-        s.remove_empty_dir(&p(".hoodie/.temp/2/empty"))
+        let err = s
+            .remove_empty_dir(&p(".hoodie/.temp/2/empty"))
             .await
-            .unwrap();
+            .unwrap_err();
+        assert!(matches!(err, StorageError::SymbolicLink { .. }), "{err}");
         assert!(outside.join("empty/deeper").is_dir());
         assert!(std::fs::symlink_metadata(dir.join(".hoodie/.temp/1")).is_ok());
+    }
+
+    /// Every mutation of a local table looks at its way first: a folder on it that is a
+    /// symbolic link refuses the request (naming the link) before it reaches the store, and so
+    /// does a table folder swapped for a link after it was opened; the files the link leads to
+    /// stay. Reads go on; the link itself (the changed path) may be deleted, which removes the
+    /// link only.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn no_mutation_of_a_local_table_goes_through_a_symbolic_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = std::fs::canonicalize(tmp.path()).unwrap();
+        let outside = w.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("f_1.parquet"), b"outside").unwrap();
+        let dir = w.join("t");
+        std::fs::create_dir_all(dir.join("p1")).unwrap();
+        std::fs::write(dir.join("p1/g_1.parquet"), b"inside").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("p2")).unwrap();
+        std::os::unix::fs::symlink(outside.join("f_1.parquet"), dir.join("p1/leaf")).unwrap();
+        for cached in [false, true] {
+            let cache = StoreCache::new();
+            let s = Storage::open_with(
+                dir.to_str().unwrap(),
+                &StorageOptions::default(),
+                cached.then_some(&cache),
+            )
+            .unwrap();
+            let f = p("p2/f_1.parquet");
+            assert_eq!(s.get(&f).await.unwrap(), Bytes::from_static(b"outside"));
+            let link = |e: StorageError| match e {
+                StorageError::SymbolicLink { link, path, .. } => (link, path),
+                other => panic!("not a link refusal: {other}"),
+            };
+            let want = (dir.join("p2").display().to_string(), f.to_string());
+            assert_eq!(link(s.delete(&f).await.unwrap_err()), want);
+            let put = s.put(&f, Bytes::from_static(b"x")).await.unwrap_err();
+            assert!(put.to_string().contains("symbolic link"), "{put}");
+            assert!(put.is_link_refusal());
+            let created = s.put_if_absent(&p("p2/new"), Bytes::new()).await;
+            assert_eq!(link(created.unwrap_err()).0, want.0);
+            let many = s
+                .delete_many_with(vec![f.clone(), p("p1/g_1.parquet")], 4, || {})
+                .await;
+            for (path, r) in many {
+                match path.as_str() {
+                    "p2/f_1.parquet" => assert_eq!(link(r.unwrap_err()), want),
+                    _ => r.unwrap(),
+                }
+            }
+            assert!(!dir.join("p1/g_1.parquet").exists());
+            std::fs::write(dir.join("p1/g_1.parquet"), b"inside").unwrap();
+            assert_eq!(
+                std::fs::read(outside.join("f_1.parquet")).unwrap(),
+                b"outside"
+            );
+            s.check_tree(OpKind::Delete, &p("p1")).await.unwrap_err();
+            s.check_tree(OpKind::Delete, &p("p2")).await.unwrap_err();
+            // Below the table's child (the metadata table's) storage too.
+            let err = s
+                .child(&p("p2"))
+                .delete(&p("f_1.parquet"))
+                .await
+                .unwrap_err();
+            assert_eq!(link(err).0, want.0);
+        }
+        // The leaf itself may be a link: deleting it removes the link, not what it points to.
+        let s = Storage::open(dir.to_str().unwrap(), &StorageOptions::default()).unwrap();
+        s.delete(&p("p1/leaf")).await.unwrap();
+        assert!(std::fs::symlink_metadata(dir.join("p1/leaf")).is_err());
+        assert_eq!(
+            std::fs::read(outside.join("f_1.parquet")).unwrap(),
+            b"outside"
+        );
+        s.check_tree(OpKind::Delete, &p("p1")).await.unwrap();
+
+        // The table folder swapped for a link after it was opened: every mutation refused.
+        std::fs::create_dir_all(outside.join("p1")).unwrap();
+        std::fs::write(outside.join("p1/g_1.parquet"), b"outside").unwrap();
+        std::fs::rename(&dir, w.join("t.orig")).unwrap();
+        std::os::unix::fs::symlink(&outside, &dir).unwrap();
+        let g = p("p1/g_1.parquet");
+        let moved = |e: StorageError| match e {
+            StorageError::TableFolderMoved { folder, now, .. } => (folder, now),
+            other => panic!("not a moved table folder: {other}"),
+        };
+        let (folder, now) = moved(s.delete(&g).await.unwrap_err());
+        assert_eq!(folder, dir.display().to_string());
+        assert!(now.contains("symbolic link"), "{now}");
+        moved(s.put(&g, Bytes::new()).await.unwrap_err());
+        moved(s.remove_empty_dir(&p("p1")).await.unwrap_err());
+        for (_, r) in s.delete_many_with(vec![g.clone()], 4, || {}).await {
+            moved(r.unwrap_err());
+        }
+        assert_eq!(
+            std::fs::read(outside.join("p1/g_1.parquet")).unwrap(),
+            b"outside"
+        );
+        // Object stores have no links: nothing to look at.
+        let m = mem();
+        assert!(!m.is_local());
+        m.check_way(OpKind::Delete, &[g]).await.unwrap();
     }
 
     fn mem() -> Storage {
