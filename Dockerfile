@@ -31,8 +31,8 @@ RUN useradd --system --uid 10001 --user-group --create-home \
 USER 10001:10001
 WORKDIR /var/lib/hudi-keeper
 ENV MALLOC_ARENA_MAX=2
-EXPOSE 9464
+EXPOSE 9464 9465
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["/usr/local/bin/hudi-keeper", "health", "--addr", "127.0.0.1:9464"]
+  CMD ["/usr/local/bin/hudi-keeper", "health", "--addr", "127.0.0.1:9465"]
 ENTRYPOINT ["/usr/local/bin/hudi-keeper", "serve"]
 CMD ["--config", "/etc/hudi-keeper/hudi-keeper.toml"]

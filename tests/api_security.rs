@@ -1,9 +1,11 @@
 //! What a holder of the API token can and cannot do (issue #15), against the real binary as
 //! deployed: registrations only under `server.allowed_table_uris`, storage options from a safe
 //! list only (no endpoints, credential sources or token files), no second registration of a
-//! table, no lock or policy weaker than `[defaults]`; the registry file is private and replaced
-//! whole, and a corrupt one does not stop the configured tables. And the HTTP server's own limits:
-//! request body, connections, requests in flight, slow clients.
+//! table, no lock or policy weaker than `[defaults]`; the registry files are private, one per
+//! table, and a corrupt one does not stop the configured tables. Issue #30: no control character
+//! in a name or URI, at most `server.max_api_tables`, no poll more than once a second, no folder
+//! inside a table's base path, no path of the host in `/readyz`. And the HTTP server's own
+//! limits: request body, connections, requests in flight, slow clients.
 
 mod common;
 
@@ -130,10 +132,14 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
         allowed.join("hoodielink"),
     )
     .unwrap();
+    // A store that has one table, `tables/enclosing`, and nothing else: a registration is
+    // refused inside a table's base path, which is looked for in every folder above it.
+    let store = StandInStore::start(&["/hk-sec/tables/enclosing/.hoodie/hoodie.properties"]);
     let tables = format!(
-        "[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n[defaults.storage_options]\naws_endpoint = \"http://127.0.0.1:1\"\naws_allow_http = \"true\"\naws_access_key_id = \"x\"\naws_secret_access_key = \"x\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n[[tables]]\nname = \"outside\"\nuri = \"{}\"\n",
+        "[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n[defaults.storage_options]\naws_endpoint = \"http://127.0.0.1:{port}\"\naws_allow_http = \"true\"\naws_access_key_id = \"x\"\naws_secret_access_key = \"x\"\nazure_endpoint = \"http://127.0.0.1:{port}\"\nazure_allow_http = \"true\"\nazure_skip_signature = \"true\"\n[[tables]]\nname = \"configured\"\nuri = \"{}\"\n[[tables]]\nname = \"outside\"\nuri = \"{}\"\n",
         allowed.join("configured").display(),
-        outside.join("t").display()
+        outside.join("t").display(),
+        port = store.port,
     );
     let u = |p: &Path| p.display().to_string();
 
@@ -213,6 +219,29 @@ fn api_registrations_are_refused_outside_the_allowed_uris_and_twice() {
     // s3a:// names the bucket s3:// does.
     let r = register(&d, &entry("s", "s3a://hk-sec/tables/x", json!({})));
     assert_eq!(r.status, 201, "{}", r.body);
+    // Inside a table nobody registered: found in the store, and named.
+    let r = register(
+        &d,
+        &entry("in", "s3://hk-sec/tables/enclosing/dt=1/x", json!({})),
+    );
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(
+        r.body.contains("s3://hk-sec/tables/enclosing`"),
+        "{}",
+        r.body
+    );
+    // Only below the allowed prefix: its folder, then each below it.
+    let asked = store.asked();
+    assert!(
+        asked.contains(&"HEAD /hk-sec/tables/.hoodie/hoodie.properties".to_string()),
+        "{asked:?}"
+    );
+    assert!(
+        !asked
+            .iter()
+            .any(|a| a == "HEAD /hk-sec/.hoodie/hoodie.properties"),
+        "{asked:?}"
+    );
     let r = register(&d, &entry("s-again", "s3://hk-sec/tables/x/", json!({})));
     assert_eq!(r.status, 409, "{}", r.body);
     // One Azure container, spelled as Hadoop and as object_store write it.
@@ -428,6 +457,72 @@ impl Drop for Listener {
     }
 }
 
+/// A stand-in for an object store's endpoint: `200` to a request for one of `present` (a path,
+/// as S3's path-style addressing spells it), `404` to anything else; records each request's
+/// method and path.
+struct StandInStore {
+    port: u16,
+    asked: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl StandInStore {
+    fn start(present: &[&str]) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let present: Vec<String> = present.iter().map(|p| p.to_string()).collect();
+        {
+            let (asked, stop) = (asked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok((mut s, _)) = l.accept() else {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&got).into_owned();
+                    let mut line = head.lines().next().unwrap_or_default().split(' ');
+                    let (method, target) = (
+                        line.next().unwrap_or_default(),
+                        line.next().unwrap_or_default(),
+                    );
+                    let path = target.split('?').next().unwrap_or_default();
+                    asked.lock().unwrap().push(format!("{method} {path}"));
+                    let answer = if present.iter().any(|p| p == path) {
+                        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nLast-Modified: Wed, 21 Oct 2015 07:28:00 GMT\r\nETag: \"1\"\r\nConnection: close\r\n\r\n"
+                    } else {
+                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    };
+                    let _ = s.write_all(answer.as_bytes());
+                }
+            });
+        }
+        Self { port, asked, stop }
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl Drop for StandInStore {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn a_registration_naming_a_credentials_endpoint_is_refused_and_nothing_reaches_it() {
     let work = tempfile::tempdir().unwrap();
@@ -590,7 +685,7 @@ fn an_api_registration_cannot_weaken_the_lock_or_policy_of_the_defaults() {
 }
 
 #[test]
-fn the_registry_file_is_private_and_replaced_whole() {
+fn the_registry_files_are_private_and_replaced_whole() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path().canonicalize().unwrap();
     let allowed = w.join("allowed");
@@ -598,7 +693,7 @@ fn the_registry_file_is_private_and_replaced_whole() {
     let dir = w.join("d");
     let state = dir.join("state");
     std::fs::create_dir_all(&state).unwrap();
-    // A registry an older version left readable by all.
+    // A registry an older version left readable by all: moved, and gone.
     let registry = state.join("tables.json");
     std::fs::write(&registry, "[]").unwrap();
     std::fs::set_permissions(
@@ -616,24 +711,21 @@ fn the_registry_file_is_private_and_replaced_whole() {
             ))
         ),
     );
+    assert!(!registry.exists());
     for n in ["a", "b"] {
         let r = register(
             &d,
             &entry(n, &allowed.join(n).display().to_string(), json!({})),
         );
         assert_eq!(r.status, 201, "{}", r.body);
-        assert_eq!(mode(&registry), 0o600, "after registering {n}");
+        let file = state.join(format!("api-tables/{n}.json"));
+        assert_eq!(mode(&file), 0o600, "after registering {n}");
+        let kept: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(kept["name"], n, "{kept}");
     }
-    let kept: Value = serde_json::from_slice(&std::fs::read(&registry).unwrap()).unwrap();
-    assert_eq!(kept.as_array().map(|a| a.len()), Some(2), "{kept}");
-    // Nothing but the registry is left of its writes.
-    let mut left: Vec<String> = std::fs::read_dir(&state)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("tables"))
-        .collect();
-    left.sort();
-    assert_eq!(left, ["tables.json"]);
+    assert_eq!(mode(&state.join("api-tables")), 0o700);
+    // Nothing but the tables' files is left of their writes.
+    assert_eq!(api_table_files(&state), ["a.json", "b.json"]);
 }
 
 #[test]
@@ -747,19 +839,23 @@ fn registry_entries_the_policy_refuses_are_reported_kept_and_removable() {
         &entry("new", &allowed.join("new").display().to_string(), json!({})),
     );
     assert_eq!(r.status, 201, "{}", r.body);
-    let kept = |registry: &Path| -> Vec<String> {
-        let v: Value = serde_json::from_slice(&std::fs::read(registry).unwrap()).unwrap();
-        let mut n: Vec<String> = v
-            .as_array()
-            .unwrap()
+    // (Each in a file of its own now: tables.json was moved at start.)
+    assert!(!registry.exists());
+    let state = dir.join("state");
+    let kept = |state: &Path| -> Vec<String> {
+        api_table_files(state)
             .iter()
-            .map(|e| e["name"].as_str().unwrap().to_string())
-            .collect();
-        n.sort();
-        n
+            .map(|f| {
+                let v: Value = serde_json::from_slice(
+                    &std::fs::read(state.join("api-tables").join(f)).unwrap(),
+                )
+                .unwrap();
+                v["name"].as_str().unwrap().to_string()
+            })
+            .collect()
     };
     assert_eq!(
-        kept(&registry),
+        kept(&state),
         ["elsewhere", "endpoint", "good", "new", "no-lock"]
     );
     // ...and removable through the API.
@@ -773,7 +869,7 @@ fn registry_entries_the_policy_refuses_are_reported_kept_and_removable() {
         );
         assert_eq!(r.status, 204, "{n}: {}", r.body);
     }
-    assert_eq!(kept(&registry), ["good", "new"]);
+    assert_eq!(kept(&state), ["good", "new"]);
     d.wait_for("readiness", Duration::from_secs(10), || {
         let r = d.get("/readyz");
         (r.json()["registry"]["ok"] == true).then_some(())
@@ -980,4 +1076,295 @@ fn a_slow_client_does_not_hold_the_table() {
         let r = dry_run();
         assert_eq!(r.status, 200, "{}", r.body);
     }
+}
+
+// Issue #30 (items 4, 5, 7): what a registration may cost and what it may write.
+
+/// A daemon whose API may register observed tables under `allowed`, with `extra` lines in
+/// `[server]`.
+fn api_daemon(dir: &Path, allowed: &Path, extra: &str) -> Daemon {
+    Daemon::start(
+        dir,
+        &format!(
+            "{}[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+            server(&format!(
+                "allowed_table_uris = [\"{}\"]\n{extra}",
+                allowed.display()
+            ))
+        ),
+    )
+}
+
+/// The names of the tables kept in `state/api-tables/`, sorted.
+fn api_table_files(state: &Path) -> Vec<String> {
+    let mut n: Vec<String> = match std::fs::read_dir(state.join("api-tables")) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
+    n.sort();
+    n
+}
+
+#[test]
+fn a_uri_or_name_with_a_control_character_is_refused_and_forges_no_log_line() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let d = api_daemon(&w.join("d"), &allowed, "");
+    // A line break followed by what a text log line looks like, and other control characters
+    // (carriage return, an ANSI escape, C1's next-line).
+    let forged =
+        "2030-01-01T00:00:00.000000Z  INFO hudi_keeper: FORGED-LINE rolled back every table";
+    for (name, uri) in [
+        ("nl", format!("{}/t\n{forged}", allowed.display())),
+        ("cr", format!("{}/t\r{forged}", allowed.display())),
+        ("esc", format!("{}/t\u{1b}[2K{forged}", allowed.display())),
+        ("nel", format!("{}/t\u{85}{forged}", allowed.display())),
+        ("nul", format!("{}/t\u{0}", allowed.display())),
+    ] {
+        let r = register(&d, &entry(name, &uri, json!({})));
+        assert_eq!(r.status, 422, "{name}: {}", r.body);
+        assert!(r.body.contains("control character"), "{name}: {}", r.body);
+    }
+    let r = register(
+        &d,
+        &entry(
+            &format!("n\n{forged}"),
+            &allowed.join("n").display().to_string(),
+            json!({}),
+        ),
+    );
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(names(&d).is_empty());
+    // Nothing the caller wrote became a line of the log (give any poll a moment to log).
+    std::thread::sleep(Duration::from_millis(1500));
+    let logs = d.logs();
+    assert!(!logs.contains("FORGED-LINE"), "{logs}");
+}
+
+#[test]
+fn api_registrations_are_capped_by_max_api_tables() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let d = api_daemon(&w.join("d"), &allowed, "max_api_tables = 2\n");
+    let uri = |n: &str| allowed.join(n).display().to_string();
+    for n in ["a", "b"] {
+        let r = register(&d, &entry(n, &uri(n), json!({})));
+        assert_eq!(r.status, 201, "{n}: {}", r.body);
+    }
+    let r = register(&d, &entry("c", &uri("c"), json!({})));
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body.contains("server.max_api_tables"), "{}", r.body);
+    assert_eq!(names(&d), ["a", "b"]);
+    // A slot freed is a slot taken again.
+    let r = request(&d.addr, "DELETE", "/api/v1/tables/a", Some(TOKEN), None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = register(&d, &entry("c", &uri("c"), json!({})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(names(&d), ["b", "c"]);
+}
+
+#[test]
+fn each_api_table_is_its_own_private_file_and_a_registration_rewrites_no_other() {
+    use std::os::unix::fs::MetadataExt;
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let dir = w.join("d");
+    let state = dir.join("state");
+    let d = api_daemon(&dir, &allowed, "");
+    // Long URIs, as in the review (4 KB each).
+    let long = |n: &str| allowed.join(n).join("x".repeat(4000)).display().to_string();
+    let r = register(&d, &entry("a", &long("a"), json!({})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let file_a = state.join("api-tables/a.json");
+    let before = std::fs::metadata(&file_a).unwrap_or_else(|e| panic!("{}: {e}", file_a.display()));
+    assert_eq!(mode(&file_a), 0o600);
+    assert_eq!(mode(&state.join("api-tables")), 0o700);
+    std::thread::sleep(Duration::from_millis(20));
+    for n in ["b", "c"] {
+        let r = register(&d, &entry(n, &long(n), json!({})));
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    // `a`'s file was not written again: same file, same time.
+    let after = std::fs::metadata(&file_a).unwrap();
+    assert_eq!(
+        (before.ino(), before.mtime_nsec(), before.mtime()),
+        (after.ino(), after.mtime_nsec(), after.mtime())
+    );
+    assert_eq!(api_table_files(&state), ["a.json", "b.json", "c.json"]);
+    // Each file holds its own table and no other.
+    let kept: Value =
+        serde_json::from_slice(&std::fs::read(state.join("api-tables/b.json")).unwrap()).unwrap();
+    assert_eq!(kept["name"], "b", "{kept}");
+    assert_eq!(kept["uri"], long("b"), "{kept}");
+    let r = request(&d.addr, "DELETE", "/api/v1/tables/b", Some(TOKEN), None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(api_table_files(&state), ["a.json", "c.json"]);
+    assert!(!state.join("tables.json").exists());
+    drop(d);
+    // Read back at start.
+    let d = api_daemon(&dir, &allowed, "");
+    assert_eq!(names(&d), ["a", "c"]);
+    assert_eq!(d.get("/readyz").json()["registry"]["ok"], true);
+}
+
+#[test]
+fn an_older_tables_json_is_moved_to_one_file_per_table_at_start() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let dir = w.join("d");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let registry = state.join("tables.json");
+    let old = json!([
+        {"name": "x", "uri": allowed.join("x").display().to_string()},
+        {"name": "y", "uri": allowed.join("y").display().to_string(), "poll_interval": "2h"},
+    ]);
+    std::fs::write(&registry, old.to_string()).unwrap();
+    std::fs::set_permissions(
+        &registry,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let d = api_daemon(&dir, &allowed, "");
+    assert_eq!(names(&d), ["x", "y"]);
+    assert_eq!(api_table_files(&state), ["x.json", "y.json"]);
+    assert!(
+        !registry.exists(),
+        "tables.json is left once every entry moved"
+    );
+    for n in ["x", "y"] {
+        assert_eq!(mode(&state.join(format!("api-tables/{n}.json"))), 0o600);
+    }
+    assert_eq!(d.table("y")["settings"]["poll_interval_ms"], 7_200_000);
+    let r = request(&d.addr, "DELETE", "/api/v1/tables/x", Some(TOKEN), None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    drop(d);
+    let d = api_daemon(&dir, &allowed, "");
+    assert_eq!(names(&d), ["y"]);
+    assert_eq!(d.get("/readyz").json()["registry"]["ok"], true);
+}
+
+#[test]
+fn an_api_poll_interval_under_a_second_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let d = api_daemon(&w.join("d"), &allowed, "");
+    let uri = |n: &str| allowed.join(n).display().to_string();
+    for (i, every) in ["100ms", "999ms", "0s"].into_iter().enumerate() {
+        let r = register(
+            &d,
+            &entry(&format!("f{i}"), &uri("f"), json!({"poll_interval": every})),
+        );
+        assert_eq!(r.status, 422, "{every}: {}", r.body);
+        assert!(r.body.contains("poll_interval"), "{}", r.body);
+    }
+    let r = register(&d, &entry("ok", &uri("ok"), json!({"poll_interval": "1s"})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(names(&d), ["ok"]);
+}
+
+#[test]
+fn a_folder_inside_a_table_is_not_registered_as_a_table_of_its_own() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    // Tables nobody registered.
+    build_local(&rt, &allowed.join("t"), Kind::CowV8);
+    build_local(&rt, &allowed.join("deep/er/u"), Kind::CowV8);
+    std::fs::create_dir_all(allowed.join("t/dt=2024-01-01")).unwrap();
+    // A link to a folder of a table.
+    std::os::unix::fs::symlink(allowed.join("t/dt=2024-01-01"), allowed.join("plink")).unwrap();
+    let d = api_daemon(&w.join("d"), &allowed, "");
+    let u = |p: &Path| p.display().to_string();
+    for (name, uri, table) in [
+        ("p", u(&allowed.join("t/dt=2024-01-01")), allowed.join("t")),
+        // Not there yet: where it would be still is.
+        (
+            "q",
+            u(&allowed.join("t/dt=2024-01-02/x")),
+            allowed.join("t"),
+        ),
+        (
+            "r",
+            u(&allowed.join("deep/er/u/a/b/c")),
+            allowed.join("deep/er/u"),
+        ),
+        (
+            "s",
+            format!("file://{}", allowed.join("t/dt=2024-01-01").display()),
+            allowed.join("t"),
+        ),
+        ("l", u(&allowed.join("plink")), allowed.join("t")),
+    ] {
+        let r = register(&d, &entry(name, &uri, json!({})));
+        assert_eq!(r.status, 409, "{uri}: {}", r.body);
+        assert!(
+            r.body.contains(&table.display().to_string()),
+            "{uri}: {}",
+            r.body
+        );
+        assert!(r.body.contains("inside"), "{uri}: {}", r.body);
+    }
+    assert!(names(&d).is_empty());
+    // The tables themselves, and folders beside them, are registered as before (also where no
+    // table is yet).
+    for (name, uri) in [
+        ("t", u(&allowed.join("t"))),
+        ("u", u(&allowed.join("deep/er/u"))),
+        ("later", u(&allowed.join("deep/later"))),
+    ] {
+        let r = register(&d, &entry(name, &uri, json!({})));
+        assert_eq!(r.status, 201, "{uri}: {}", r.body);
+    }
+}
+
+#[test]
+fn readyz_names_no_path_of_the_daemons_host() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().canonicalize().unwrap();
+    let allowed = w.join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let dir = w.join("d");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    // `state_dir` given as an absolute path, as a deployment would.
+    let config = format!(
+        "[server]\nstate_dir = \"{}\"\nauth_token = \"{TOKEN}\"\nallowed_table_uris = [\"{}\"]\n[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n",
+        state.display(),
+        allowed.display()
+    );
+    let d = Daemon::start(&dir, &config);
+    let ready = d.get("/readyz");
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(
+        !ready.body.contains(&w.display().to_string()),
+        "{}",
+        ready.body
+    );
+    drop(d);
+    // Nor when the registry cannot be read: it is named below state_dir.
+    std::fs::write(state.join("tables.json"), b"[{").unwrap();
+    let d = Daemon::start(&dir, &config);
+    let ready = d.get("/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(ready.body.contains("tables.json"), "{}", ready.body);
+    assert!(
+        !ready.body.contains(&w.display().to_string()),
+        "{}",
+        ready.body
+    );
 }

@@ -445,6 +445,18 @@ fn a_failing_table_is_reported_and_halted_while_the_others_go_on() {
     // Halted tables do not hold readiness back; the good one is ok.
     let ready = d.get("/readyz");
     assert_eq!(ready.status, 200, "{}", ready.body);
+    let ready = ready.json();
+    assert_eq!(ready["tables"]["halted"], 2, "{ready}");
+    assert_eq!(ready["tables"]["ok"], 1, "{ready}");
+    let not_ok: Vec<_> = ready["not_ok"].as_array().unwrap().iter().collect();
+    assert_eq!(
+        not_ok,
+        [
+            &serde_json::json!({"name": "broken", "state": "halted"}),
+            &serde_json::json!({"name": "no-bucket", "state": "halted"})
+        ],
+        "{ready}"
+    );
     // Resume clears the state; the table fails again and is halted again.
     let r = request(
         &d.addr,
@@ -458,6 +470,51 @@ fn a_failing_table_is_reported_and_halted_while_the_others_go_on() {
     d.wait_for("broken to be halted again", Duration::from_secs(20), || {
         (d.table("broken")["status"]["halted"] == true).then_some(())
     });
+}
+
+/// A readiness probe stays small at any number of tables: counts by state, and the names of at
+/// most 100 tables that hold readiness back (the first 100 in name order).
+#[test]
+fn readyz_counts_the_tables_and_names_at_most_a_hundred_that_are_not_ok() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let good_dir = work.path().join("good");
+    build_local(&rt, &good_dir, Kind::CowV8);
+    let mut config = format!(
+        "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"1h\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"good\"\nuri = \"{}\"\n",
+        good_dir.display()
+    );
+    // 120 tables whose folder is missing: their first poll fails.
+    for i in 0..120 {
+        config.push_str(&format!(
+            "[[tables]]\nname = \"gone-{i:03}\"\nuri = \"{}\"\n",
+            work.path().join(format!("gone-{i:03}")).display()
+        ));
+    }
+    let d = Daemon::start(work.path(), &config);
+    let ready = d.wait_for("every first poll", Duration::from_secs(30), || {
+        let r = d.get("/readyz");
+        (r.json()["tables"]["not_polled_yet"] == 0).then_some(r)
+    });
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    let ready = ready.json();
+    assert_eq!(ready["ready"], false);
+    assert_eq!(
+        ready["tables"],
+        serde_json::json!({"total": 121, "ok": 1, "not_polled_yet": 0, "last_poll_failed": 120, "halted": 0}),
+    );
+    let named: Vec<&str> = ready["not_ok"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{ready}"))
+        .iter()
+        .map(|t| {
+            assert_eq!(t["state"], "last_poll_failed", "{t}");
+            t["name"].as_str().unwrap()
+        })
+        .collect();
+    let expected: Vec<String> = (0..100).map(|i| format!("gone-{i:03}")).collect();
+    assert_eq!(named, expected);
+    assert_eq!(ready["not_ok_more"], 20);
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The dashboard and the alerts against a running daemon: every metric they reference exists, and
-//! every metric the daemon exports is on the dashboard.
+//! every metric the daemon exports is on the dashboard. And the shipped daemon configs: each
+//! serves the probes and `/metrics` on a listener of its own (`server.probe_listen`, issue #30),
+//! the one the manifests' probes and monitors use (`scripts/check-deploy` checks those).
 
 mod common;
 
@@ -8,7 +10,141 @@ use std::time::Duration;
 
 use common::daemon::Daemon;
 use common::fixtures::{build_local, Kind};
+use common::http::get;
 use common::interop::workspace;
+use common::{run, stderr};
+
+/// Every daemon config the deployments ship (the Helm chart's is checked by scripts/check-deploy).
+const SHIPPED_CONFIGS: [&str; 5] = [
+    "deploy/image/hudi-keeper.toml",
+    "deploy/kubernetes/base/hudi-keeper.toml",
+    "deploy/kubernetes/overlays/production/hudi-keeper.toml",
+    "deploy/kubernetes/overlays/statefulset/hudi-keeper.toml",
+    SIDECAR_CONFIG,
+];
+
+/// The sidecar's, which listens on loopback only.
+const SIDECAR_CONFIG: &str = "deploy/kubernetes/examples/spark-driver-sidecar/hudi-keeper.toml";
+
+/// The string value of `key` in the `[server]` table of a config file (the shipped files write
+/// each key on a line of its own).
+fn server_value(text: &str, key: &str) -> Option<String> {
+    let mut section = "";
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        if section != "[server]" {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        if k.trim() == key {
+            let v = v.trim().strip_prefix('"')?;
+            return Some(v[..v.find('"')?].to_string());
+        }
+    }
+    None
+}
+
+/// `text` with the `[server]` line of `key` set to `value`.
+fn with_server_value(text: &str, key: &str, value: &str) -> String {
+    let mut section = "";
+    let mut found = false;
+    let mut out = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            section = t;
+        }
+        match t.split_once('=') {
+            Some((k, _)) if section == "[server]" && k.trim() == key => {
+                out.push_str(&format!("{key} = \"{value}\""));
+                found = true;
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    assert!(found, "no [server] {key} in\n{text}");
+    out
+}
+
+#[test]
+fn every_shipped_config_has_a_probe_listener_on_9465_beside_the_api_on_9464() {
+    for file in SHIPPED_CONFIGS {
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        let host = if file == SIDECAR_CONFIG {
+            "127.0.0.1"
+        } else {
+            "0.0.0.0"
+        };
+        assert_eq!(
+            server_value(&text, "listen").as_deref(),
+            Some(format!("{host}:9464").as_str()),
+            "{file}: server.listen"
+        );
+        assert_eq!(
+            server_value(&text, "probe_listen").as_deref(),
+            Some(format!("{host}:9465").as_str()),
+            "{file}: server.probe_listen (the port the probes and monitors use)"
+        );
+    }
+    // The image declares both.
+    let dockerfile = std::fs::read_to_string(workspace().join("Dockerfile")).unwrap();
+    let exposed: Vec<&str> = dockerfile
+        .lines()
+        .filter_map(|l| l.strip_prefix("EXPOSE "))
+        .flat_map(str::split_whitespace)
+        .collect();
+    for port in ["9464", "9465"] {
+        assert!(
+            exposed.contains(&port),
+            "the Dockerfile does not EXPOSE {port}: {exposed:?}"
+        );
+    }
+}
+
+/// Each shipped config, with only its addresses moved to free loopback ports and `state_dir` to a
+/// temporary folder, starts a probe listener that answers `/healthz` (also to the
+/// `hudi-keeper health` the sidecar's exec probes run), `/readyz` and `/metrics`, and nothing of
+/// the API. Its tables (object stores this test cannot reach) only make it unready.
+#[test]
+fn every_shipped_config_serves_the_probes_and_metrics_on_the_probe_listener() {
+    for file in SHIPPED_CONFIGS {
+        let work = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(workspace().join(file)).unwrap();
+        let text = with_server_value(&text, "probe_listen", "127.0.0.1:0");
+        let text = with_server_value(&text, "state_dir", "state");
+        // The StatefulSet's replicas take their index from their pod name.
+        let d = Daemon::start_with(work.path(), &text, |cmd| {
+            cmd.env("POD_NAME", "hudi-keeper-0");
+        });
+        let probes = d.wait_for("the probe listener", Duration::from_secs(20), || {
+            d.logs()
+                .lines()
+                .find_map(|l| l.strip_prefix("hudi-keeper probes on http://"))
+                .map(|a| a.trim().to_string())
+        });
+        assert_ne!(probes, d.addr, "{file}");
+        let h = get(&probes, "/healthz");
+        assert_eq!(h.status, 200, "{file}: {}", h.body);
+        let ready = get(&probes, "/readyz");
+        assert!(
+            ready.status == 200 || ready.status == 503,
+            "{file}: {ready:?}"
+        );
+        let metrics = get(&probes, "/metrics");
+        assert_eq!(metrics.status, 200, "{file}");
+        assert!(metrics.body.contains("hudi_keeper_"), "{file}");
+        assert_eq!(get(&probes, "/api/v1/tables").status, 404, "{file}");
+        assert_eq!(get(&d.addr, "/api/v1/tables").status, 200, "{file}");
+        let health = run(&["health", "--addr", &probes]);
+        assert!(health.status.success(), "{file}: {}", stderr(&health));
+    }
+}
 
 /// Every `hudi_keeper_…` name in `text`.
 fn metric_names(text: &str) -> BTreeSet<String> {

@@ -102,12 +102,32 @@ pub struct Config {
     pub cluster: super::cluster::ClusterConfig,
 }
 
+/// Connection slots of the probe listener (`server.probe_listen`): kubelet's probes and a
+/// few Prometheus servers.
+pub const PROBE_MAX_CONNECTIONS: usize = 32;
+
+/// How long a client of the probe listener may take to send its request or take the response.
+pub const PROBE_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// `[server]`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Where the HTTP server listens.
     pub listen: SocketAddr,
+    /// A second listener for probes and scrapes only (`/healthz`, `/readyz`, `/metrics`), with
+    /// its own connection slots ([`PROBE_MAX_CONNECTIONS`]) and a short client timeout: clients
+    /// of the API, however many, cannot starve the probes. Unset: none (the probes are served on
+    /// `listen` with the API).
+    pub probe_listen: Option<SocketAddr>,
+    /// `/metrics` scrapes served at once, on both listeners; more are answered 503 with
+    /// `Retry-After`. A scrape streams its text part by part, so each costs about the owned
+    /// tables' names plus one part, whatever the number of tables.
+    pub max_concurrent_scrapes: usize,
+    /// The tables' series in `/metrics`: `per_table` (one per table, the default) or
+    /// `aggregate` (one per family over all tables: a fleet's choice; BENCHMARKS.md has what each
+    /// costs at 100,000 tables).
+    pub table_metrics: super::metrics::TableSeries,
     /// The bearer token mutating endpoints require; without one they are off.
     #[serde(skip_serializing)]
     pub auth_token: Option<String>,
@@ -147,6 +167,12 @@ pub struct ServerConfig {
     /// API requests being served at once (`/healthz`, `/readyz` and `/metrics` not counted);
     /// more are answered 503 with `Retry-After`.
     pub max_concurrent_requests: usize,
+    /// Tables `POST /api/v1/tables` may hold registered at once (those kept but not restored at
+    /// start count too); beyond it a registration is answered 409 until one is deleted. Each
+    /// is a table to poll and a file in `state_dir`, so a holder of the token cannot grow the
+    /// daemon's work and state without end. 0: the API registers no table. Tables kept from
+    /// before are restored at start even above it.
+    pub max_api_tables: usize,
     /// A client must send its request headers (also the next request on a kept-alive
     /// connection), then its body, each within this; and take each part of a response within it.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
@@ -157,6 +183,9 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            probe_listen: None,
+            max_concurrent_scrapes: 4,
+            table_metrics: super::metrics::TableSeries::PerTable,
             auth_token: None,
             state_dir: PathBuf::from("hudi-keeper-state"),
             max_concurrent_polls: 16,
@@ -170,6 +199,7 @@ impl Default for ServerConfig {
             api_may_weaken_safety: false,
             max_connections: 256,
             max_concurrent_requests: 64,
+            max_api_tables: 1000,
             client_timeout: Duration::from_secs(15),
         }
     }
@@ -495,6 +525,23 @@ pub struct TableSettings {
     pub listing_cross_check: bool,
 }
 
+/// The shortest `poll_interval` a registration through the API may give its table: a holder of
+/// the token may not have the daemon poll a store (and write a log line at each failed poll)
+/// many times a second. The config file's tables may poll faster (down to 100ms).
+pub const API_MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why `what` (a table's name or URI) cannot be taken: it holds a control character, which would
+/// let it write lines of its own into text logs (a line break, a carriage return) or rewrite the
+/// terminal (an escape). The text is shown escaped, never as given.
+pub fn control_character(what: &str, text: &str) -> Option<String> {
+    let c = text.chars().find(|c| c.is_control())?;
+    Some(format!(
+        "{what} \"{}\" holds a control character (U+{:04X}); table names and URIs may hold none",
+        text.escape_debug(),
+        c as u32
+    ))
+}
+
 /// Whether `name` can name a table (it appears in URLs and metric labels).
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
@@ -510,6 +557,12 @@ impl Defaults {
     /// Resolve `entry` against these defaults; the error names the table and the key.
     pub fn resolve(&self, entry: &TableEntry) -> Result<TableSettings, String> {
         let t = &entry.name;
+        if let Some(e) = control_character("table name", t) {
+            return Err(e);
+        }
+        if let Some(e) = control_character(&format!("table `{t}`: uri"), &entry.uri) {
+            return Err(e);
+        }
         if !valid_name(t) {
             return Err(format!(
                 "table name `{t}`: use 1 to 128 letters, digits, `-`, `_` or `.` (not `.` or `..` alone)"
@@ -614,16 +667,20 @@ impl Config {
         if self.server.poll_timeout.is_zero() || self.server.mutation_timeout.is_zero() {
             bail!("server.poll_timeout and server.mutation_timeout must be positive");
         }
+        if self.server.probe_listen == Some(self.server.listen) && self.server.listen.port() != 0 {
+            bail!("server.probe_listen must differ from server.listen");
+        }
         if let Some(t) = &self.server.auth_token {
             if t.len() < 16 {
                 bail!("server.auth_token must be at least 16 characters");
             }
         }
         if self.server.max_connections == 0
+            || self.server.max_concurrent_scrapes == 0
             || self.server.max_concurrent_requests == 0
             || self.server.max_body_bytes == 0
         {
-            bail!("server.max_connections, server.max_concurrent_requests and server.max_body_bytes must be positive");
+            bail!("server.max_connections, server.max_concurrent_scrapes, server.max_concurrent_requests and server.max_body_bytes must be positive");
         }
         if self.server.client_timeout.is_zero() {
             bail!("server.client_timeout must be positive");
@@ -653,7 +710,7 @@ impl Config {
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.tables {
             if !seen.insert(&t.name) {
-                bail!("tables: the name `{}` is used twice", t.name);
+                bail!("tables: the name `{}` is used twice", t.name.escape_debug());
             }
             let settings = self.defaults.resolve(t).map_err(|e| anyhow::anyhow!(e))?;
             // Two replicas may briefly both poll a table (a replica restarting with another
@@ -1057,6 +1114,13 @@ impl Config {
     /// ([`Defaults::weaker`]). A second registration of a table is found by the daemon.
     pub fn check_api_entry(&self, entry: &TableEntry) -> Result<(), ApiRefusal> {
         let t = &entry.name;
+        // First, before either is shown in a message or a log line.
+        if let Some(e) = control_character("table name", t) {
+            return Err(ApiRefusal::Invalid(e));
+        }
+        if let Some(e) = control_character(&format!("table `{t}`: uri"), &entry.uri) {
+            return Err(ApiRefusal::Invalid(e));
+        }
         if !valid_name(t) {
             return Err(ApiRefusal::Invalid(format!(
                 "table name `{t}`: use 1 to 128 letters, digits, `-`, `_` or `.` (not `.` or `..` alone)"
@@ -1066,6 +1130,13 @@ impl Config {
             return Err(ApiRefusal::Invalid(
                 "demo tables come from the config file only".into(),
             ));
+        }
+        if let Some(every) = entry.poll_interval.filter(|p| *p < API_MIN_POLL_INTERVAL) {
+            return Err(ApiRefusal::Invalid(format!(
+                "table `{t}`: poll_interval {} is shorter than {}, the least a registration through the API may give",
+                show(every),
+                show(API_MIN_POLL_INTERVAL)
+            )));
         }
         self.check_api_uri(&entry.uri).map_err(|e| match e {
             ApiRefusal::Forbidden(e) => ApiRefusal::Forbidden(format!("table `{t}`: {e}")),
@@ -1162,6 +1233,59 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// The folders where a table holding an API table's URI would have its base path (each one's
+/// `.hoodie/hoodie.properties` is looked for): from the allowed prefix the URI lies under down
+/// to the URI's parent, outermost first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnclosingFolders {
+    /// Local folders: absolute, where the URI leads (links resolved).
+    Local(Vec<PathBuf>),
+    /// Folders of an object store: the store as the URI names it (`scheme://bucket`), and each
+    /// folder's path in it, as the URI spells it (`""`: the bucket's root).
+    Store { store: String, folders: Vec<String> },
+}
+
+impl Config {
+    /// Where a table around the API table at `uri` would be ([`EnclosingFolders`]): every
+    /// folder from the prefix of `server.allowed_table_uris` it lies under (the shortest, when
+    /// several do) down to its parent; nothing above the prefix is looked at. `None` when `uri`
+    /// is not one the API may register ([`Config::check_api_entry`] says why).
+    pub fn enclosing_folders(&self, uri: &str) -> Option<EnclosingFolders> {
+        let at = Location::parse(uri).ok()?;
+        let prefixes = self
+            .server
+            .allowed_table_uris
+            .iter()
+            .filter_map(|p| Location::parse(p).ok());
+        if at.scheme == "file" {
+            let real = at.resolved()?;
+            let base = prefixes
+                .map(|p| p.resolved().unwrap_or(p))
+                .filter(|p| real.is_allowed_under(p))
+                .map(|p| p.segments.len())
+                .min()?;
+            let folders = (base..real.segments.len())
+                .map(|k| PathBuf::from(format!("/{}", real.segments[..k].join("/"))))
+                .collect();
+            return Some(EnclosingFolders::Local(folders));
+        }
+        let base = prefixes
+            .filter(|p| at.is_allowed_under(p))
+            .map(|p| p.segments.len())
+            .min()?;
+        // The store as the URI names it (`s3a://b`, `abfss://c@account…`), to be opened as the
+        // table is; the path's segments are the location's, as written.
+        let (scheme, rest) = uri.trim().split_once("://")?;
+        let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+        Some(EnclosingFolders::Store {
+            store: format!("{scheme}://{authority}"),
+            folders: (base..at.segments.len())
+                .map(|k| at.segments[..k].join("/"))
+                .collect(),
+        })
     }
 }
 
@@ -1777,5 +1901,109 @@ max_write_duration = "90m"
         // They would name the parent folder in URLs and state files.
         assert!(!valid_name("."));
         assert!(!valid_name(".."));
+    }
+
+    #[test]
+    fn a_control_character_in_a_table_uri_or_name_is_refused_without_being_echoed() {
+        // A line break in a config file's table: a forged log line at every poll otherwise.
+        for uri in [
+            "/data/t\\n2030-01-01T00:00:00Z  INFO FORGED",
+            "/data/t\\r",
+            "/data/t\\u001b[2K",
+            "/data/t\\u0085",
+        ] {
+            let err = parse(&format!(
+                "[defaults]\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"t\"\nuri = \"{uri}\"\n"
+            ))
+            .unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(msg.contains("control character"), "{msg}");
+            assert!(!msg.chars().any(char::is_control), "{msg:?}");
+        }
+        // Through the API, the URI and the name alike.
+        let c = allowing(&["/data/"]);
+        let mut e = api_entry("/data/t\nFORGED");
+        assert!(matches!(
+            c.check_api_entry(&e),
+            Err(ApiRefusal::Invalid(m)) if m.contains("control character") && !m.chars().any(char::is_control)
+        ));
+        e.uri = "/data/t".into();
+        e.name = "t\nFORGED".into();
+        assert!(matches!(
+            c.check_api_entry(&e),
+            Err(ApiRefusal::Invalid(m)) if m.contains("control character") && !m.chars().any(char::is_control)
+        ));
+    }
+
+    #[test]
+    fn an_api_table_is_polled_at_most_once_a_second() {
+        let c = allowing(&["/data/"]);
+        for every in ["100ms", "999ms"] {
+            let e: TableEntry = serde_json::from_value(serde_json::json!(
+                {"name": "t", "uri": "/data/t", "poll_interval": every}
+            ))
+            .unwrap();
+            assert!(
+                matches!(c.check_api_entry(&e), Err(ApiRefusal::Invalid(m)) if m.contains("poll_interval")),
+                "{every}"
+            );
+        }
+        let e: TableEntry = serde_json::from_value(serde_json::json!(
+            {"name": "t", "uri": "/data/t", "poll_interval": "1s"}
+        ))
+        .unwrap();
+        c.check_api_entry(&e).unwrap();
+        // The config file's tables may poll faster (the operator's choice).
+        parse("[defaults]\nfailed_writes_policy = \"observe\"\npoll_interval = \"100ms\"\n")
+            .unwrap();
+    }
+
+    #[test]
+    fn the_folders_a_table_around_an_api_table_would_be_in_stop_at_the_allowed_prefix() {
+        let c = allowing(&["s3://b/tables/", "s3://b/tables/deep/", "az://c/"]);
+        assert_eq!(
+            c.enclosing_folders("s3a://b/tables/deep/t/dt=1"),
+            Some(EnclosingFolders::Store {
+                store: "s3a://b".into(),
+                folders: vec![
+                    "tables".into(),
+                    "tables/deep".into(),
+                    "tables/deep/t".into()
+                ],
+            })
+        );
+        assert_eq!(
+            c.enclosing_folders("az://c/t"),
+            Some(EnclosingFolders::Store {
+                store: "az://c".into(),
+                folders: vec!["".into()],
+            })
+        );
+        assert_eq!(c.enclosing_folders("s3://other/tables/t"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(real.join("allowed/t/p")).unwrap();
+        std::os::unix::fs::symlink(real.join("allowed/t/p"), real.join("allowed/link")).unwrap();
+        let c = allowing(&[real.join("allowed").to_str().unwrap()]);
+        // Where a link leads.
+        assert_eq!(
+            c.enclosing_folders(real.join("allowed/link/x").to_str().unwrap()),
+            Some(EnclosingFolders::Local(vec![
+                real.join("allowed"),
+                real.join("allowed/t"),
+                real.join("allowed/t/p"),
+            ]))
+        );
+    }
+
+    #[test]
+    fn api_registrations_are_capped_by_default() {
+        let server = |toml: &str| serde_json::to_value(parse(toml).unwrap().server).unwrap();
+        assert_eq!(server("")["max_api_tables"], 1000);
+        // None at all: the API registers no table, whatever it may register where.
+        assert_eq!(
+            server("[server]\nmax_api_tables = 0\n")["max_api_tables"],
+            0
+        );
     }
 }

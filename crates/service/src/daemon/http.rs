@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -119,6 +119,23 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(admission, admit))
+        .with_state(daemon)
+}
+
+/// The probe listener's router (`server.probe_listen`): `/healthz`, `/readyz` and `/metrics`
+/// only, no API. Its connections have their own slots, so API clients cannot starve it.
+pub fn probe_router(daemon: Arc<Daemon>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                "the probe listener serves /healthz, /readyz and /metrics only".into(),
+            )
+        })
+        .layer(DefaultBodyLimit::max(0))
         .with_state(daemon)
 }
 
@@ -243,12 +260,12 @@ async fn admit(State(a): State<Arc<Admission>>, req: Request, next: Next) -> Res
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
-    server: &ServerConfig,
+    limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
-    let connections = Arc::new(Semaphore::new(server.max_connections));
-    let client_timeout = server.client_timeout;
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let client_timeout = limits.client_timeout;
     let open = tokio_util::task::TaskTracker::new();
     loop {
         let slot = tokio::select! {
@@ -299,6 +316,33 @@ pub async fn serve(
     }
     open.close();
     open.wait().await;
+}
+
+/// A listener's connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// How long a client may take to send its request headers, or to take part of a response.
+    pub client_timeout: Duration,
+}
+
+impl ConnectionLimits {
+    /// The API listener's (`server.max_connections`, `server.client_timeout`).
+    pub fn api(server: &ServerConfig) -> Self {
+        Self {
+            max_connections: server.max_connections,
+            client_timeout: server.client_timeout,
+        }
+    }
+
+    /// The probe listener's.
+    pub fn probes() -> Self {
+        Self {
+            max_connections: super::config::PROBE_MAX_CONNECTIONS,
+            client_timeout: super::config::PROBE_CLIENT_TIMEOUT,
+        }
+    }
 }
 
 /// A connection whose write fails once it has made no progress for `limit`: a client that does
@@ -407,7 +451,7 @@ fn check_token(expected: Option<&str>, headers: &HeaderMap) -> Result<(), ApiErr
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
-    if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+    if !tokens_match(given.as_bytes(), expected.as_bytes()) {
         return Err(ApiError(
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token".into(),
@@ -416,22 +460,33 @@ fn check_token(expected: Option<&str>, headers: &HeaderMap) -> Result<(), ApiErr
     Ok(())
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `given` is the token `expected`, in a time that tells neither how much of it matched
+/// nor how long the token is: their SHA-256 digests (32 bytes, whatever the lengths) are
+/// compared in constant time. Comparing the tokens themselves would answer a token of the
+/// wrong length at once.
+fn tokens_match(given: &[u8], expected: &[u8]) -> bool {
+    use subtle::ConstantTimeEq as _;
+    token_digest(given).ct_eq(&token_digest(expected)).into()
+}
+
+/// The SHA-256 digest of a token: fixed length, so what is compared does not depend on it.
+fn token_digest(token: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token).as_ref());
+    out
 }
 
 async fn readyz(State(d): Shared) -> Response {
-    let (tables_ready, tables) = d.readiness().await;
+    let tables = d.readiness().await;
     // A registry that could not be read, or entries of it not restored: tables the operator
     // registered are not watched.
     let (registry_ok, registry) = d.registry_report();
-    let ready = tables_ready && registry_ok;
+    let ready = tables.ready && registry_ok;
     let body = json!({
         "ready": ready,
-        "tables": tables.into_iter().map(|(n, s)| json!({"name": n, "state": s})).collect::<Vec<_>>(),
+        "tables": tables.tables,
+        "not_ok": tables.not_ok,
+        "not_ok_more": tables.not_ok_more,
         "registry": registry,
     });
     let status = if ready {
@@ -442,13 +497,33 @@ async fn readyz(State(d): Shared) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// The Prometheus exposition, streamed part by part (with 100,000 tables the whole text is over
+/// 100 MB), at most `server.max_concurrent_scrapes` at once: a scrape holds its slot until its
+/// last part is sent or its client is gone, so memory does not grow with the scrapers.
 async fn metrics(State(d): Shared) -> Response {
+    let Ok(slot) = d.scrapes.clone().try_acquire_owned() else {
+        let mut r = ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many /metrics scrapes at once (server.max_concurrent_scrapes); retry later".into(),
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return r;
+    };
+    let parts = d
+        .metrics
+        .exposition(d.config.server.table_metrics)
+        .map(move |part| {
+            let _held = &slot;
+            Ok::<_, std::convert::Infallible>(part)
+        });
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        d.metrics.render(),
+        Body::from_stream(futures::stream::iter(parts)),
     )
         .into_response()
 }
@@ -457,43 +532,96 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-fn table_json(cluster: &super::cluster::Cluster, t: &super::TableState) -> serde_json::Value {
-    let s = t.status();
-    json!({
-        "name": t.entry.name,
-        "uri": t.entry.uri,
-        "source": t.source,
-        "owner": cluster.owner(&t.entry.name),
-        "settings": &*t.settings,
-        "status": s,
-    })
+/// A table as the API shows it, serialized as it is written out (no JSON tree per table: a
+/// list of 100,000 tables must not cost ten times its text).
+#[derive(Serialize)]
+struct TableView<'a> {
+    name: &'a str,
+    uri: &'a str,
+    source: super::Source,
+    owner: Option<super::cluster::Owner>,
+    settings: &'a super::config::TableSettings,
+    status: super::TableStatus,
 }
 
-async fn list_tables(State(d): Shared) -> Json<serde_json::Value> {
-    let cluster = d.cluster();
-    let tables: Vec<_> = d
-        .tables()
-        .await
-        .iter()
-        .map(|t| table_json(&cluster, t))
-        .collect();
-    Json(json!({
-        "cluster": {
-            "mode": cluster.mode().as_str(),
-            "this_replica": cluster.my_name(),
-            "member": cluster.me().is_some(),
-            "replicas": cluster.members().len(),
-        },
-        "tables": tables,
-    }))
+fn table_view<'a>(cluster: &super::cluster::Cluster, t: &'a super::TableState) -> TableView<'a> {
+    TableView {
+        name: &t.entry.name,
+        uri: &t.entry.uri,
+        source: t.source,
+        owner: cluster.owner(&t.entry.name),
+        settings: &t.settings,
+        status: t.status(),
+    }
 }
 
-async fn table(
+#[derive(Serialize)]
+struct ClusterView<'a> {
+    mode: &'a str,
+    this_replica: String,
+    member: bool,
+    replicas: usize,
+}
+
+#[derive(Serialize)]
+struct TableList<'a> {
+    cluster: ClusterView<'a>,
+    /// Registered tables, this page's first included.
+    total: usize,
+    tables: Vec<TableView<'a>>,
+    /// The `after` of the next page; `None` on the last page.
+    next: Option<&'a str>,
+}
+
+/// Tables a page of `GET /api/v1/tables` lists unless the client asks for fewer.
+pub const DEFAULT_PAGE: usize = 100;
+/// The most tables one page lists: a page costs its own tables, never the whole fleet.
+pub const MAX_PAGE: usize = 1000;
+
+/// `GET /api/v1/tables?limit=&after=`: a page of the tables in name order.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    /// Tables on the page (default [`DEFAULT_PAGE`], at most [`MAX_PAGE`]).
+    limit: Option<usize>,
+    /// List the tables whose names sort after this one (the last page's `next`).
+    after: Option<String>,
+}
+
+async fn list_tables(
     State(d): Shared,
-    Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+    page: Result<axum::extract::Query<Page>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let axum::extract::Query(page) =
+        page.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let limit = page.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be between 1 and {MAX_PAGE}"),
+        ));
+    }
+    let cluster = d.cluster();
+    let (total, tables, more) = d.tables_page(page.after.as_deref(), limit).await;
+    let list = TableList {
+        cluster: ClusterView {
+            mode: cluster.mode().as_str(),
+            this_replica: cluster.my_name(),
+            member: cluster.me().is_some(),
+            replicas: cluster.members().len(),
+        },
+        total,
+        tables: tables.iter().map(|t| table_view(&cluster, t)).collect(),
+        next: more
+            .then(|| tables.last().map(|t| t.entry.name.as_str()))
+            .flatten(),
+    };
+    Ok(Json(list).into_response())
+}
+
+async fn table(State(d): Shared, Path(name): Path<String>) -> Result<Response, ApiError> {
     let t = d.table(&name).await?;
-    Ok(Json(table_json(&d.cluster(), &t)))
+    Ok(Json(table_view(&d.cluster(), &t)).into_response())
 }
 
 async fn timeline(
@@ -527,7 +655,7 @@ async fn register(
         }
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(table_json(&d.cluster(), &t))).into_response())
+    Ok((StatusCode::CREATED, Json(table_view(&d.cluster(), &t))).into_response())
 }
 
 async fn unregister(
@@ -769,6 +897,58 @@ mod tests {
         }
     }
 
+    async fn get(app: &Router, uri: &str) -> Response {
+        use tower::ServiceExt;
+        let req = axum::http::Request::builder()
+            .uri(uri)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        app.clone().oneshot(req).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn scrapes_beyond_max_concurrent_scrapes_are_refused_until_one_ends() {
+        let mut config = crate::daemon::config::Config::default();
+        config.server.max_concurrent_scrapes = 2;
+        let daemon = Daemon::new(config).unwrap();
+        let app = router(daemon.clone());
+        let probes = probe_router(daemon);
+        // Two scrapes whose clients take nothing hold both slots (their bodies are streams).
+        let first = get(&app, "/metrics").await;
+        let second = get(&probes, "/metrics").await;
+        assert_eq!(first.status(), StatusCode::OK);
+        assert_eq!(second.status(), StatusCode::OK);
+        let third = get(&app, "/metrics").await;
+        assert_eq!(third.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(third.headers()[header::RETRY_AFTER], "1");
+        // The probes still answer.
+        assert_eq!(get(&probes, "/healthz").await.status(), StatusCode::OK);
+        // A scrape read to its end gives its slot back; one whose client went away too.
+        let body = axum::body::to_bytes(first.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&body).contains("hudi_keeper_tables "));
+        drop(second);
+        assert_eq!(get(&app, "/metrics").await.status(), StatusCode::OK);
+        assert_eq!(get(&app, "/metrics").await.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn the_probe_listener_serves_probes_and_metrics_only() {
+        let daemon = Daemon::new(crate::daemon::config::Config::default()).unwrap();
+        let probes = probe_router(daemon);
+        for path in ["/healthz", "/readyz", "/metrics"] {
+            assert_eq!(get(&probes, path).await.status(), StatusCode::OK, "{path}");
+        }
+        for path in ["/api/v1/tables", "/api/v1/openapi.json"] {
+            assert_eq!(
+                get(&probes, path).await.status(),
+                StatusCode::NOT_FOUND,
+                "{path}"
+            );
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_response_the_client_does_not_take_ends_its_connection() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -798,9 +978,25 @@ mod tests {
     }
 
     #[test]
-    fn token_comparison_needs_equal_length_and_bytes() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
+    fn tokens_are_compared_as_fixed_length_digests() {
+        // What is compared has one length whatever the token's: nothing is decided by it.
+        let short = token_digest(b"a");
+        let long = token_digest(&[b'x'; 4096]);
+        assert_eq!((short.len(), long.len()), (32, 32));
+        assert_eq!(token_digest(b""), token_digest(b""));
+        // SHA-256, as published (FIPS 180-2, "abc").
+        assert_eq!(
+            token_digest(b"abc")[..4],
+            [0xba, 0x78, 0x16, 0xbf],
+            "{:02x?}",
+            token_digest(b"abc")
+        );
+        assert!(tokens_match(b"abc", b"abc"));
+        assert!(!tokens_match(b"abc", b"abd"));
+        assert!(!tokens_match(b"abc", b"abcd"));
+        assert!(!tokens_match(b"", b"abc"));
+        // A prefix of the token is no match either.
+        let token = b"test-token-0123456789abcdef";
+        assert!(!tokens_match(&token[..16], token));
     }
 }

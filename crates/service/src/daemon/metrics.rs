@@ -198,7 +198,7 @@ impl Metrics {
         let registry_errors = must(prometheus::IntCounterVec::new(
             Opts::new(
                 "hudi_keeper_registry_errors_total",
-                "Problems with state_dir/tables.json (tables registered through the API), by kind: unreadable at start, an entry not restored, a failed write.",
+                "Problems with state_dir/api-tables/ (tables registered through the API), by kind: unreadable at start, an entry not restored, a failed write.",
             ),
             &["kind"],
         ));
@@ -267,23 +267,278 @@ impl Metrics {
         Arc::new(RequestCounter(self.table(table)))
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The Prometheus text exposition of every metric, whole (the tests read it so).
+    #[cfg(test)]
     pub fn render(&self) -> String {
-        let mut buf = Vec::new();
+        self.exposition(TableSeries::PerTable).collect()
+    }
+
+    /// The exposition in parts, made one at a time as they are taken: the process-wide
+    /// families first, then each per-table family [`TABLES_PER_PART`] tables at a time. With
+    /// 100,000 tables the text is over 100 MB; sent part by part, it never sits in memory whole.
+    /// With [`TableSeries::Aggregate`] the per-table families are replaced by one series each
+    /// over the owned tables (sums; the largest age), a few kilobytes whatever the fleet.
+    pub fn exposition(&self, series: TableSeries) -> Box<dyn Iterator<Item = String> + Send> {
+        let mut head = Vec::new();
         // Encoding plain families into a Vec cannot fail.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
-        let mut out = String::from_utf8(buf).unwrap_or_default();
-        let map = self.per_table.read().unwrap_or_else(|e| e.into_inner());
-        let owned = map
-            .values()
-            .filter(|m| !m.not_owned.load(Ordering::Relaxed))
-            .count();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut head);
+        let mut head = String::from_utf8(head).unwrap_or_default();
+        if series == TableSeries::Aggregate {
+            let map = self.per_table.read().unwrap_or_else(|e| e.into_inner());
+            let owned: Vec<&TableMetrics> = map
+                .values()
+                .filter(|m| !m.not_owned.load(Ordering::Relaxed))
+                .map(|m| &**m)
+                .collect();
+            let _ = writeln!(
+                head,
+                "# HELP hudi_keeper_cluster_owned_tables Registered tables this replica owns and polls.\n# TYPE hudi_keeper_cluster_owned_tables gauge\nhudi_keeper_cluster_owned_tables {}",
+                owned.len()
+            );
+            render_aggregate(&mut head, &owned);
+            return Box::new(std::iter::once(head));
+        }
+        // The tables this replica owns, as of now; their values are read as each part is made.
+        let tables: Vec<(String, Arc<TableMetrics>)> = self
+            .per_table
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, m)| !m.not_owned.load(Ordering::Relaxed))
+            .map(|(t, m)| (t.clone(), m.clone()))
+            .collect();
+        let _ = writeln!(
+            head,
+            "# HELP hudi_keeper_cluster_owned_tables Registered tables this replica owns and polls.\n# TYPE hudi_keeper_cluster_owned_tables gauge\nhudi_keeper_cluster_owned_tables {}",
+            tables.len()
+        );
+        let tables = Arc::new(tables);
+        let parts = tables.len().div_ceil(TABLES_PER_PART).max(1);
+        let families = {
+            let mut count = Part::counting();
+            render_tables(&mut count);
+            count.seen
+        };
+        Box::new(
+            std::iter::once(head).chain((0..families).flat_map(move |family| {
+                let tables = tables.clone();
+                (0..parts).map(move |part| {
+                    let from = (part * TABLES_PER_PART).min(tables.len());
+                    let to = (from + TABLES_PER_PART).min(tables.len());
+                    let mut p = Part {
+                        out: String::new(),
+                        tables: &tables[from..to],
+                        family,
+                        header: part == 0,
+                        seen: 0,
+                    };
+                    render_tables(&mut p);
+                    p.out
+                })
+            })),
+        )
+    }
+}
+
+/// Which series the exposition has for the tables (`server.table_metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableSeries {
+    /// One series per table (and label combination): about 1.3 KB of text a table.
+    #[default]
+    PerTable,
+    /// One series per family over the owned tables, no `table` label: what a fleet of many
+    /// thousand tables scrapes. Which table needs attention is then read from the API.
+    Aggregate,
+}
+
+/// The per-table families as one series each over `tables` (no `table` label): counters and
+/// counts summed, ages the largest, flags counted.
+fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
+    let u = |f: &dyn Fn(&TableMetrics) -> u64| tables.iter().map(|m| f(m)).sum::<u64>();
+    let i = |f: &dyn Fn(&TableMetrics) -> i64| tables.iter().map(|m| f(m)).sum::<i64>();
+    let max = |f: &dyn Fn(&TableMetrics) -> f64| tables.iter().map(|m| f(m)).fold(0.0, f64::max);
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let head = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help} Summed over the owned tables (server.table_metrics = \"aggregate\").");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+    };
+    head(
+        out,
+        "hudi_keeper_polls_total",
+        "counter",
+        "Polls, by outcome.",
+    );
+    for (k, outcome) in POLL_OUTCOMES.iter().enumerate() {
+        let v = u(&|m| load(&m.polls[k]));
+        let _ = writeln!(out, "hudi_keeper_polls_total{{outcome=\"{outcome}\"}} {v}");
+    }
+    let mut pending: BTreeMap<&'static str, i64> = BTreeMap::new();
+    for m in tables {
+        if let Ok(p) = m.pending.lock() {
+            for (action, n) in p.iter() {
+                *pending.entry(action).or_default() += n;
+            }
+        }
+    }
+    head(
+        out,
+        "hudi_keeper_pending_instants",
+        "gauge",
+        "Pending instants at the last polls, by action.",
+    );
+    for (action, n) in pending {
         let _ = writeln!(
             out,
-            "# HELP hudi_keeper_cluster_owned_tables Registered tables this replica owns and polls.\n# TYPE hudi_keeper_cluster_owned_tables gauge\nhudi_keeper_cluster_owned_tables {owned}"
+            "hudi_keeper_pending_instants{{action=\"{action}\"}} {n}"
         );
-        render_tables(&mut out, &map);
-        out
+    }
+    head(
+        out,
+        "hudi_keeper_oldest_pending_instant_age_seconds",
+        "gauge",
+        "Age of the oldest pending write (the largest over the tables).",
+    );
+    let _ = writeln!(
+        out,
+        "hudi_keeper_oldest_pending_instant_age_seconds {}",
+        max(&|m| m.oldest_pending_age.get())
+    );
+    head(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).");
+    let _ = writeln!(
+        out,
+        "hudi_keeper_stalest_heartbeat_age_seconds {}",
+        max(&|m| m.stalest_heartbeat_age.get())
+    );
+    head(
+        out,
+        "hudi_keeper_failed_instants",
+        "gauge",
+        "Pending writes judged failed at the last polls.",
+    );
+    let _ = writeln!(
+        out,
+        "hudi_keeper_failed_instants {}",
+        i(&|m| m.failed_instants.load(Ordering::Relaxed))
+    );
+    head(
+        out,
+        "hudi_keeper_pending_writes_left_alone",
+        "gauge",
+        "Pending writes without heartbeat file left alone at the last polls, by reason.",
+    );
+    for (k, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
+        let v = i(&|m| m.left_alone[k].load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "hudi_keeper_pending_writes_left_alone{{reason=\"{reason}\"}} {v}"
+        );
+    }
+    head(
+        out,
+        "hudi_keeper_eager_writer_suspected",
+        "gauge",
+        "Tables whose last poll found a pending write that looks like an EAGER writer's.",
+    );
+    let _ = writeln!(
+        out,
+        "hudi_keeper_eager_writer_suspected {}",
+        u(&|m| u64::from(m.eager_writer_suspected.load(Ordering::Relaxed)))
+    );
+    head(
+        out,
+        "hudi_keeper_rollbacks_total",
+        "counter",
+        "Rollbacks of failed writes, by outcome and trigger.",
+    );
+    for (k, (outcome, trigger)) in [
+        ("success", "auto"),
+        ("failure", "auto"),
+        ("success", "manual"),
+        ("failure", "manual"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let v = u(&|m| load(&m.rollbacks[k]));
+        let _ = writeln!(
+            out,
+            "hudi_keeper_rollbacks_total{{outcome=\"{outcome}\",trigger=\"{trigger}\"}} {v}"
+        );
+    }
+    head(
+        out,
+        "hudi_keeper_files_deleted_total",
+        "counter",
+        "Data files deleted by rollbacks.",
+    );
+    let _ = writeln!(
+        out,
+        "hudi_keeper_files_deleted_total {}",
+        u(&|m| load(&m.files_deleted))
+    );
+    head(
+        out,
+        "hudi_keeper_object_store_requests_total",
+        "counter",
+        "Object-store requests, by kind.",
+    );
+    for (k, kind) in OpKind::ALL.iter().enumerate() {
+        let v = u(&|m| load(&m.requests[k]));
+        let _ = writeln!(
+            out,
+            "hudi_keeper_object_store_requests_total{{kind=\"{}\"}} {v}",
+            kind.as_str()
+        );
+    }
+    head(
+        out,
+        "hudi_keeper_lock_waits_total",
+        "counter",
+        "Times taking a table lock had to wait.",
+    );
+    let _ = writeln!(
+        out,
+        "hudi_keeper_lock_waits_total {}",
+        u(&|m| load(&m.lock_waits))
+    );
+    head(
+        out,
+        "hudi_keeper_lock_wait_seconds_total",
+        "counter",
+        "Time spent waiting for table locks.",
+    );
+    let _ = writeln!(
+        out,
+        "hudi_keeper_lock_wait_seconds_total {}",
+        u(&|m| load(&m.lock_wait_ms)) as f64 / 1000.0
+    );
+}
+
+/// Tables per part of the exposition (about 100 KB of text for a family of one line each).
+pub const TABLES_PER_PART: usize = 2_000;
+
+/// One part of the per-table exposition: family number `family`, for `tables`.
+struct Part<'a> {
+    out: String,
+    tables: &'a [(String, Arc<TableMetrics>)],
+    family: usize,
+    /// With the family's `# HELP` and `# TYPE` lines (its first part).
+    header: bool,
+    /// Families passed so far.
+    seen: usize,
+}
+
+impl Part<'static> {
+    /// A part that writes nothing and counts the families.
+    fn counting() -> Self {
+        Part {
+            out: String::new(),
+            tables: &[],
+            family: usize::MAX,
+            header: false,
+            seen: 0,
+        }
     }
 }
 
@@ -294,43 +549,45 @@ impl Default for Metrics {
 }
 
 /// One per-table family: header, then one line per table (and label combination) that `lines`
-/// writes.
+/// writes; only where it is the family `part` is for.
 fn family(
-    out: &mut String,
-    map: &BTreeMap<String, Arc<TableMetrics>>,
+    part: &mut Part<'_>,
     name: &str,
     kind: &str,
     help: &str,
     mut lines: impl FnMut(&mut String, &str, &TableMetrics),
 ) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (table, m) in map {
-        if !m.not_owned.load(Ordering::Relaxed) {
-            lines(out, table, m);
-        }
+    let this = part.seen;
+    part.seen += 1;
+    if this != part.family {
+        return;
+    }
+    if part.header {
+        let _ = writeln!(part.out, "# HELP {name} {help}");
+        let _ = writeln!(part.out, "# TYPE {name} {kind}");
+    }
+    for (table, m) in part.tables {
+        lines(&mut part.out, table, m);
     }
 }
 
 /// A per-table family with one value per table.
 fn scalar(
-    out: &mut String,
-    map: &BTreeMap<String, Arc<TableMetrics>>,
+    part: &mut Part<'_>,
     name: &str,
     kind: &str,
     help: &str,
     value: impl Fn(&TableMetrics) -> String,
 ) {
-    family(out, map, name, kind, help, |o, t, m| {
+    family(part, name, kind, help, |o, t, m| {
         let _ = writeln!(o, "{name}{{table=\"{t}\"}} {}", value(m));
     });
 }
 
-fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
+fn render_tables(out: &mut Part<'_>) {
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     family(
         out,
-        map,
         "hudi_keeper_polls_total",
         "counter",
         "Polls of a table, by outcome (ok, error, skipped_halted, skipped_busy).",
@@ -348,7 +605,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_last_poll_timestamp_seconds",
         "gauge",
         "Unix time at which the last poll of a table finished (0 before the first).",
@@ -356,7 +612,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_last_poll_duration_seconds",
         "gauge",
         "Wall time of the last poll of a table.",
@@ -364,7 +619,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     family(
         out,
-        map,
         "hudi_keeper_pending_instants",
         "gauge",
         "Pending instants on the active timeline at the last poll, by action.",
@@ -381,7 +635,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write at the last poll (0 when none).",
@@ -389,7 +642,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_stalest_heartbeat_age_seconds",
         "gauge",
         "Heartbeat age of the pending write whose heartbeat is oldest (0 when none).",
@@ -397,7 +649,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last poll (observe tables keep them).",
@@ -405,7 +656,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     family(
         out,
-        map,
         "hudi_keeper_pending_writes_left_alone",
         "gauge",
         "Pending writes without heartbeat file that nothing proves dead, left alone at the last poll, by reason (no_heartbeat_unconfirmed: no heartbeat ever seen on the table; awaiting_newer_write: the newest write under EAGER; age_unknown).",
@@ -423,15 +673,13 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_eager_writer_suspected",
         "gauge",
-        "1 when the last poll found a young pending write without heartbeat file on a table judged LAZY: EAGER writers (no heartbeats) seem to write it.",
+        "1 when the last poll found a pending write without heartbeat file on a table judged LAZY that looks like an EAGER writer's (younger than min_instant_age, or on a table with heartbeat files).",
         |m| u8::from(m.eager_writer_suspected.load(Ordering::Relaxed)).to_string(),
     );
     family(
         out,
-        map,
         "hudi_keeper_rollbacks_total",
         "counter",
         "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
@@ -457,7 +705,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
@@ -465,7 +712,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     family(
         out,
-        map,
         "hudi_keeper_object_store_requests_total",
         "counter",
         "Object-store requests, by kind (list, list_dir, get, head, put, put_if_absent, delete, put_if_match).",
@@ -484,7 +730,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking the table lock had to wait for another holder.",
@@ -492,7 +737,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for the table lock.",
@@ -500,7 +744,6 @@ fn render_tables(out: &mut String, map: &BTreeMap<String, Arc<TableMetrics>>) {
     );
     scalar(
         out,
-        map,
         "hudi_keeper_table_halted",
         "gauge",
         "1 when a table is halted after repeated failures (resume it through the API).",
@@ -572,5 +815,48 @@ mod tests {
         assert_eq!(n, names.len(), "a family is written twice");
         m.remove_table("t");
         assert!(!m.render().contains("table=\"t\""));
+    }
+
+    #[test]
+    fn the_aggregate_exposition_sums_the_owned_tables_without_a_table_label() {
+        let m = Metrics::new();
+        for (name, failed, age) in [("a", 1, 30.0), ("b", 2, 90.0), ("c", 4, 600.0)] {
+            let t = m.table(name);
+            t.poll("ok");
+            t.failed_instants.store(failed, Ordering::Relaxed);
+            t.oldest_pending_age.set(age);
+            t.set_pending(vec![("deltacommit", 1)]);
+            t.rollback(true, "auto");
+        }
+        // Another replica owns `c`: it counts nowhere here.
+        m.table("c").not_owned.store(true, Ordering::Relaxed);
+        let text: String = m.exposition(TableSeries::Aggregate).collect();
+        for line in [
+            r#"hudi_keeper_polls_total{outcome="ok"} 2"#,
+            "hudi_keeper_failed_instants 3\n",
+            "hudi_keeper_oldest_pending_instant_age_seconds 90\n",
+            r#"hudi_keeper_pending_instants{action="deltacommit"} 2"#,
+            r#"hudi_keeper_rollbacks_total{outcome="success",trigger="auto"} 2"#,
+            "hudi_keeper_cluster_owned_tables 2\n",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        assert!(!text.contains("table=\""), "{text}");
+        let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
+        let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        assert_eq!(helps, types);
+        // A few kilobytes, whatever the fleet.
+        for i in 0..2_000 {
+            m.table(&format!("t{i:05}"));
+        }
+        let all: String = m.exposition(TableSeries::PerTable).collect();
+        let agg: String = m.exposition(TableSeries::Aggregate).collect();
+        assert!(agg.len() < 8 * 1024, "{}", agg.len());
+        assert!(
+            all.len() > 100 * agg.len(),
+            "{} vs {}",
+            all.len(),
+            agg.len()
+        );
     }
 }

@@ -9,11 +9,13 @@
 pub mod cluster;
 pub mod config;
 mod deadline;
+mod enclosing;
 pub mod evidence;
 pub mod http;
 pub mod membership;
 pub mod metrics;
 pub mod own_changes;
+mod registry;
 mod state_files;
 
 use std::collections::BTreeMap;
@@ -141,7 +143,7 @@ pub struct TableState {
     pub entry: TableEntry,
     pub source: Source,
     /// Where the table is, to find a second registration of it through the API.
-    location: Option<config::Location>,
+    location: Option<Box<config::Location>>,
     pub settings: Arc<TableSettings>,
     pub status: StdMutex<TableStatus>,
     /// This table's metrics.
@@ -149,9 +151,9 @@ pub struct TableState {
     /// The opened table, cached between polls. Holding it also serializes a table's polls
     /// and changes: a poll never waits for it (it is skipped as busy), a change through the
     /// API waits for it at most `server.mutation_timeout`.
-    table: tokio::sync::Mutex<Option<Table>>,
-    /// A clone of the opened table outside `table`'s mutex, for `GET …/timeline`, which never
-    /// waits for the mutex. Kept equal to what `table` holds (see [`TableState::keep`]).
+    table: tokio::sync::Mutex<Option<Arc<Table>>>,
+    /// The same opened table outside `table`'s mutex, for `GET …/timeline`, which never waits
+    /// for the mutex. Kept equal to what `table` holds (see [`TableState::keep`]).
     handle: StdMutex<Option<Arc<Table>>>,
     /// Bounds the `GET …/timeline` reads of this table running at once.
     timeline_reads: Semaphore,
@@ -170,10 +172,11 @@ impl TableState {
             .unwrap_or_else(|e| e.into_inner().clone())
     }
 
-    /// Cache `table` (or forget the cached one): in `cached` (the guard of `self.table`) and
-    /// in the clone the timeline API reads.
-    fn keep(&self, cached: &mut Option<Table>, table: Option<Table>) {
-        *self.handle.lock().unwrap_or_else(|e| e.into_inner()) = table.clone().map(Arc::new);
+    /// Cache `table` (or forget the cached one): one copy, held in `cached` (the guard of
+    /// `self.table`) and in the handle the timeline API reads.
+    fn keep(&self, cached: &mut Option<Arc<Table>>, table: Option<Table>) {
+        let table = table.map(Arc::new);
+        *self.handle.lock().unwrap_or_else(|e| e.into_inner()) = table.clone();
         *cached = table;
     }
 
@@ -183,6 +186,17 @@ impl TableState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The table's state for `/readyz`, without copying its status.
+    fn ready_state(&self) -> ReadyState {
+        let s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        match (s.polls, s.last_poll_ok, s.halted) {
+            (0, _, _) => ReadyState::NotPolledYet,
+            (_, _, true) => ReadyState::Halted,
+            (_, Some(true), _) => ReadyState::Ok,
+            _ => ReadyState::LastPollFailed,
+        }
     }
 
     fn update(&self, f: impl FnOnce(&mut TableStatus)) {
@@ -309,6 +323,8 @@ pub struct Daemon {
     pub metrics: Metrics,
     tables: RwLock<BTreeMap<String, Arc<TableState>>>,
     polls: Arc<Semaphore>,
+    /// `/metrics` scrapes served at once (`server.max_concurrent_scrapes`, both listeners).
+    pub scrapes: Arc<Semaphore>,
     shutdown: CancellationToken,
     /// Cancelled once the shutdown grace is over: work still running is dropped.
     abandon: CancellationToken,
@@ -317,14 +333,15 @@ pub struct Daemon {
     initial: StdMutex<Vec<TableEntry>>,
     /// Tables to put on the scheduler's timer heap.
     timer: tokio::sync::mpsc::UnboundedSender<Due>,
-    registry_file: PathBuf,
+    /// The tables registered through the API, on disk (`state_dir/api-tables/`).
+    api_tables: Arc<registry::Registry>,
     /// Object-store clients shared between tables of one bucket.
     stores: hudi_keeper_core::storage::StoreCache,
     /// Distinct table settings (most tables share the defaults).
     interned: StdMutex<Vec<Arc<TableSettings>>>,
-    /// Serializes writes of the registry file.
+    /// Serializes writes of the registry's files.
     registry_write: tokio::sync::Mutex<()>,
-    /// What became of the registry file at start.
+    /// What became of the registry at start.
     registry: StdMutex<RegistryState>,
     /// Which tables were seen with heartbeat files (`state_dir/writer-evidence/`).
     evidence: evidence::EvidenceStore,
@@ -332,12 +349,13 @@ pub struct Daemon {
     own_changes: Arc<own_changes::OwnChangesStore>,
 }
 
-/// What became of the registry file (`state_dir/tables.json`) at start.
+/// What became of the registry (`state_dir/api-tables/`, see [`registry`]) at start.
 #[derive(Debug, Default)]
 struct RegistryState {
-    /// It could not be read: why. Then the API neither registers nor unregisters tables.
+    /// Some of it could not be read (or `tables.json` moved): why, naming files relative to
+    /// `state_dir`. Then the API neither registers nor unregisters tables.
     unreadable: Option<String>,
-    /// Entries not restored, and why; written back with every registry write until deleted.
+    /// Entries not restored, and why; their files are kept until they are deleted.
     not_restored: Vec<(TableEntry, String)>,
 }
 
@@ -351,7 +369,7 @@ impl Daemon {
     pub fn new(mut config: Config) -> anyhow::Result<Arc<Self>> {
         // The configured tables move into the registry at start; the config keeps the rest.
         let initial = std::mem::take(&mut config.tables);
-        let registry_file = config.server.state_dir.join("tables.json");
+        let api_tables = Arc::new(registry::Registry::new(&config.server.state_dir));
         let evidence =
             evidence::EvidenceStore::load(&config.server.state_dir.join("writer-evidence"))?;
         let own_changes = Arc::new(own_changes::OwnChangesStore::load(
@@ -391,13 +409,14 @@ impl Daemon {
             membership,
             timer,
             polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
+            scrapes: Arc::new(Semaphore::new(config.server.max_concurrent_scrapes)),
             metrics,
             tables: RwLock::new(BTreeMap::new()),
             shutdown: CancellationToken::new(),
             abandon: CancellationToken::new(),
             tracker: TaskTracker::new(),
             initial: StdMutex::new(initial),
-            registry_file,
+            api_tables,
             registry_write: tokio::sync::Mutex::new(()),
             registry: StdMutex::new(RegistryState::default()),
             evidence,
@@ -417,7 +436,7 @@ impl Daemon {
             if entry.demo {
                 ensure_demo_table(&entry.uri)?;
             }
-            self.add(entry, Source::Config)
+            self.add(entry, Source::Config, None)
                 .await
                 .map_err(|e| anyhow::anyhow!(e))?;
         }
@@ -473,35 +492,42 @@ impl Daemon {
         );
     }
 
-    /// Register the tables kept in the registry file, each checked as a registration through
-    /// the API is now. A file that cannot be read, or an entry that is refused, is reported
-    /// (error log, `hudi_keeper_registry_errors_total`, `/readyz`) while every other table runs.
+    /// Register the tables kept in the registry, each checked as a registration through the
+    /// API is now. A file that cannot be read, or an entry that is refused, is reported (error
+    /// log, `hudi_keeper_registry_errors_total`, `/readyz`) while every other table runs.
     async fn restore_registry(self: &Arc<Self>) {
-        let file = self.registry_file.display().to_string();
-        let entries = match read_registry(&self.registry_file) {
-            Ok(entries) => entries,
-            Err(e) => {
-                let error = format!("{e:#}");
-                error!(file = %file, error = %error, "the registry of tables registered through the API cannot be read: those tables are not watched (the configured ones are), and registrations through the API are refused until the file is fixed or moved away and the daemon restarted");
-                self.metrics
-                    .registry_errors
-                    .with_label_values(&["unreadable"])
-                    .inc();
-                self.registry_state().unreadable = Some(error);
-                return;
-            }
-        };
-        for entry in entries {
+        let dir = self
+            .config
+            .server
+            .state_dir
+            .join(registry::DIR)
+            .display()
+            .to_string();
+        // An entry is about the size of the registration's body.
+        let max_bytes = (self.config.server.max_body_bytes as u64)
+            .saturating_mul(4)
+            .max(1 << 20);
+        let restored = self.api_tables.load(max_bytes);
+        if let Some(error) = restored.problem {
+            error!(dir = %dir, error = %error, "the registry of tables registered through the API cannot be read whole: the tables it could not read are not watched (the configured ones are), and registrations through the API are refused until it is fixed and the daemon restarted");
+            self.metrics
+                .registry_errors
+                .with_label_values(&["unreadable"])
+                .inc();
+            self.registry_state().unreadable = Some(error);
+        }
+        for entry in restored.entries {
             let refused = match self.config.check_api_entry(&entry) {
                 Err(config::ApiRefusal::Forbidden(e) | config::ApiRefusal::Invalid(e)) => Some(e),
                 Ok(()) => self
-                    .add(entry.clone(), Source::Api)
+                    .add(entry.clone(), Source::Api, None)
                     .await
                     .err()
                     .map(|e| e.to_string()),
             };
             if let Some(error) = refused {
-                error!(table = %entry.name, file = %file, error = %error, "a table registered through the API is not restored (it stays in the registry file: fix the config and restart, or DELETE /api/v1/tables/{{name}})");
+                // The name as read, escaped: it was not checked yet.
+                error!(table = %entry.name.escape_debug(), dir = %dir, error = %error, "a table registered through the API is not restored (its file is kept: fix the config and restart, or DELETE /api/v1/tables/{{name}})");
                 self.metrics
                     .registry_errors
                     .with_label_values(&["not_restored"])
@@ -521,19 +547,21 @@ impl Daemon {
         let ok = r.unreadable.is_none() && r.not_restored.is_empty();
         let report = serde_json::json!({
             "ok": ok,
-            "file": self.registry_file.display().to_string(),
+            // Below state_dir: /readyz answers without the token, and says nothing of the host.
+            "file": registry::Registry::shown_name(),
             "error": r.unreadable,
             "not_restored": r.not_restored.iter().map(|(e, why)| serde_json::json!({"name": e.name, "uri": e.uri, "error": why})).collect::<Vec<_>>(),
         });
         (ok, report)
     }
 
-    /// Refused while the registry file could not be read at start: a write would replace it.
+    /// Refused while the registry could not be read whole at start: a write would be made on a
+    /// registry only partly known.
     fn registry_writable(&self) -> Result<(), TableError> {
         match &self.registry_state().unreadable {
             Some(e) => Err(TableError::Conflict(format!(
-                "the registry file {} could not be read at start ({e}); fix it or move it away and restart before registering or unregistering tables through the API",
-                self.registry_file.display()
+                "the registry of tables registered through the API (state_dir/{}/) could not be read whole at start ({e}); fix it or move the file away and restart before registering or unregistering tables through the API",
+                registry::DIR
             ))),
             None => Ok(()),
         }
@@ -542,6 +570,25 @@ impl Daemon {
     /// The tables, by name.
     pub async fn tables(&self) -> Vec<Arc<TableState>> {
         self.tables.read().await.values().cloned().collect()
+    }
+
+    /// A page of the tables in name order: how many are registered, at most `limit` whose names
+    /// sort after `after`, and whether more follow.
+    pub async fn tables_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (usize, Vec<Arc<TableState>>, bool) {
+        use std::ops::Bound;
+        let tables = self.tables.read().await;
+        let from = match after {
+            Some(a) => Bound::Excluded(a),
+            None => Bound::Unbounded,
+        };
+        let mut range = tables.range::<str, _>((from, Bound::Unbounded));
+        let page: Vec<_> = range.by_ref().take(limit).map(|(_, t)| t.clone()).collect();
+        let more = range.next().is_some();
+        (tables.len(), page, more)
     }
 
     /// One table.
@@ -554,11 +601,20 @@ impl Daemon {
             .ok_or_else(|| TableError::NotFound(name.to_string()))
     }
 
-    async fn add(self: &Arc<Self>, entry: TableEntry, source: Source) -> Result<(), TableError> {
+    /// Register `entry`. A registration through the API (`limit`: `server.max_api_tables`) is
+    /// refused when that many tables are registered through the API already, counted under
+    /// the same lock as the insert, so that requests at once cannot pass it together.
+    async fn add(
+        self: &Arc<Self>,
+        entry: TableEntry,
+        source: Source,
+        limit: Option<usize>,
+    ) -> Result<Arc<TableState>, TableError> {
         // Only needed to find a second registration through the API (off without prefixes).
         let location = (!self.config.server.allowed_table_uris.is_empty())
             .then(|| config::Location::of_table(&entry.uri))
-            .flatten();
+            .flatten()
+            .map(Box::new);
         let settings = self
             .config
             .defaults
@@ -576,26 +632,11 @@ impl Daemon {
             }
         };
         let mut tables = self.tables.write().await;
-        if tables.contains_key(&entry.name) {
-            return Err(TableError::Conflict(format!(
-                "a table named `{}` is registered already",
-                entry.name
-            )));
+        if let Some(refused) = registered_already(&tables, &entry, source, location.as_deref()) {
+            return Err(refused);
         }
-        if let (Source::Api, Some(at)) = (source, &location) {
-            // The same table under another name or spelling, or a table inside another one
-            // (a metadata table) or around it.
-            let other = tables.values().find(|t| {
-                t.location
-                    .as_ref()
-                    .is_some_and(|o| at.is_under(o) || o.is_under(at))
-            });
-            if let Some(other) = other {
-                return Err(TableError::Conflict(format!(
-                    "`{}` is registered already, or contains or lies inside a registered table: `{}` ({})",
-                    entry.uri, other.entry.name, other.entry.uri
-                )));
-            }
+        if let Some(limit) = limit {
+            self.check_api_limit(&tables, limit)?;
         }
         let state = Arc::new(TableState {
             entry: entry.clone(),
@@ -636,12 +677,31 @@ impl Daemon {
         // The first poll comes soon, spread over up to a second (or the interval).
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
         self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
+        Ok(state)
+    }
+
+    /// Refused when `limit` tables are registered through the API (with the entries kept but not
+    /// restored, which hold a file each too).
+    fn check_api_limit(
+        &self,
+        tables: &BTreeMap<String, Arc<TableState>>,
+        limit: usize,
+    ) -> Result<(), TableError> {
+        let kept = self.registry_state().not_restored.len();
+        let api = tables.values().filter(|t| t.source == Source::Api).count();
+        if api + kept >= limit {
+            return Err(TableError::Conflict(format!(
+                "{} tables are registered through the API (server.max_api_tables = {limit}): DELETE one first, or raise server.max_api_tables",
+                api + kept
+            )));
+        }
         Ok(())
     }
 
     /// Register a table through the API and persist it: only what
     /// [`Config::check_api_entry`] allows, never a table registered already (by the config or
-    /// the API, under any name), and only while the registry file can be written. A
+    /// the API, under any name) nor a folder inside a table's base path (registered or not),
+    /// at most `server.max_api_tables` of them, and only while the registry can be written. A
     /// registration that could not be persisted is undone.
     pub async fn register(self: &Arc<Self>, entry: TableEntry) -> Result<(), TableError> {
         self.config.check_api_entry(&entry).map_err(|r| match r {
@@ -661,21 +721,70 @@ impl Daemon {
             .any(|(e, _)| e.name == entry.name)
         {
             return Err(TableError::Conflict(format!(
-                "a table named `{}` is in the registry file but was not restored; DELETE it first",
+                "a table named `{}` is in the registry but was not restored; DELETE it first",
                 entry.name
             )));
         }
+        let limit = self.config.server.max_api_tables;
+        {
+            // What can be told without reading storage first: nothing is read for a
+            // registration refused anyway.
+            let location = (!self.config.server.allowed_table_uris.is_empty())
+                .then(|| config::Location::of_table(&entry.uri))
+                .flatten();
+            let tables = self.tables.read().await;
+            if let Some(refused) =
+                registered_already(&tables, &entry, Source::Api, location.as_ref())
+            {
+                return Err(refused);
+            }
+            self.check_api_limit(&tables, limit)?;
+        }
+        self.check_not_inside_a_table(&entry).await?;
         let name = entry.name.clone();
-        self.add(entry, Source::Api).await?;
-        if let Err(e) = self.persist().await {
+        let state = self.add(entry, Source::Api, Some(limit)).await?;
+        if let Err(e) = self.save(&state).await {
             let mut tables = self.tables.write().await;
-            tables.remove(&name);
-            self.metrics.tables.set(tables.len() as i64);
-            drop(tables);
-            self.metrics.remove_table(&name);
+            if tables.get(&name).is_some_and(|t| Arc::ptr_eq(t, &state)) {
+                tables.remove(&name);
+                self.metrics.tables.set(tables.len() as i64);
+                drop(tables);
+                self.metrics.remove_table(&name);
+            }
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Refused when the folder `entry` names lies inside a table's base path, registered or
+    /// not (see [`enclosing`]), or when that cannot be told.
+    async fn check_not_inside_a_table(&self, entry: &TableEntry) -> Result<(), TableError> {
+        let Some(folders) = self.config.enclosing_folders(&entry.uri) else {
+            return Ok(()); // not one the API registers: check_api_entry said why
+        };
+        let settings = self
+            .config
+            .defaults
+            .resolve(entry)
+            .map_err(TableError::Invalid)?;
+        // A client of the stores the tables share only for the defaults' options: one per
+        // bucket. Options of the registration's own (a timeout, a region: any number of
+        // variants) get a client for this look alone, which does not outlive it.
+        let shared = entry.storage_options.is_empty().then_some(&self.stores);
+        match enclosing::find(folders, &settings.storage_options, shared).await {
+            Ok(()) => Ok(()),
+            Err(enclosing::Enclosed::Inside(base)) => Err(TableError::Conflict(format!(
+                "`{}` lies inside the table at `{base}` (it has .hoodie/hoodie.properties): register the table's base path, not a folder of it",
+                entry.uri
+            ))),
+            Err(enclosing::Enclosed::Unknown(e)) => {
+                warn!(table = %entry.name, error = %e, "could not tell whether a registration lies inside a table: refused");
+                Err(TableError::Failed(format!(
+                    "cannot tell whether `{}` lies inside another table's base path, so it is not registered (send it again once the store answers): {e}",
+                    entry.uri
+                )))
+            }
+        }
     }
 
     /// Unregister a table (its poll loop stops) and persist the change.
@@ -688,8 +797,8 @@ impl Daemon {
             before != r.not_restored.len()
         };
         if dormant {
-            info!(table = %name, "removed a table that was not restored from the registry");
-            return self.persist().await;
+            info!(table = %name.escape_debug(), "removed a table that was not restored from the registry");
+            return self.forget(name).await;
         }
         let state = self.table(name).await?;
         if state.source == Source::Config {
@@ -715,7 +824,7 @@ impl Daemon {
         drop(held);
         self.refresh_halted().await;
         info!(table = %name, "unregistered table");
-        self.persist().await
+        self.forget(name).await
     }
 
     /// Clear a table's halted state and poll it now.
@@ -747,30 +856,49 @@ impl Daemon {
         self.metrics.tables_halted.set(n as i64);
     }
 
-    /// Write the registry file: the tables registered through the API, and the entries of the
-    /// file that were not restored at start (kept until deleted through the API).
-    async fn persist(&self) -> Result<(), TableError> {
+    /// Keep the table `state` registered through the API in the registry: its own file, written
+    /// while it is still the table registered under its name (else a later change of that name
+    /// decides).
+    async fn save(&self, state: &Arc<TableState>) -> Result<(), TableError> {
         self.registry_writable()?;
         let _w = self.registry_write.lock().await;
-        let mut entries: Vec<TableEntry> = {
-            let tables = self.tables.read().await;
-            let mut entries: Vec<TableEntry> = tables
-                .values()
-                .filter(|t| t.source == Source::Api)
-                .map(|t| t.entry.clone())
-                .collect();
-            entries.extend(
-                self.registry_state()
-                    .not_restored
-                    .iter()
-                    .filter(|(e, _)| !tables.contains_key(&e.name))
-                    .map(|(e, _)| e.clone()),
-            );
-            entries
-        };
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let path = self.registry_file.clone();
-        let written = tokio::task::spawn_blocking(move || write_registry(&path, &entries))
+        let current = self
+            .tables
+            .read()
+            .await
+            .get(&state.entry.name)
+            .is_some_and(|t| Arc::ptr_eq(t, state));
+        if !current {
+            return Ok(());
+        }
+        let (registry, entry) = (self.api_tables.clone(), state.entry.clone());
+        self.registry_io(move || registry.put(&entry)).await
+    }
+
+    /// Remove the table `name` from the registry, unless it was registered again meanwhile (its
+    /// own registration writes its file).
+    async fn forget(&self, name: &str) -> Result<(), TableError> {
+        self.registry_writable()?;
+        let _w = self.registry_write.lock().await;
+        if self
+            .tables
+            .read()
+            .await
+            .get(name)
+            .is_some_and(|t| t.source == Source::Api)
+        {
+            return Ok(());
+        }
+        let (registry, name) = (self.api_tables.clone(), name.to_string());
+        self.registry_io(move || registry.remove(&name)).await
+    }
+
+    /// Run a write of the registry on the blocking pool; a failure is counted and logged.
+    async fn registry_io(
+        &self,
+        io: impl FnOnce() -> anyhow::Result<()> + Send + 'static,
+    ) -> Result<(), TableError> {
+        let written = tokio::task::spawn_blocking(io)
             .await
             .unwrap_or_else(|e| Err(anyhow::anyhow!("the write ended abnormally: {e}")));
         written.map_err(|e| {
@@ -778,8 +906,11 @@ impl Daemon {
                 .registry_errors
                 .with_label_values(&["write"])
                 .inc();
-            error!(file = %self.registry_file.display(), error = %format!("{e:#}"), "could not write the registry file");
-            TableError::Failed(format!("could not persist the registry: {e:#}"))
+            error!(error = %format!("{e:#}"), "could not write the registry of tables registered through the API");
+            TableError::Failed(format!(
+                "could not persist the registry: {}",
+                e.root_cause()
+            ))
         })
     }
 
@@ -910,7 +1041,7 @@ impl Daemon {
     async fn poll(
         &self,
         state: &TableState,
-        cached: &mut Option<Table>,
+        cached: &mut Option<Arc<Table>>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> bool {
         let name = state.entry.name.as_str();
@@ -988,7 +1119,7 @@ impl Daemon {
     async fn poll_inner(
         &self,
         state: &TableState,
-        cached: &mut Option<Table>,
+        cached: &mut Option<Arc<Table>>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<(), String> {
         // The reads end by the poll deadline (they change nothing: a late one is dropped).
@@ -1333,7 +1464,7 @@ impl Daemon {
     async fn lock_table<'a>(
         &self,
         state: &'a TableState,
-    ) -> Result<tokio::sync::MutexGuard<'a, Option<Table>>, TableError> {
+    ) -> Result<tokio::sync::MutexGuard<'a, Option<Arc<Table>>>, TableError> {
         let limit = self.config.server.mutation_timeout;
         tokio::time::timeout(limit, state.table.lock())
             .await
@@ -1350,9 +1481,9 @@ impl Daemon {
     async fn opened(
         &self,
         state: &TableState,
-        cached: &mut Option<Table>,
+        cached: &mut Option<Arc<Table>>,
     ) -> Result<Table, TableError> {
-        if let Some(t) = cached.as_ref() {
+        if let Some(t) = cached.as_deref() {
             return Ok(t.clone());
         }
         let opened = self
@@ -1548,24 +1679,77 @@ impl Daemon {
 
     /// Whether every table has been polled at least once, and every table that is not halted
     /// succeeded its last poll.
-    pub async fn readiness(&self) -> (bool, Vec<(String, &'static str)>) {
-        let mut ready = true;
-        let mut detail = Vec::new();
-        for t in self.tables().await {
-            let s = t.status();
-            let state = match (s.polls, s.last_poll_ok, s.halted) {
-                (0, _, _) => "not polled yet",
-                (_, _, true) => "halted",
-                (_, Some(true), _) => "ok",
-                _ => "last poll failed",
-            };
-            if matches!(state, "not polled yet" | "last poll failed") {
-                ready = false;
+    pub async fn readiness(&self) -> Readiness {
+        let mut r = Readiness::default();
+        // Read under the lock for the tables' names, in name order; nothing is cloned but the
+        // names listed.
+        for t in self.tables.read().await.values() {
+            let state = t.ready_state();
+            r.tables.total += 1;
+            match state {
+                ReadyState::Ok => r.tables.ok += 1,
+                ReadyState::NotPolledYet => r.tables.not_polled_yet += 1,
+                ReadyState::LastPollFailed => r.tables.last_poll_failed += 1,
+                ReadyState::Halted => r.tables.halted += 1,
             }
-            detail.push((t.entry.name.clone(), state));
+            if state != ReadyState::Ok {
+                if r.not_ok.len() < READINESS_NAMES_MAX {
+                    r.not_ok.push(NotOkTable {
+                        name: t.entry.name.clone(),
+                        state,
+                    });
+                } else {
+                    r.not_ok_more += 1;
+                }
+            }
         }
-        (ready, detail)
+        r.ready = r.tables.not_polled_yet == 0 && r.tables.last_poll_failed == 0;
+        r
     }
+}
+
+/// At most this many tables are named in `/readyz` (the counts cover them all): a probe of a
+/// daemon with 100,000 tables must stay small.
+pub const READINESS_NAMES_MAX: usize = 100;
+
+/// The tables' part of `/readyz`.
+#[derive(Debug, Default, Serialize)]
+pub struct Readiness {
+    /// Every table polled at least once, and every table not halted succeeded its last poll.
+    pub ready: bool,
+    /// The tables by state.
+    pub tables: ReadyCounts,
+    /// The tables that are not `ok`, in name order, at most [`READINESS_NAMES_MAX`].
+    pub not_ok: Vec<NotOkTable>,
+    /// How many more tables are not `ok` than `not_ok` names.
+    pub not_ok_more: usize,
+}
+
+/// How many tables are in each readiness state.
+#[derive(Debug, Default, Serialize)]
+pub struct ReadyCounts {
+    pub total: usize,
+    pub ok: usize,
+    pub not_polled_yet: usize,
+    pub last_poll_failed: usize,
+    pub halted: usize,
+}
+
+/// A table that is not `ok`.
+#[derive(Debug, Serialize)]
+pub struct NotOkTable {
+    pub name: String,
+    pub state: ReadyState,
+}
+
+/// A table's state for readiness: halted tables do not hold readiness back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadyState {
+    Ok,
+    NotPolledYet,
+    LastPollFailed,
+    Halted,
 }
 
 /// Count a table's pending instants by action, for `hudi_keeper_pending_instants`.
@@ -1605,61 +1789,31 @@ fn jitter(base: Duration, spread: f64) -> Duration {
     Duration::from_millis(ms.max(0.0) as u64)
 }
 
-fn read_registry(path: &Path) -> anyhow::Result<Vec<TableEntry>> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not a table registry", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+/// Whether `entry` is registered already: its name, or (through the API, where `location` is
+/// known) the same table under another name or spelling, a table inside it (a metadata table)
+/// or around it.
+fn registered_already(
+    tables: &BTreeMap<String, Arc<TableState>>,
+    entry: &TableEntry,
+    source: Source,
+    location: Option<&config::Location>,
+) -> Option<TableError> {
+    if tables.contains_key(&entry.name) {
+        return Some(TableError::Conflict(format!(
+            "a table named `{}` is registered already",
+            entry.name
+        )));
     }
-}
-
-/// Replace the registry file whole: a new file (mode 0600: the entries may name storage
-/// options) in the same folder, written and synced, renamed over the old one, and the folder
-/// synced, so that a crash leaves the old file or the new one, never a part.
-fn write_registry(path: &Path, entries: &[TableEntry]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut create = std::fs::DirBuilder::new();
-    create.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut create, 0o700);
-    create
-        .create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    let bytes = serde_json::to_vec_pretty(entries)?;
-    let tmp = dir.join(format!(
-        ".tables.json.{}.{}.tmp",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-    let written = open
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(&bytes)?;
-            f.sync_all()
-        })
-        .with_context(|| format!("cannot write {}", tmp.display()))
-        .and_then(|()| {
-            std::fs::rename(&tmp, path)
-                .with_context(|| format!("cannot replace {}", path.display()))
-        });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    // The rename itself, on disk.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync {}", dir.display()))?;
-    Ok(())
+    let at = location.filter(|_| source == Source::Api)?;
+    let other = tables.values().find(|t| {
+        t.location
+            .as_deref()
+            .is_some_and(|o| at.is_under(o) || o.is_under(at))
+    })?;
+    Some(TableError::Conflict(format!(
+        "`{}` is registered already, or contains or lies inside a registered table: `{}` ({})",
+        entry.uri, other.entry.name, other.entry.uri
+    )))
 }
 
 /// Make the demo table if its folder is missing (a local path only).
@@ -1693,6 +1847,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", config.server.listen))?;
     let local = listener.local_addr()?;
+    // Bound before anything else starts, so a port in use fails the start.
+    let probes = match config.server.probe_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (server.probe_listen)"))?,
+        ),
+        None => None,
+    };
+    let probe_local = probes.as_ref().map(|l| l.local_addr()).transpose()?;
     let grace = config.server.shutdown_grace;
     // Held until the process ends (the descriptor is never closed: work abandoned at shutdown
     // may still write to state_dir while the runtime winds down, after this function returns):
@@ -1719,16 +1883,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    info!(listen = %local, tables = daemon.tables().await.len(), "hudi-keeper serving");
+    info!(listen = %local, probe_listen = ?probe_local, tables = daemon.tables().await.len(), "hudi-keeper serving");
     eprintln!("hudi-keeper serving on http://{local}");
+    if let Some(p) = probe_local {
+        eprintln!("hudi-keeper probes on http://{p}");
+    }
 
     let app = http::router(daemon.clone());
     let shutdown = daemon.shutdown.clone();
-    let limits = daemon.config.server.clone();
+    let limits = http::ConnectionLimits::api(&daemon.config.server);
     let server = tokio::spawn(async move {
-        http::serve(listener, app, &limits, shutdown).await;
+        http::serve(listener, app, limits, shutdown).await;
         Ok::<(), std::io::Error>(())
     });
+    if let Some(listener) = probes {
+        let app = http::probe_router(daemon.clone());
+        let shutdown = daemon.shutdown.clone();
+        tokio::spawn(http::serve(
+            listener,
+            app,
+            http::ConnectionLimits::probes(),
+            shutdown,
+        ));
+    }
 
     wait_for_signal().await;
     info!("shutting down: no new polls; running changes stop at their next safe point");

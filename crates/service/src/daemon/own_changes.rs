@@ -198,13 +198,14 @@ impl ChangeJournal for TableJournal {
 /// no two daemons share a `state_dir`, so the changes recorded there are this daemon's (or an
 /// earlier process's of it that is gone).
 pub fn lock_state_dir(state_dir: &Path) -> anyhow::Result<std::fs::File> {
-    std::fs::create_dir_all(state_dir)
+    super::state_files::create_private_dir(state_dir)
         .with_context(|| format!("cannot create state_dir {}", state_dir.display()))?;
     let path = state_dir.join("daemon.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
+    let mut open = std::fs::OpenOptions::new();
+    open.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    let file = open
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     match file.try_lock() {

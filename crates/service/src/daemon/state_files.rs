@@ -158,24 +158,106 @@ fn read_capped<T: DeserializeOwned>(path: &Path, max_bytes: u64, what: &str) -> 
     serde_json::from_slice(&bytes).with_context(|| format!("it is not a {what} file"))
 }
 
+/// Create `dir` and the folders above it that are missing, each readable by the daemon's user
+/// only (0700): they hold which tables exist, where, and with which storage options. Folders
+/// that exist keep their mode (the operator's).
+pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    let mut create = std::fs::DirBuilder::new();
+    create.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut create, 0o700);
+    create
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))
+}
+
 /// Write `dir/file` so that a crash leaves the old file or the new one, never a mix: a temporary
-/// file is written and fsynced, renamed over the target, and the folder fsynced.
+/// file is written and fsynced, renamed over the target, and the folder fsynced. The file is
+/// readable by the daemon's user only (0600), whatever the umask or an older file's mode, and
+/// `dir` is made private if it is made ([`create_private_dir`]).
 pub fn write_atomically(dir: &Path, file: &str, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    create_private_dir(dir)?;
     let target = dir.join(file);
     let tmp = dir.join(format!(".{file}.tmp"));
-    {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
+    let written = (|| {
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+        let mut f = open.open(&tmp)?;
+        // A temporary file left by an interrupted write keeps its mode when opened again.
+        #[cfg(unix)]
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })()
+    .with_context(|| format!("cannot write {}", tmp.display()))
+    .and_then(|()| {
+        std::fs::rename(&tmp, &target)
+            .with_context(|| format!("cannot replace {}", target.display()))
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, &target)
-        .with_context(|| format!("cannot replace {}", target.display()))?;
-    // The rename is durable once the folder is.
+    written?;
+    sync_dir(dir)
+}
+
+/// Remove `path` (gone already is fine) so that a crash does not bring it back: the folder is
+/// fsynced after.
+pub fn remove_durably(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => sync_dir(dir),
+        None => sync_dir(Path::new(".")),
+    }
+}
+
+/// A rename or removal in `dir` is durable once the folder is.
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync {}", dir.display()))?;
-    Ok(())
+        .with_context(|| format!("cannot sync {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn state_files_are_private_and_so_are_the_folders_made_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("state/writer-evidence");
+        write_atomically(&folder, "t.json", b"{}").unwrap();
+        assert_eq!(mode(&folder.join("t.json")), 0o600);
+        assert_eq!(mode(&folder), 0o700);
+        assert_eq!(mode(&dir.path().join("state")), 0o700);
+        // A file an older version left readable by all, and a temporary file of a write it
+        // did not finish: replaced by private ones.
+        let old = folder.join("u.json");
+        std::fs::write(&old, b"{}").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let tmp = folder.join(".u.json.tmp");
+        std::fs::write(&tmp, b"half").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomically(&folder, "u.json", b"{\"a\": 1}").unwrap();
+        assert_eq!(mode(&old), 0o600);
+        assert_eq!(std::fs::read(&old).unwrap(), b"{\"a\": 1}");
+        assert!(!tmp.exists());
+        // A folder that was there already keeps its mode: it is the operator's.
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o750)).unwrap();
+        write_atomically(&theirs, "t.json", b"{}").unwrap();
+        assert_eq!(mode(&theirs), 0o750);
+    }
 }

@@ -45,6 +45,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{/* Refuse the values the daemon or Kubernetes would refuse later (renders nothing). */}}
 {{- define "hudi-keeper.validate" -}}
 {{- $mode := toString .Values.cluster.mode }}
+{{- if eq (int .Values.containerPort) (int .Values.probePort) }}
+{{- fail (printf "probePort: %v is containerPort's; the probe listener (server.probe_listen) needs a port of its own" .Values.probePort) }}
+{{- end }}
+{{- if eq (int .Values.service.port) (int .Values.service.probePort) }}
+{{- fail (printf "service.probePort: %v is service.port's; the Service needs a port for each" .Values.service.probePort) }}
+{{- end }}
+{{- if and .Values.config.toml (not (regexMatch `(?m)^[ \t]*probe_listen[ \t]*=` .Values.config.toml)) }}
+{{- fail (printf "config.toml: set probe_listen = \"0.0.0.0:%v\" in [server]: the probes and the PodMonitor or ServiceMonitor use the port probes (probePort)" (int .Values.probePort)) }}
+{{- end }}
 {{- $zk := list "zookeeper_path" "zookeeper_url" "zookeeper_session_timeout" }}
 {{- if eq $mode "none" }}
 {{- if ne (int .Values.replicaCount) 1 }}
@@ -100,7 +109,7 @@ the daemon at start.
 {{- if .Values.config.toml }}
 {{- .Values.config.toml }}
 {{- else }}
-{{- $server := merge (dict "listen" (printf "0.0.0.0:%v" (int .Values.containerPort)) "state_dir" "/var/lib/hudi-keeper") (deepCopy (default (dict) .Values.config.server)) }}
+{{- $server := merge (dict "listen" (printf "0.0.0.0:%v" (int .Values.containerPort)) "probe_listen" (printf "0.0.0.0:%v" (int .Values.probePort)) "state_dir" "/var/lib/hudi-keeper") (deepCopy (default (dict) .Values.config.server)) }}
 {{- range $k := list "auth_token" }}
 {{- if hasKey $server $k }}
 {{- fail (printf "config.server.%s: set the token with auth.token or auth.existingSecret, not in the ConfigMap" $k) }}

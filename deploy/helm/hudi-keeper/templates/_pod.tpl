@@ -69,8 +69,14 @@ volumeClaimTemplates instead of a volume.
             {{- toYaml . | nindent 12 }}
           {{- end }}
           ports:
+            # The API (server.listen).
             - name: http
               containerPort: {{ .Values.containerPort }}
+              protocol: TCP
+            # /healthz, /readyz and /metrics only (server.probe_listen), with connection slots of
+            # their own: API clients, however many, cannot starve the probes or the scrapes.
+            - name: probes
+              containerPort: {{ .Values.probePort }}
               protocol: TCP
           {{- with .Values.livenessProbe }}
           livenessProbe:
