@@ -32,8 +32,15 @@ fn zk_lock(connect: &str, key: &str) -> ZkLockConfig {
         connect: connect.to_string(),
         base_path: "/hudi-keeper-tests".into(),
         lock_key: key.to_string(),
-        session_timeout: Duration::from_secs(10),
-        connection_timeout: Duration::from_secs(3),
+        // How long a session's opening (connect, SASL, TLS) and then any answer may take: Hudi's
+        // default connection timeout, 15 s. 3 s was too tight on a loaded 2-core machine (issue
+        // #29): the first session of a fresh server took up to 5.3 s there, and the secure
+        // server, which fsyncs, answered a write after 2 to 3.6 s per fsync while the disk wrote
+        // back (one request went unanswered for 5 s). The session timeout is 30 s as the crate
+        // keeps the connection timeout only up to 0.6 x the session timeout. Neither costs time
+        // when the server answers; the tests of refusals set 1 s.
+        session_timeout: Duration::from_secs(30),
+        connection_timeout: Duration::from_secs(15),
         tls: None,
         sasl: None,
     }
@@ -131,9 +138,13 @@ async fn a_zookeeper_secure_port_takes_our_lock_over_tls_and_refuses_an_unknown_
         ..Default::default()
     };
     for (what, f) in [("another CA", files("other-ca.pem")), ("plain TCP", plain)] {
-        let err = lock_cycles(secure_lock(&tls_port, &key, f))
-            .await
-            .expect_err(what);
+        // Refused on every try, and tried again until the connection timeout is up (a failed
+        // TLS handshake is not final to the client): a short one keeps this quick.
+        let config = ZkLockConfig {
+            connection_timeout: Duration::from_secs(1),
+            ..secure_lock(&tls_port, &key, f)
+        };
+        let err = lock_cycles(config).await.expect_err(what);
         assert!(matches!(err, Error::Lock { .. }), "{what}: {err}");
     }
 }
@@ -159,7 +170,8 @@ fn options_for(provider: LockProvider, timeout: Duration) -> LockOptions {
 }
 
 async fn zk_client() -> ZkClient {
-    ZkClient::connect(&zk(), Duration::from_secs(10), Duration::from_secs(3))
+    // (the timeouts of `zk_lock`)
+    ZkClient::connect(&zk(), Duration::from_secs(30), Duration::from_secs(15))
         .await
         .expect("ZooKeeper is up")
 }
@@ -353,11 +365,13 @@ async fn with_zookeeper_down_a_rollback_stops_with_a_clear_error_and_changes_not
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
+    // (Refused on every try until the connection timeout is up: a short one keeps this quick.)
+    let down = ZkLockConfig {
+        connection_timeout: Duration::from_secs(1),
+        ..zk_lock(&format!("127.0.0.1:{dead_port}"), "t")
+    };
     let opts = RollbackOptions {
-        lock: options_for(
-            LockProvider::ZooKeeper(zk_lock(&format!("127.0.0.1:{dead_port}"), "t")),
-            Duration::from_secs(2),
-        ),
+        lock: options_for(LockProvider::ZooKeeper(down), Duration::from_secs(2)),
         ..failed_write_detection()
     };
     let err = rollback(&table, &Selection::AllFailed, &opts, None)
