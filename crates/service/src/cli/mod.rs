@@ -139,8 +139,8 @@ pub struct DetectionArgs {
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub clock_skew_margin: std::time::Duration,
     /// State that every writer of this table is LAZY (writes heartbeats), so a pending write
-    /// without heartbeat file is a dead one once older than --min-instant-age. Without it, that
-    /// takes heartbeat files on the table now; otherwise such a write is left alone.
+    /// without heartbeat file is a dead one once older than --min-instant-age. Without it such a
+    /// write is left alone (heartbeat files of other writes do not prove it dead).
     #[arg(long)]
     pub assume_lazy_writers: bool,
     /// No write of this table runs longer than this: a pending write without heartbeat file

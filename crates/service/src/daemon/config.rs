@@ -209,8 +209,8 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicySetting {
-    /// Writers with heartbeats: roll back instants whose heartbeat expired (and, on a table
-    /// known to have LAZY writers, old pending writes without heartbeat file).
+    /// Writers with heartbeats: roll back instants whose heartbeat expired (and, with
+    /// `assume_lazy_writers`, old pending writes without heartbeat file).
     Lazy,
     /// One writer without heartbeats: roll back a pending write once a newer write started.
     Eager,
