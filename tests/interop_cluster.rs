@@ -158,28 +158,46 @@ struct View {
     polls: BTreeMap<String, u64>,
 }
 
+/// What `d` tells of the cluster and of every table: the listing is paged (`limit` at most
+/// 1,000), so this follows `next` to its end.
 fn view(d: &Daemon) -> Option<View> {
-    let r = d.get("/api/v1/tables");
-    if r.status != 200 {
-        return None;
-    }
-    let v = r.json();
     let mut owner = BTreeMap::new();
     let mut polls = BTreeMap::new();
-    for t in v["tables"].as_array()? {
-        let name = t["name"].as_str()?.to_string();
-        owner.insert(
-            name.clone(),
-            t["owner"]["name"].as_str().unwrap_or("").to_string(),
-        );
-        polls.insert(name, t["status"]["polls"].as_u64().unwrap_or(0));
+    let mut after: Option<String> = None;
+    loop {
+        let path = match &after {
+            None => "/api/v1/tables?limit=1000".to_string(),
+            Some(a) => format!("/api/v1/tables?limit=1000&after={a}"),
+        };
+        let r = d.get(&path);
+        if r.status != 200 {
+            return None;
+        }
+        let v = r.json();
+        for t in v["tables"].as_array()? {
+            let name = t["name"].as_str()?.to_string();
+            owner.insert(
+                name.clone(),
+                t["owner"]["name"].as_str().unwrap_or("").to_string(),
+            );
+            polls.insert(name, t["status"]["polls"].as_u64().unwrap_or(0));
+        }
+        match v["next"].as_str() {
+            Some(next) => after = Some(next.to_string()),
+            None => {
+                // A view must hold every table, or it would judge on a part of them.
+                if owner.len() as u64 != v["total"].as_u64()? {
+                    return None;
+                }
+                return Some(View {
+                    members: v["cluster"]["replicas"].as_u64()? as usize,
+                    member: v["cluster"]["member"].as_bool()?,
+                    owner,
+                    polls,
+                });
+            }
+        }
     }
-    Some(View {
-        members: v["cluster"]["replicas"].as_u64()? as usize,
-        member: v["cluster"]["member"].as_bool()?,
-        owner,
-        polls,
-    })
 }
 
 fn config(state: &Path, tables: &[(String, PathBuf)], hudi: &[HudiTable], zk_path: &str) -> String {
