@@ -16,13 +16,14 @@ use figment::providers::{Env, Format, Toml};
 use figment::Figment;
 use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
+use hudi_keeper_core::protocol::lock::zk_client::ZkConnect;
 use hudi_keeper_core::protocol::lock::{
     storage_lock, LockOptions, LockProvider, StorageLockConfig, ZkLockConfig, ZkSecurityFiles,
 };
 use hudi_keeper_core::storage::{RelPath, StorageOptions};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::cli::{parse_duration, parse_lock_expire};
+use crate::duration::{parse_duration, parse_lock_expire, MAX_DURATION};
 
 /// The default config file, relative to the working directory.
 pub const DEFAULT_PATH: &str = "config/hudi-keeper.toml";
@@ -40,10 +41,10 @@ pub(super) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D
     }
 }
 
-/// A bare number is held to the limit a duration with a unit is (`cli::duration`): a longer one
+/// A bare number is held to the limit a duration with a unit is (`crate::duration`): a longer one
 /// would overflow the clock arithmetic of the polls (`Instant + d` panics).
 fn within_limit<E: serde::de::Error>(d: Duration, given: &str) -> Result<Duration, E> {
-    if d > crate::cli::MAX_DURATION {
+    if d > MAX_DURATION {
         return Err(E::custom(format!(
             "`{given}` is longer than the limit of 100 years"
         )));
@@ -702,7 +703,7 @@ impl Config {
                 let stand_in = self.cluster.member.is_none().then_some("pod-0");
                 super::cluster::Cluster::from_config(&self.cluster, stand_in)
                     .map_err(|e| anyhow::anyhow!(e))?;
-                super::membership::ZkMembership::from_config(self)
+                self.zookeeper_membership()
                     .map_err(|e| anyhow::anyhow!(e))?;
                 true
             }
@@ -723,6 +724,45 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// The ZooKeeper session and node of a `zookeeper` cluster's membership, as validated from the
+/// configuration ([`Config::zookeeper_membership`]).
+#[derive(Debug, Clone)]
+pub struct ZkMembershipSettings {
+    /// The ensemble, its timeouts, TLS and SASL.
+    pub connect: ZkConnect,
+    /// The node the replicas register under.
+    pub path: String,
+}
+
+impl Config {
+    /// The membership this configuration describes: `cluster.zookeeper_url` (else
+    /// `[defaults.lock] zookeeper_url`), `[defaults.lock]`'s TLS, SASL and connection timeout,
+    /// and `cluster.zookeeper_session_timeout`. Errors name the setting to fix.
+    pub fn zookeeper_membership(&self) -> Result<ZkMembershipSettings, String> {
+        let lock = &self.defaults.lock;
+        let url = self
+            .cluster
+            .zookeeper_url
+            .clone()
+            .or_else(|| lock.zookeeper_url.clone())
+            .ok_or("cluster.mode = \"zookeeper\" needs cluster.zookeeper_url or [defaults.lock] zookeeper_url")?;
+        let (tls, sasl) = lock
+            .zookeeper_security_files()
+            .load()
+            .map_err(|e| format!("lock.zookeeper_* (the cluster's session uses them): {e}"))?;
+        Ok(ZkMembershipSettings {
+            connect: ZkConnect {
+                connect: url,
+                session_timeout: self.cluster.zookeeper_session_timeout,
+                connection_timeout: lock.zookeeper_connection_timeout,
+                tls,
+                sasl,
+            },
+            path: self.cluster.zookeeper_path.clone(),
+        })
     }
 }
 
