@@ -1,0 +1,108 @@
+//! A table's settings resolved: its `[[tables]]` entry over `[defaults]`, and the names and URIs
+//! a table may have.
+
+use std::time::Duration;
+
+use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
+use hudi_keeper_core::storage::StorageOptions;
+
+use super::{Defaults, PolicySetting, TableEntry, TableSettings};
+
+/// Why `what` (a table's name or URI) cannot be taken: it holds a control character, which would
+/// let it write lines of its own into text logs (a line break, a carriage return) or rewrite the
+/// terminal (an escape). The text is shown escaped, never as given.
+pub fn control_character(what: &str, text: &str) -> Option<String> {
+    let c = text.chars().find(|c| c.is_control())?;
+    Some(format!(
+        "{what} \"{}\" holds a control character (U+{:04X}); table names and URIs may hold none",
+        text.escape_debug(),
+        c as u32
+    ))
+}
+
+/// Whether `name` can name a table (it appears in URLs and metric labels).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+impl Defaults {
+    /// Resolve `entry` against these defaults; the error names the table and the key.
+    pub fn resolve(&self, entry: &TableEntry) -> Result<TableSettings, String> {
+        let t = &entry.name;
+        if let Some(e) = control_character("table name", t) {
+            return Err(e);
+        }
+        if let Some(e) = control_character(&format!("table `{t}`: uri"), &entry.uri) {
+            return Err(e);
+        }
+        if !valid_name(t) {
+            return Err(format!(
+                "table name `{t}`: use 1 to 128 letters, digits, `-`, `_` or `.` (not `.` or `..` alone)"
+            ));
+        }
+        if entry.uri.trim().is_empty() {
+            return Err(format!("table `{t}`: uri is empty"));
+        }
+        let policy = entry
+            .failed_writes_policy
+            .unwrap_or(self.failed_writes_policy);
+        let lock_settings = entry.lock.as_deref().unwrap_or(&self.lock);
+        let lock = lock_settings
+            .options()
+            .map_err(|e| format!("table `{t}`: {e}"))?;
+        if lock.is_none() && policy != PolicySetting::Observe {
+            return Err(format!(
+                "table `{t}`: lock.provider is not set. The daemon never changes a table without a lock decision: set lock.provider to the provider the writers use (storage, filesystem, zookeeper) or none (no writer runs), or set failed_writes_policy = \"observe\""
+            ));
+        }
+        let poll_interval = entry.poll_interval.unwrap_or(self.poll_interval);
+        if poll_interval < Duration::from_millis(100) {
+            return Err(format!("table `{t}`: poll_interval must be at least 100ms"));
+        }
+        let heartbeat = HeartbeatPolicy {
+            interval: entry.heartbeat_interval.unwrap_or(self.heartbeat_interval),
+            tolerable_misses: entry
+                .heartbeat_tolerable_misses
+                .unwrap_or(self.heartbeat_tolerable_misses),
+            min_instant_age: entry.min_instant_age.unwrap_or(self.min_instant_age),
+            clock_skew_margin: entry.clock_skew_margin.unwrap_or(self.clock_skew_margin),
+        };
+        if heartbeat.interval.is_zero() {
+            return Err(format!("table `{t}`: heartbeat_interval must be positive"));
+        }
+        let max_write_duration = entry.max_write_duration.or(self.max_write_duration);
+        if max_write_duration.is_some_and(|d| d.is_zero()) {
+            return Err(format!(
+                "table `{t}`: max_write_duration must be positive (leave it unset for none)"
+            ));
+        }
+        let mut opts = self.storage_options.clone();
+        opts.extend(entry.storage_options.clone());
+        if self.delete_concurrency == 0 {
+            return Err("defaults.delete_concurrency must be positive".into());
+        }
+        Ok(TableSettings {
+            poll_interval_ms: poll_interval.as_millis() as u64,
+            failed_writes_policy: policy,
+            heartbeat,
+            assume_lazy_writers: entry
+                .assume_lazy_writers
+                .unwrap_or(self.assume_lazy_writers),
+            max_write_duration_ms: max_write_duration.map(|d| d.as_millis() as u64),
+            lock_provider: lock
+                .as_ref()
+                .map(|l| l.provider.name().to_string())
+                .unwrap_or_else(|| "unset".into()),
+            lock,
+            storage_options: StorageOptions::from_pairs(opts),
+            delete_concurrency: self.delete_concurrency,
+            listing_cross_check: self.listing_cross_check,
+        })
+    }
+}
