@@ -169,7 +169,7 @@ impl Defaults {
         if entry.assume_lazy_writers == Some(true) && !self.assume_lazy_writers {
             w.push("assume_lazy_writers = true where the default is false".into());
         }
-        match (entry.max_write_duration, self.max_write_duration) {
+        match (entry.max_write_duration.flatten(), self.max_write_duration) {
             (Some(d), None) => w.push(format!(
                 "max_write_duration {} where the default has none",
                 show(d)
@@ -182,7 +182,7 @@ impl Defaults {
             _ => {}
         }
         if let Some(lock) = &entry.lock {
-            let mut same = (**lock).clone();
+            let mut same = lock.clone();
             same.timeout = self.lock.timeout;
             if same != self.lock {
                 w.push(

@@ -10,6 +10,8 @@ mod api;
 mod durations;
 mod locations;
 mod lock;
+#[macro_use]
+mod overrides;
 mod schema;
 mod tables;
 #[cfg(test)]

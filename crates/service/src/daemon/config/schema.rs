@@ -15,7 +15,8 @@ use hudi_keeper_core::protocol::lock::LockOptions;
 use hudi_keeper_core::storage::StorageOptions;
 use serde::{Deserialize, Serialize};
 
-use super::durations::{de_duration, de_opt_duration, ser_duration, ser_opt_duration};
+use super::durations::{de_duration, ser_duration};
+use super::overrides::Setting;
 use super::{Location, LockSettings};
 use crate::daemon::{cluster, metrics};
 
@@ -172,123 +173,64 @@ impl PolicySetting {
     }
 }
 
-/// `[defaults]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Defaults {
-    /// How often each table is polled.
-    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
-    pub poll_interval: Duration,
-    /// `lazy`, `eager` or `observe`.
-    pub failed_writes_policy: PolicySetting,
-    /// The writers' `hoodie.client.heartbeat.interval_in_ms`.
-    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
-    pub heartbeat_interval: Duration,
-    /// The writers' `hoodie.client.heartbeat.tolerable.misses`.
-    pub heartbeat_tolerable_misses: u32,
-    /// A pending instant without a heartbeat is failed only once older than this.
-    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
-    pub min_instant_age: Duration,
-    /// Allowance between this clock and the store's.
-    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
-    pub clock_skew_margin: Duration,
-    /// The operator states every writer is LAZY: a pending write without heartbeat file is
-    /// failed once older than `min_instant_age`, even before the daemon saw a heartbeat file.
-    pub assume_lazy_writers: bool,
-    /// No write runs longer than this: an older pending write without heartbeat file is failed
-    /// (under either policy). Unset: never by age alone.
-    #[serde(
-        deserialize_with = "de_opt_duration",
-        serialize_with = "ser_opt_duration"
-    )]
-    pub max_write_duration: Option<Duration>,
-    /// The table lock.
-    pub lock: LockSettings,
-    /// `object_store` options (credentials, endpoint, region).
-    pub storage_options: BTreeMap<String, String>,
-    /// Deletes in flight at once per rollback.
-    pub delete_concurrency: usize,
-    /// Cross-check markers against a listing of the table.
-    pub listing_cross_check: bool,
-}
+per_table_settings! {
+    /// `[defaults]`.
+    #[derive(Debug, Clone, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct Defaults;
 
-impl Default for Defaults {
-    fn default() -> Self {
-        Self {
-            poll_interval: Duration::from_secs(30),
-            failed_writes_policy: PolicySetting::Lazy,
-            heartbeat_interval: Duration::from_secs(60),
-            heartbeat_tolerable_misses: 2,
-            min_instant_age: Duration::from_secs(600),
-            clock_skew_margin: Duration::from_secs(5),
-            assume_lazy_writers: false,
-            max_write_duration: None,
-            lock: LockSettings::default(),
-            storage_options: BTreeMap::new(),
-            delete_concurrency: 64,
-            listing_cross_check: true,
-        }
+    /// One `[[tables]]` entry (also the body of `POST /api/v1/tables`): its own name and URI,
+    /// then overrides of `[defaults]`, each unset unless given.
+    #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct TableEntry {
+        /// A unique name (letters, digits, `-`, `_`, `.`).
+        pub name: String,
+        /// The table URI.
+        pub uri: String,
+        /// Make the demo table at `uri` (a local folder) if it is missing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub demo: bool,
     }
-}
 
-/// One `[[tables]]` entry (also the body of `POST /api/v1/tables`).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TableEntry {
-    /// A unique name (letters, digits, `-`, `_`, `.`).
-    pub name: String,
-    /// The table URI.
-    pub uri: String,
-    /// Make the demo table at `uri` (a local folder) if it is missing.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub demo: bool,
-    /// Overrides of `[defaults]`.
-    #[serde(
-        default,
-        deserialize_with = "de_opt_duration",
-        serialize_with = "ser_opt_duration",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub poll_interval: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_writes_policy: Option<PolicySetting>,
-    #[serde(
-        default,
-        deserialize_with = "de_opt_duration",
-        serialize_with = "ser_opt_duration",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub heartbeat_interval: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heartbeat_tolerable_misses: Option<u32>,
-    #[serde(
-        default,
-        deserialize_with = "de_opt_duration",
-        serialize_with = "ser_opt_duration",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub min_instant_age: Option<Duration>,
-    #[serde(
-        default,
-        deserialize_with = "de_opt_duration",
-        serialize_with = "ser_opt_duration",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub clock_skew_margin: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub assume_lazy_writers: Option<bool>,
-    #[serde(
-        default,
-        deserialize_with = "de_opt_duration",
-        serialize_with = "ser_opt_duration",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub max_write_duration: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock: Option<Box<LockSettings>>,
-    /// Merged over the default storage options.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub storage_options: BTreeMap<String, String>,
+    overridable {
+        /// How often each table is polled.
+        poll_interval: Duration = Duration::from_secs(30),
+        /// `lazy`, `eager` or `observe`.
+        failed_writes_policy: PolicySetting = PolicySetting::Lazy,
+        /// The writers' `hoodie.client.heartbeat.interval_in_ms`.
+        heartbeat_interval: Duration = Duration::from_secs(60),
+        /// The writers' `hoodie.client.heartbeat.tolerable.misses`.
+        heartbeat_tolerable_misses: u32 = 2,
+        /// A pending instant without a heartbeat is failed only once older than this.
+        min_instant_age: Duration = Duration::from_secs(600),
+        /// Allowance between this clock and the store's.
+        clock_skew_margin: Duration = Duration::from_secs(5),
+        /// The operator states every writer is LAZY: a pending write without heartbeat file is
+        /// failed once older than `min_instant_age`, even before the daemon saw a heartbeat file.
+        assume_lazy_writers: bool = false,
+        /// No write runs longer than this: an older pending write without heartbeat file is
+        /// failed (under either policy). Unset: never by age alone.
+        max_write_duration: Option<Duration> = None,
+        /// The table lock (a table's replaces the default one as a whole).
+        lock: LockSettings = LockSettings::default(),
+    }
+
+    not overridable {
+        /// `object_store` options (credentials, endpoint, region); a table's are merged over
+        /// them key by key.
+        storage_options: BTreeMap<String, String> = BTreeMap::new(),
+        /// Deletes in flight at once per rollback.
+        delete_concurrency: usize = 64,
+        /// Cross-check markers against a listing of the table.
+        listing_cross_check: bool = true,
+    }
+
+    table only {
+        /// Merged over the default storage options.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub storage_options: BTreeMap<String, String>,
+    }
 }
 
 /// Everything one table's polls need, resolved. Tables with the same settings share one.

@@ -49,11 +49,10 @@ impl Defaults {
         if entry.uri.trim().is_empty() {
             return Err(format!("table `{t}`: uri is empty"));
         }
-        let policy = entry
-            .failed_writes_policy
-            .unwrap_or(self.failed_writes_policy);
-        let lock_settings = entry.lock.as_deref().unwrap_or(&self.lock);
-        let lock = lock_settings
+        let given = self.overridden_by(entry);
+        let policy = given.failed_writes_policy;
+        let lock = given
+            .lock
             .options()
             .map_err(|e| format!("table `{t}`: {e}"))?;
         if lock.is_none() && policy != PolicySetting::Observe {
@@ -61,40 +60,34 @@ impl Defaults {
                 "table `{t}`: lock.provider is not set. The daemon never changes a table without a lock decision: set lock.provider to the provider the writers use (storage, filesystem, zookeeper) or none (no writer runs), or set failed_writes_policy = \"observe\""
             ));
         }
-        let poll_interval = entry.poll_interval.unwrap_or(self.poll_interval);
-        if poll_interval < Duration::from_millis(100) {
+        if given.poll_interval < Duration::from_millis(100) {
             return Err(format!("table `{t}`: poll_interval must be at least 100ms"));
         }
         let heartbeat = HeartbeatPolicy {
-            interval: entry.heartbeat_interval.unwrap_or(self.heartbeat_interval),
-            tolerable_misses: entry
-                .heartbeat_tolerable_misses
-                .unwrap_or(self.heartbeat_tolerable_misses),
-            min_instant_age: entry.min_instant_age.unwrap_or(self.min_instant_age),
-            clock_skew_margin: entry.clock_skew_margin.unwrap_or(self.clock_skew_margin),
+            interval: given.heartbeat_interval,
+            tolerable_misses: given.heartbeat_tolerable_misses,
+            min_instant_age: given.min_instant_age,
+            clock_skew_margin: given.clock_skew_margin,
         };
         if heartbeat.interval.is_zero() {
             return Err(format!("table `{t}`: heartbeat_interval must be positive"));
         }
-        let max_write_duration = entry.max_write_duration.or(self.max_write_duration);
-        if max_write_duration.is_some_and(|d| d.is_zero()) {
+        if given.max_write_duration.is_some_and(|d| d.is_zero()) {
             return Err(format!(
                 "table `{t}`: max_write_duration must be positive (leave it unset for none)"
             ));
         }
-        let mut opts = self.storage_options.clone();
+        let mut opts = given.storage_options;
         opts.extend(entry.storage_options.clone());
         if self.delete_concurrency == 0 {
             return Err("defaults.delete_concurrency must be positive".into());
         }
         Ok(TableSettings {
-            poll_interval_ms: poll_interval.as_millis() as u64,
+            poll_interval_ms: given.poll_interval.as_millis() as u64,
             failed_writes_policy: policy,
             heartbeat,
-            assume_lazy_writers: entry
-                .assume_lazy_writers
-                .unwrap_or(self.assume_lazy_writers),
-            max_write_duration_ms: max_write_duration.map(|d| d.as_millis() as u64),
+            assume_lazy_writers: given.assume_lazy_writers,
+            max_write_duration_ms: given.max_write_duration.map(|d| d.as_millis() as u64),
             lock_provider: lock
                 .as_ref()
                 .map(|l| l.provider.name().to_string())
