@@ -87,6 +87,12 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// An aggregate family of one series: its `# HELP` and `# TYPE` lines, then its value.
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    head(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
 /// The per-table families as one series each over `tables` (no `table` label): counters and
 /// counts summed, ages the largest, flags counted.
 pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
@@ -124,33 +130,20 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
             "hudi_keeper_pending_instants{{action=\"{action}\"}} {n}"
         );
     }
-    head(
+    single(
         out,
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write (the largest over the tables).",
+        max(&|m| m.oldest_pending_age.get()),
     );
-    let _ = writeln!(
-        out,
-        "hudi_keeper_oldest_pending_instant_age_seconds {}",
-        max(&|m| m.oldest_pending_age.get())
-    );
-    head(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).");
-    let _ = writeln!(
-        out,
-        "hudi_keeper_stalest_heartbeat_age_seconds {}",
-        max(&|m| m.stalest_heartbeat_age.get())
-    );
-    head(
+    single(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).", max(&|m| m.stalest_heartbeat_age.get()));
+    single(
         out,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last polls.",
-    );
-    let _ = writeln!(
-        out,
-        "hudi_keeper_failed_instants {}",
-        i(&|m| m.failed_instants.load(Ordering::Relaxed))
+        i(&|m| m.failed_instants.load(Ordering::Relaxed)),
     );
     head(
         out,
@@ -165,16 +158,12 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
             "hudi_keeper_pending_writes_left_alone{{reason=\"{reason}\"}} {v}"
         );
     }
-    head(
+    single(
         out,
         "hudi_keeper_eager_writer_suspected",
         "gauge",
         "Tables whose last poll found a pending write that looks like an EAGER writer's.",
-    );
-    let _ = writeln!(
-        out,
-        "hudi_keeper_eager_writer_suspected {}",
-        u(&|m| u64::from(m.eager_writer_suspected.load(Ordering::Relaxed)))
+        u(&|m| u64::from(m.eager_writer_suspected.load(Ordering::Relaxed))),
     );
     render_aggregate_changes(out, tables);
 }
@@ -204,16 +193,12 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
             "hudi_keeper_rollbacks_total{{outcome=\"{outcome}\",trigger=\"{trigger}\"}} {v}"
         );
     }
-    head(
+    single(
         out,
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
-    );
-    let _ = writeln!(
-        out,
-        "hudi_keeper_files_deleted_total {}",
-        u(&|m| load(&m.files_deleted))
+        u(&|m| load(&m.files_deleted)),
     );
     head(
         out,
@@ -229,27 +214,19 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
             kind.as_str()
         );
     }
-    head(
+    single(
         out,
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking a table lock had to wait.",
+        u(&|m| load(&m.lock_waits)),
     );
-    let _ = writeln!(
-        out,
-        "hudi_keeper_lock_waits_total {}",
-        u(&|m| load(&m.lock_waits))
-    );
-    head(
+    single(
         out,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for table locks.",
-    );
-    let _ = writeln!(
-        out,
-        "hudi_keeper_lock_wait_seconds_total {}",
-        u(&|m| load(&m.lock_wait_ms)) as f64 / 1000.0
+        u(&|m| load(&m.lock_wait_ms)) as f64 / 1000.0,
     );
 }
 
