@@ -10,6 +10,14 @@ use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
 
 use super::{AtomicF64, LEFT_ALONE_REASONS, POLL_OUTCOMES};
 
+/// The (outcome, trigger) of each of [`TableMetrics::rollbacks`].
+const ROLLBACK_LABELS: [(&str, &str); 4] = [
+    ("success", "auto"),
+    ("failure", "auto"),
+    ("success", "manual"),
+    ("failure", "manual"),
+];
+
 /// One table's metrics.
 #[derive(Debug, Default)]
 pub struct TableMetrics {
@@ -29,7 +37,7 @@ pub struct TableMetrics {
     pub left_alone: [AtomicI64; 3],
     /// A young pending write without heartbeat file on a table judged LAZY, at the last poll.
     pub eager_writer_suspected: AtomicBool,
-    /// success/auto, failure/auto, success/manual, failure/manual.
+    /// By [`ROLLBACK_LABELS`].
     pub rollbacks: [AtomicU64; 4],
     pub files_deleted: AtomicU64,
     /// By `OpKind::ALL`.
@@ -178,15 +186,7 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "counter",
         "Rollbacks of failed writes, by outcome and trigger.",
     );
-    for (k, (outcome, trigger)) in [
-        ("success", "auto"),
-        ("failure", "auto"),
-        ("success", "manual"),
-        ("failure", "manual"),
-    ]
-    .iter()
-    .enumerate()
-    {
+    for (k, (outcome, trigger)) in ROLLBACK_LABELS.iter().enumerate() {
         let v = u(&|m| load(&m.rollbacks[k]));
         let _ = writeln!(
             out,
@@ -422,15 +422,7 @@ fn render_change_families(out: &mut Part<'_>) {
         "counter",
         "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
         |o, t, m| {
-            for (i, (outcome, trigger)) in [
-                ("success", "auto"),
-                ("failure", "auto"),
-                ("success", "manual"),
-                ("failure", "manual"),
-            ]
-            .iter()
-            .enumerate()
-            {
+            for (i, (outcome, trigger)) in ROLLBACK_LABELS.iter().enumerate() {
                 let v = load(&m.rollbacks[i]);
                 if i < 2 || v > 0 {
                     let _ = writeln!(
