@@ -195,3 +195,52 @@ fn a_bare_file_system_lock_expiry_is_minutes_as_in_hudi() {
     let back: LockSettings = serde_json::from_str(&serde_json::to_string(&lock).unwrap()).unwrap();
     assert_eq!(back.filesystem_expire, Duration::from_secs(600));
 }
+
+#[test]
+fn a_table_entry_reads_and_writes_its_overrides_flat() {
+    let body = serde_json::json!({
+        "name": "t",
+        "uri": "/t",
+        "poll_interval": "2000ms",
+        "failed_writes_policy": "eager",
+        "heartbeat_interval": "30000ms",
+        "heartbeat_tolerable_misses": 3,
+        "min_instant_age": "60000ms",
+        "clock_skew_margin": "1000ms",
+        "assume_lazy_writers": true,
+        "max_write_duration": "3600000ms",
+        "storage_options": {"aws_region": "eu-west-1"},
+    });
+    let entry: TableEntry = serde_json::from_value(body.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&entry).unwrap(), body);
+    let defaults = Defaults {
+        lock: LockSettings {
+            provider: Some("none".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let settings = defaults.resolve(&entry).unwrap();
+    assert_eq!(settings.lock_provider, "none");
+    assert_eq!(settings.poll_interval_ms, 2000);
+    assert_eq!(settings.heartbeat.tolerable_misses, 3);
+    assert_eq!(settings.max_write_duration_ms, Some(3_600_000));
+    // Unset overrides are left out; `null` unsets a plain one, not a duration.
+    let bare: TableEntry = serde_json::from_value(serde_json::json!({
+        "name": "t", "uri": "/t", "failed_writes_policy": null, "lock": null
+    }))
+    .unwrap();
+    assert_eq!(
+        serde_json::to_value(&bare).unwrap(),
+        serde_json::json!({"name": "t", "uri": "/t"})
+    );
+    assert!(serde_json::from_value::<TableEntry>(
+        serde_json::json!({"name": "t", "uri": "/t", "poll_interval": null})
+    )
+    .is_err());
+    let err = serde_json::from_value::<TableEntry>(
+        serde_json::json!({"name": "t", "uri": "/t", "pol_interval": "1s"}),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`pol_interval`"), "{err}");
+}
