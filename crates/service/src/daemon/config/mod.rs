@@ -8,6 +8,7 @@
 
 mod api;
 mod durations;
+mod error;
 mod locations;
 mod lock;
 #[macro_use]
@@ -19,6 +20,7 @@ mod tests;
 
 pub use api::ApiRefusal;
 pub(crate) use durations::{de_duration, ser_duration};
+pub use error::ConfigError;
 pub use locations::{EnclosingFolders, Location};
 pub use lock::{LockSettings, ZkMembershipSettings};
 pub use schema::{

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::durations::{de_duration, ser_duration};
 use super::overrides::Setting;
-use super::{Location, LockSettings};
+use super::{ConfigError, Location, LockSettings};
 use crate::daemon::{cluster, metrics};
 
 /// The whole configuration.
@@ -281,43 +281,12 @@ impl Config {
     }
 
     /// Checks across keys: unique names, every table resolvable.
-    pub fn validate(&self) -> anyhow::Result<()> {
-        if self.server.max_concurrent_polls == 0 {
-            bail!("server.max_concurrent_polls must be positive");
-        }
-        if self.server.halt_after_failures == 0 {
-            bail!("server.halt_after_failures must be positive");
-        }
-        if self.server.poll_timeout.is_zero() || self.server.mutation_timeout.is_zero() {
-            bail!("server.poll_timeout and server.mutation_timeout must be positive");
-        }
-        if self.server.probe_listen == Some(self.server.listen) && self.server.listen.port() != 0 {
-            bail!("server.probe_listen must differ from server.listen");
-        }
-        if let Some(t) = &self.server.auth_token {
-            if t.len() < 16 {
-                bail!("server.auth_token must be at least 16 characters");
-            }
-        }
-        if self.server.max_connections == 0
-            || self.server.max_concurrent_scrapes == 0
-            || self.server.max_concurrent_requests == 0
-            || self.server.max_body_bytes == 0
-        {
-            bail!("server.max_connections, server.max_concurrent_scrapes, server.max_concurrent_requests and server.max_body_bytes must be positive");
-        }
-        if self.server.client_timeout.is_zero() {
-            bail!("server.client_timeout must be positive");
-        }
-        for p in &self.server.allowed_table_uris {
-            Location::parse(p)
-                .map_err(|e| anyhow::anyhow!("server.allowed_table_uris: `{p}`: {e}"))?;
-        }
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server.validate()?;
         // The replica's index may come from its pod name; the rest is checked here.
         let shared = match self.cluster.mode {
             cluster::ClusterMode::None => {
-                cluster::Cluster::from_config(&self.cluster, None)
-                    .map_err(|e| anyhow::anyhow!(e))?;
+                cluster::Cluster::from_config(&self.cluster, None).map_err(ConfigError::Cluster)?;
                 false
             }
             cluster::ClusterMode::Static => self.cluster.replicas.unwrap_or(0) > 1,
@@ -325,26 +294,61 @@ impl Config {
                 // The member id may come from the pod's name at start: a stand-in checks the rest.
                 let stand_in = self.cluster.member.is_none().then_some("pod-0");
                 cluster::Cluster::from_config(&self.cluster, stand_in)
-                    .map_err(|e| anyhow::anyhow!(e))?;
-                self.zookeeper_membership()
-                    .map_err(|e| anyhow::anyhow!(e))?;
+                    .map_err(ConfigError::Cluster)?;
+                self.zookeeper_membership().map_err(ConfigError::Cluster)?;
                 true
             }
         };
         let mut seen = std::collections::BTreeSet::new();
         for t in &self.tables {
             if !seen.insert(&t.name) {
-                bail!("tables: the name `{}` is used twice", t.name.escape_debug());
+                return Err(ConfigError::DuplicateName(t.name.clone()));
             }
-            let settings = self.defaults.resolve(t).map_err(|e| anyhow::anyhow!(e))?;
+            let settings = self.defaults.resolve(t).map_err(ConfigError::Table)?;
             // Two replicas may briefly both poll a table (a replica restarting with another
             // count, a slow rollout): only the table's lock keeps them from racing.
             if shared && settings.lock_provider == "none" {
-                bail!(
-                    "tables: `{}` has lock.provider = \"none\", which replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") may not use: give it the writers' lock",
-                    t.name
-                );
+                return Err(ConfigError::NoLockWhenShared(t.name.clone()));
             }
+        }
+        Ok(())
+    }
+}
+
+impl ServerConfig {
+    /// The checks of `[server]`'s settings.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let refuse = |why| Err(ConfigError::Server(why));
+        if self.max_concurrent_polls == 0 {
+            return refuse("server.max_concurrent_polls must be positive");
+        }
+        if self.halt_after_failures == 0 {
+            return refuse("server.halt_after_failures must be positive");
+        }
+        if self.poll_timeout.is_zero() || self.mutation_timeout.is_zero() {
+            return refuse("server.poll_timeout and server.mutation_timeout must be positive");
+        }
+        if self.probe_listen == Some(self.listen) && self.listen.port() != 0 {
+            return refuse("server.probe_listen must differ from server.listen");
+        }
+        if self.auth_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return refuse("server.auth_token must be at least 16 characters");
+        }
+        if self.max_connections == 0
+            || self.max_concurrent_scrapes == 0
+            || self.max_concurrent_requests == 0
+            || self.max_body_bytes == 0
+        {
+            return refuse("server.max_connections, server.max_concurrent_scrapes, server.max_concurrent_requests and server.max_body_bytes must be positive");
+        }
+        if self.client_timeout.is_zero() {
+            return refuse("server.client_timeout must be positive");
+        }
+        for p in &self.allowed_table_uris {
+            Location::parse(p).map_err(|problem| ConfigError::AllowedTableUri {
+                prefix: p.clone(),
+                problem,
+            })?;
         }
         Ok(())
     }
