@@ -1,4 +1,4 @@
-//! The settings a table may override, declared once ([`per_table_settings!`]): `[defaults]`
+//! The settings a table may override, declared once (`per_table_settings!`): `[defaults]`
 //! holds each as given, a `[[tables]]` entry (and `POST /api/v1/tables`' body) each as an
 //! `Option`, and one function lays an entry's over the defaults ([`Defaults::overridden_by`]).
 //!
