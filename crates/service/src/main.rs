@@ -2,6 +2,7 @@
 
 mod cli;
 mod daemon;
+mod duration;
 #[cfg(test)]
 mod fuzz_tests;
 

@@ -1,7 +1,6 @@
 //! The command line.
 
 pub(crate) mod demo;
-mod duration;
 mod health;
 mod inspect;
 mod interrupt;
@@ -22,7 +21,7 @@ use hudi_keeper_core::protocol::lock::{
 use hudi_keeper_core::storage::{RelPath, RequestCounter, Storage, StorageOptions};
 use hudi_keeper_core::Table;
 
-pub use duration::{parse_duration, parse_lock_expire, MAX_DURATION};
+pub use crate::duration::{parse_duration, parse_lock_expire};
 
 /// Keeps Apache Hudi tables free of partially failed writes.
 #[derive(Debug, Parser)]

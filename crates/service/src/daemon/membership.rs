@@ -22,7 +22,7 @@ use hudi_keeper_core::protocol::lock::zk_client::{CreateMode, ZkClient, ZkConnec
 use tracing::{info, warn};
 
 use super::cluster::{member_of_node, node_prefix, Cluster};
-use super::config::Config;
+use super::config::{Config, ZkMembershipSettings};
 use super::Daemon;
 
 /// The first wait after a session could not be opened or was lost; doubled up to
@@ -48,31 +48,11 @@ pub struct ZkMembership {
 }
 
 impl ZkMembership {
-    /// The membership `config` describes: `cluster.zookeeper_url` (else `[defaults.lock]
-    /// zookeeper_url`), `[defaults.lock]`'s TLS, SASL and connection timeout, and
-    /// `cluster.zookeeper_session_timeout`. Errors name the setting to fix.
+    /// The membership `config` describes ([`Config::zookeeper_membership`], which validates
+    /// it). Errors name the setting to fix.
     pub fn from_config(config: &Config) -> Result<Self, String> {
-        let lock = &config.defaults.lock;
-        let url = config
-            .cluster
-            .zookeeper_url
-            .clone()
-            .or_else(|| lock.zookeeper_url.clone())
-            .ok_or("cluster.mode = \"zookeeper\" needs cluster.zookeeper_url or [defaults.lock] zookeeper_url")?;
-        let (tls, sasl) = lock
-            .zookeeper_security_files()
-            .load()
-            .map_err(|e| format!("lock.zookeeper_* (the cluster's session uses them): {e}"))?;
-        Ok(Self {
-            connect: ZkConnect {
-                connect: url,
-                session_timeout: config.cluster.zookeeper_session_timeout,
-                connection_timeout: lock.zookeeper_connection_timeout,
-                tls,
-                sasl,
-            },
-            path: config.cluster.zookeeper_path.clone(),
-        })
+        let ZkMembershipSettings { connect, path } = config.zookeeper_membership()?;
+        Ok(Self { connect, path })
     }
 
     /// Keep this replica registered and the daemon's view current until the daemon shuts

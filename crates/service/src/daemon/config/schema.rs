@@ -1,0 +1,370 @@
+//! The configuration's schema (`[server]`, `[defaults]`, `[[tables]]`, `[cluster]`) and its
+//! loading: built-in defaults < a TOML file < `HUDI_KEEPER_…` environment variables.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use figment::providers::{Env, Format, Toml};
+use figment::Figment;
+use hudi_keeper_core::protocol::detect::FailedWritesPolicy;
+use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
+use hudi_keeper_core::protocol::lock::LockOptions;
+use hudi_keeper_core::storage::StorageOptions;
+use serde::{Deserialize, Serialize};
+
+use super::durations::{de_duration, ser_duration};
+use super::overrides::Setting;
+use super::{ConfigError, Location, LockSettings};
+use crate::daemon::{cluster, metrics};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The HTTP server and process-wide settings.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// Settings every table gets unless it overrides them.
+    #[serde(default)]
+    pub defaults: Defaults,
+    /// The tables registered by configuration.
+    #[serde(default)]
+    pub tables: Vec<TableEntry>,
+    /// Replicas sharing the tables (`docs/operations.md`, "Several replicas").
+    #[serde(default)]
+    pub cluster: cluster::ClusterConfig,
+}
+
+/// Connection slots of the probe listener (`server.probe_listen`): kubelet's probes and a
+/// few Prometheus servers.
+pub const PROBE_MAX_CONNECTIONS: usize = 32;
+
+/// How long a client of the probe listener may take to send its request or take the response.
+pub const PROBE_CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `[server]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Where the HTTP server listens.
+    pub listen: SocketAddr,
+    /// A second listener for probes and scrapes only (`/healthz`, `/readyz`, `/metrics`), with
+    /// its own connection slots ([`PROBE_MAX_CONNECTIONS`]) and a short client timeout: clients
+    /// of the API, however many, cannot starve the probes. Unset: none (the probes are served on
+    /// `listen` with the API).
+    pub probe_listen: Option<SocketAddr>,
+    /// `/metrics` scrapes served at once, on both listeners; more are answered 503 with
+    /// `Retry-After`. A scrape streams its text part by part, so each costs about the owned
+    /// tables' names plus one part, whatever the number of tables.
+    pub max_concurrent_scrapes: usize,
+    /// The tables' series in `/metrics`: `per_table` (one per table, the default) or
+    /// `aggregate` (one per family over all tables: a fleet's choice; BENCHMARKS.md has what each
+    /// costs at 100,000 tables).
+    pub table_metrics: metrics::TableSeries,
+    /// The bearer token mutating endpoints require; without one they are off.
+    #[serde(skip_serializing)]
+    pub auth_token: Option<String>,
+    /// Where tables registered through the API are kept across restarts.
+    pub state_dir: PathBuf,
+    /// Polls running at once, over all tables.
+    pub max_concurrent_polls: usize,
+    /// Consecutive failed polls after which a table is halted (until resumed through the API).
+    pub halt_after_failures: u32,
+    /// The longest wait between polls of a failing table (backoff doubles up to it).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub max_backoff: Duration,
+    /// How long shutdown waits for running polls and changes to stop at a safe point and
+    /// release their locks (then they are abandoned); also how long a change past
+    /// `mutation_timeout` gets to reach a safe point.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub shutdown_grace: Duration,
+    /// The longest a poll's reads (open, timeline, heartbeats) may take; a later poll counts as
+    /// failed (and backs off) and frees its slot for other tables.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub poll_timeout: Duration,
+    /// The longest a change (a rollback, restore or savepoint, automatic or through the API)
+    /// may run before it is stopped at its next safe point (a failure; a rerun resumes it).
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub mutation_timeout: Duration,
+    /// The largest request body the API accepts, in bytes.
+    pub max_body_bytes: usize,
+    /// URI prefixes under which `POST /api/v1/tables` may register tables (a prefix ends at a
+    /// `/`: `s3://b/t` allows `s3://b/t/x`, not `s3://b/t2`). Empty: the API registers no table.
+    /// Tables of the config file are not bound by it.
+    pub allowed_table_uris: Vec<String>,
+    /// Let `POST /api/v1/tables` give a table a lock or policy weaker than `[defaults]` (see
+    /// [`Config::check_api_entry`]). Off: such a registration is refused.
+    pub api_may_weaken_safety: bool,
+    /// HTTP connections open at once; more wait (in the listen backlog) until one closes.
+    pub max_connections: usize,
+    /// API requests being served at once (`/healthz`, `/readyz` and `/metrics` not counted);
+    /// more are answered 503 with `Retry-After`.
+    pub max_concurrent_requests: usize,
+    /// Tables `POST /api/v1/tables` may hold registered at once (those kept but not restored at
+    /// start count too); beyond it a registration is answered 409 until one is deleted. Each
+    /// is a table to poll and a file in `state_dir`, so a holder of the token cannot grow the
+    /// daemon's work and state without end. 0: the API registers no table. Tables kept from
+    /// before are restored at start even above it.
+    pub max_api_tables: usize,
+    /// A client must send its request headers (also the next request on a kept-alive
+    /// connection), then its body, each within this; and take each part of a response within it.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub client_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            probe_listen: None,
+            max_concurrent_scrapes: 4,
+            table_metrics: metrics::TableSeries::PerTable,
+            auth_token: None,
+            state_dir: PathBuf::from("hudi-keeper-state"),
+            max_concurrent_polls: 16,
+            halt_after_failures: 5,
+            max_backoff: Duration::from_secs(600),
+            shutdown_grace: Duration::from_secs(30),
+            poll_timeout: Duration::from_secs(120),
+            mutation_timeout: Duration::from_secs(600),
+            max_body_bytes: 64 * 1024,
+            allowed_table_uris: Vec::new(),
+            api_may_weaken_safety: false,
+            max_connections: 256,
+            max_concurrent_requests: 64,
+            max_api_tables: 1000,
+            client_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What the daemon does with failed writes of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicySetting {
+    /// Writers with heartbeats: roll back instants whose heartbeat expired (and, with
+    /// `assume_lazy_writers`, old pending writes without heartbeat file).
+    Lazy,
+    /// One writer without heartbeats: roll back a pending write once a newer write started.
+    Eager,
+    /// Watch and report only; never change the table.
+    Observe,
+}
+
+impl PolicySetting {
+    /// The detection policy (`observe` judges as LAZY does).
+    pub fn detection(self) -> FailedWritesPolicy {
+        match self {
+            PolicySetting::Eager => FailedWritesPolicy::Eager,
+            PolicySetting::Lazy | PolicySetting::Observe => FailedWritesPolicy::Lazy,
+        }
+    }
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicySetting::Lazy => "lazy",
+            PolicySetting::Eager => "eager",
+            PolicySetting::Observe => "observe",
+        }
+    }
+}
+
+per_table_settings! {
+    /// `[defaults]`.
+    #[derive(Debug, Clone, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct Defaults;
+
+    /// One `[[tables]]` entry (also the body of `POST /api/v1/tables`): its own name and URI,
+    /// then overrides of `[defaults]`, each unset unless given.
+    #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct TableEntry {
+        /// A unique name (letters, digits, `-`, `_`, `.`).
+        pub name: String,
+        /// The table URI.
+        pub uri: String,
+        /// Make the demo table at `uri` (a local folder) if it is missing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub demo: bool,
+    }
+
+    overridable {
+        /// How often each table is polled.
+        poll_interval: Duration = Duration::from_secs(30),
+        /// `lazy`, `eager` or `observe`.
+        failed_writes_policy: PolicySetting = PolicySetting::Lazy,
+        /// The writers' `hoodie.client.heartbeat.interval_in_ms`.
+        heartbeat_interval: Duration = Duration::from_secs(60),
+        /// The writers' `hoodie.client.heartbeat.tolerable.misses`.
+        heartbeat_tolerable_misses: u32 = 2,
+        /// A pending instant without a heartbeat is failed only once older than this.
+        min_instant_age: Duration = Duration::from_secs(600),
+        /// Allowance between this clock and the store's.
+        clock_skew_margin: Duration = Duration::from_secs(5),
+        /// The operator states every writer is LAZY: a pending write without heartbeat file is
+        /// failed once older than `min_instant_age`, even before the daemon saw a heartbeat file.
+        assume_lazy_writers: bool = false,
+        /// No write runs longer than this: an older pending write without heartbeat file is
+        /// failed (under either policy). Unset: never by age alone.
+        max_write_duration: Option<Duration> = None,
+        /// The table lock (a table's replaces the default one as a whole).
+        lock: LockSettings = LockSettings::default(),
+    }
+
+    not overridable {
+        /// `object_store` options (credentials, endpoint, region); a table's are merged over
+        /// them key by key.
+        storage_options: BTreeMap<String, String> = BTreeMap::new(),
+        /// Deletes in flight at once per rollback.
+        delete_concurrency: usize = 64,
+        /// Cross-check markers against a listing of the table.
+        listing_cross_check: bool = true,
+    }
+
+    table only {
+        /// Merged over the default storage options.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub storage_options: BTreeMap<String, String>,
+    }
+}
+
+/// Everything one table's polls need, resolved. Tables with the same settings share one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableSettings {
+    pub poll_interval_ms: u64,
+    pub failed_writes_policy: PolicySetting,
+    #[serde(skip)]
+    pub heartbeat: HeartbeatPolicy,
+    /// The operator states every writer is LAZY.
+    pub assume_lazy_writers: bool,
+    /// No write runs longer than this (ms).
+    pub max_write_duration_ms: Option<u64>,
+    #[serde(skip)]
+    pub lock: Option<LockOptions>,
+    pub lock_provider: String,
+    #[serde(skip)]
+    pub storage_options: StorageOptions,
+    pub delete_concurrency: usize,
+    pub listing_cross_check: bool,
+}
+
+impl Config {
+    /// Load `path` (which must exist when `required`), then the environment.
+    pub fn load(path: &Path, required: bool) -> anyhow::Result<Self> {
+        let mut figment = Figment::new();
+        if path.exists() {
+            figment = figment.merge(Toml::file_exact(path));
+        } else if required {
+            bail!("the config file {} does not exist", path.display());
+        }
+        figment = figment.merge(
+            Env::prefixed("HUDI_KEEPER_")
+                .filter(|k| {
+                    let k = k.as_str().to_ascii_lowercase();
+                    k.starts_with("server__")
+                        || k.starts_with("defaults__")
+                        || k.starts_with("cluster__")
+                })
+                .split("__"),
+        );
+        let config: Config = figment
+            .extract()
+            .map_err(|e| anyhow::anyhow!(describe(e)))
+            .with_context(|| format!("invalid configuration ({})", path.display()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks across keys: unique names, every table resolvable.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server.validate()?;
+        // The replica's index may come from its pod name; the rest is checked here.
+        let shared = match self.cluster.mode {
+            cluster::ClusterMode::None => {
+                cluster::Cluster::from_config(&self.cluster, None).map_err(ConfigError::Cluster)?;
+                false
+            }
+            cluster::ClusterMode::Static => self.cluster.replicas.unwrap_or(0) > 1,
+            cluster::ClusterMode::Zookeeper => {
+                // The member id may come from the pod's name at start: a stand-in checks the rest.
+                let stand_in = self.cluster.member.is_none().then_some("pod-0");
+                cluster::Cluster::from_config(&self.cluster, stand_in)
+                    .map_err(ConfigError::Cluster)?;
+                self.zookeeper_membership().map_err(ConfigError::Cluster)?;
+                true
+            }
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &self.tables {
+            if !seen.insert(&t.name) {
+                return Err(ConfigError::DuplicateName(t.name.clone()));
+            }
+            let settings = self.defaults.resolve(t).map_err(ConfigError::Table)?;
+            // Two replicas may briefly both poll a table (a replica restarting with another
+            // count, a slow rollout): only the table's lock keeps them from racing.
+            if shared && settings.lock_provider == "none" {
+                return Err(ConfigError::NoLockWhenShared(t.name.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ServerConfig {
+    /// The checks of `[server]`'s settings.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let refuse = |why| Err(ConfigError::Server(why));
+        if self.max_concurrent_polls == 0 {
+            return refuse("server.max_concurrent_polls must be positive");
+        }
+        if self.halt_after_failures == 0 {
+            return refuse("server.halt_after_failures must be positive");
+        }
+        if self.poll_timeout.is_zero() || self.mutation_timeout.is_zero() {
+            return refuse("server.poll_timeout and server.mutation_timeout must be positive");
+        }
+        if self.probe_listen == Some(self.listen) && self.listen.port() != 0 {
+            return refuse("server.probe_listen must differ from server.listen");
+        }
+        if self.auth_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return refuse("server.auth_token must be at least 16 characters");
+        }
+        if self.max_connections == 0
+            || self.max_concurrent_scrapes == 0
+            || self.max_concurrent_requests == 0
+            || self.max_body_bytes == 0
+        {
+            return refuse("server.max_connections, server.max_concurrent_scrapes, server.max_concurrent_requests and server.max_body_bytes must be positive");
+        }
+        if self.client_timeout.is_zero() {
+            return refuse("server.client_timeout must be positive");
+        }
+        for p in &self.allowed_table_uris {
+            Location::parse(p).map_err(|problem| ConfigError::AllowedTableUri {
+                prefix: p.clone(),
+                problem,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Every error figment found, each with its key.
+fn describe(e: figment::Error) -> String {
+    e.into_iter()
+        .map(|e| {
+            let key = if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("`{}`: ", e.path.join("."))
+            };
+            format!("{key}{}", e.kind)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
