@@ -12,7 +12,7 @@ use crate::format::restore::RestorePlan;
 use crate::format::rollback::InstantInfo;
 use crate::plan::savepoint::cleaned_beyond;
 use crate::protocol::detect::Assessment;
-use crate::table::TimelineLayout;
+use crate::table::config::TimelineLayout;
 use crate::timeline::{Action, State, Timeline};
 
 /// One instant a restore undoes.

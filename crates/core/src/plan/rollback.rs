@@ -9,40 +9,11 @@ use serde::Serialize;
 use crate::format::rollback::{InstantInfo, RollbackPlan, RollbackRequest};
 use crate::protocol::markers::{IoType, Markers};
 use crate::storage::{FileMeta, RelPath};
+use crate::table::config::{TableType, TableVersion};
 use crate::table::files::{BasePath, DataFile};
-use crate::table::{TableType, TableVersion};
 use crate::timeline::{Action, State};
 
-/// Why a plan cannot be made (or a plan cannot be executed). Nothing is deleted then.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    /// A marker or plan entry names something that is not a data file of the target instant.
-    #[error("instant {instant}: `{path}` is not a file of this instant ({reason}); refusing to delete it")]
-    NotAttributable {
-        /// The instant being rolled back.
-        instant: String,
-        /// The offending path.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-    /// A path leaves the table.
-    #[error("instant {instant}: `{path}` is outside the table; refusing to touch it")]
-    OutsideTable {
-        /// The instant being rolled back.
-        instant: String,
-        /// The offending path.
-        path: String,
-    },
-    /// The situation is not supported; the message says what to do.
-    #[error("instant {instant}: {reason}")]
-    Unsupported {
-        /// The instant being rolled back.
-        instant: String,
-        /// Why, and what the operator can do.
-        reason: String,
-    },
-}
+pub use super::error::PlanError;
 
 /// The instant a plan is for.
 #[derive(Debug, Clone, PartialEq, Eq)]

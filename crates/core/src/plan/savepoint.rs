@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::storage::FileMeta;
+use crate::table::config::TimelineLayout;
 use crate::table::files::DataFile;
-use crate::table::TimelineLayout;
 use crate::timeline::{Action, Timeline};
 
 /// What a savepoint is planned from.
