@@ -1,6 +1,6 @@
 //! The crate's error type. Each variant carries the table (and instant and path where known).
 
-use crate::format::avro::AvroError;
+use crate::format::avro_error::AvroError;
 use crate::plan::error::PlanError;
 use crate::protocol::markers::MarkerError;
 use crate::storage::StorageError;
