@@ -1,7 +1,7 @@
 //! Failed-write detection (hudi-format.md §3.2): which pending instants are candidates for a
 //! rollback, and a verdict for each under the LAZY or EAGER policy. Pure: the caller supplies
-//! the heartbeat observations, what each pending `replacecommit` is, and what is known about
-//! the table's writers.
+//! the heartbeat observations, what each pending `replacecommit` is (both read by
+//! [`super::observe`]), and what is known about the table's writers.
 //!
 //! **Fail closed.** A verdict that deletes rests only on what every process can see: the
 //! timeline and heartbeat files with the store's modification times, and the table's
