@@ -354,7 +354,11 @@ fn assess_one(
     let mtime = input.heartbeats.get(t).copied();
     let status = input.heartbeat.check(input.now_ms, mtime, started_ms);
     let heartbeat_age_ms = status.age_ms();
-    let done = |verdict: Verdict, reason: String| Assessment {
+    let (verdict, reason) = match not_a_failed_write(instant, input) {
+        Some(found) => found,
+        None => judge_write(status, instant, instant_age_ms, newest_write, input),
+    };
+    Assessment {
         requested_time: t.clone(),
         action: instant.action,
         state: instant.state,
@@ -362,115 +366,142 @@ fn assess_one(
         instant_age_ms,
         verdict,
         reason,
-    };
+    }
+}
 
+/// The verdict on an instant that is no write Hudi rolls back as failed (a table service, a
+/// bootstrap, a clustering `replacecommit`), or on a `replacecommit` of unknown kind; `None`
+/// for a write to judge by its heartbeat.
+fn not_a_failed_write(instant: &Instant, input: &DetectionInput<'_>) -> Option<(Verdict, String)> {
+    let t = &instant.requested_time;
     if let Some(reason) = non_candidate_reason(instant.action) {
-        return done(Verdict::NotACandidate, reason.to_string());
+        return Some((Verdict::NotACandidate, reason.to_string()));
     }
     if t.len() <= 14 && t.as_str() <= "00000000000002" {
-        return done(
+        return Some((
             Verdict::NotACandidate,
             "a bootstrap instant; bootstrap rollback is out of scope".to_string(),
-        );
+        ));
     }
-    if instant.action == Action::ReplaceCommit {
-        match input.replace_kinds.get(t) {
-            Some(ReplaceKind::Write) => {}
-            Some(ReplaceKind::Clustering) => {
-                return done(
-                    Verdict::NotACandidate,
-                    "a pending clustering (replacecommit with a clustering plan) is re-attempted by Hudi, never rolled back as a failed write".to_string(),
-                )
-            }
-            Some(ReplaceKind::Unknown(why)) => {
-                return done(
-                    Verdict::Unknown,
-                    format!("cannot tell whether this replacecommit is a clustering: {why}"),
-                )
-            }
-            None => {
-                return done(
-                    Verdict::Unknown,
-                    "the replacecommit's requested file was not read".to_string(),
-                )
-            }
-        }
+    if instant.action != Action::ReplaceCommit {
+        return None;
     }
+    match input.replace_kinds.get(t) {
+        Some(ReplaceKind::Write) => None,
+        Some(ReplaceKind::Clustering) => Some((
+            Verdict::NotACandidate,
+            "a pending clustering (replacecommit with a clustering plan) is re-attempted by Hudi, never rolled back as a failed write".to_string(),
+        )),
+        Some(ReplaceKind::Unknown(why)) => Some((
+            Verdict::Unknown,
+            format!("cannot tell whether this replacecommit is a clustering: {why}"),
+        )),
+        None => Some((
+            Verdict::Unknown,
+            "the replacecommit's requested file was not read".to_string(),
+        )),
+    }
+}
 
+/// The verdict on a write, by its heartbeat status (and, without heartbeat file, its age, the
+/// policy and what is known about the table's writers).
+fn judge_write(
+    status: HeartbeatStatus,
+    instant: &Instant,
+    instant_age_ms: Option<i64>,
+    newest_write: Option<&str>,
+    input: &DetectionInput<'_>,
+) -> (Verdict, String) {
     let allowance = input.heartbeat.max_allowed_ms();
     let skew = duration_ms(input.heartbeat.clock_skew_margin);
     let min_age = duration_ms(input.heartbeat.min_instant_age);
     match status {
-        HeartbeatStatus::Alive { age_ms } => done(
+        HeartbeatStatus::Alive { age_ms } => (
             Verdict::Live,
             format!("heartbeat {age_ms} ms old, within {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: the writer is alive"),
         ),
-        HeartbeatStatus::Expired { age_ms } => done(
+        HeartbeatStatus::Expired { age_ms } => (
             Verdict::Expired,
             format!("heartbeat {age_ms} ms old, beyond {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: the writer is gone"),
         ),
-        HeartbeatStatus::AgeUnknown => done(
+        HeartbeatStatus::AgeUnknown => (
             Verdict::AgeUnknown,
             "a heartbeat file exists, but the store gives no modification time for it, so its writer may be beating right now: never rolled back automatically (`rollback --instant` with `--force` if you know its writer is gone)".to_string(),
         ),
-        HeartbeatStatus::MissingAgeUnknown => done(
+        HeartbeatStatus::MissingAgeUnknown => (
             Verdict::AgeUnknown,
             "no heartbeat file, and the store gives no modification time for the instant's timeline files, so its age cannot be established: never rolled back automatically (`rollback --instant` with `--force` if you know its writer is gone)".to_string(),
         ),
         HeartbeatStatus::MissingTooYoung { instant_age_ms } => match input.policy {
-            FailedWritesPolicy::Lazy => done(
+            FailedWritesPolicy::Lazy => (
                 Verdict::EagerWriterSuspected,
                 format!("no heartbeat file although the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): LAZY writers write their heartbeat before the instant, so an EAGER writer (Hudi's default, no heartbeats) seems to write this table; it may still be running. Judge the table as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer"),
             ),
-            FailedWritesPolicy::Eager => done(
+            FailedWritesPolicy::Eager => (
                 Verdict::TooYoung,
                 format!("no heartbeat file yet, but the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): it may still be running"),
             ),
         },
-        HeartbeatStatus::Missing => {
-            let age = instant_age_ms.unwrap_or_default();
-            let overdue = input.max_write_duration.and_then(|d| {
-                let limit = duration_ms(d).saturating_add(skew);
-                (age >= limit).then_some(d.as_millis())
-            });
-            let overdue_verdict = |max: u128| {
-                done(
-                    Verdict::Overdue,
-                    format!("no heartbeat file and the instant is {age} ms old, beyond the table's maximum write duration {max} ms + {skew} ms skew margin: no write of this table runs that long, so its writer is gone"),
-                )
-            };
-            match input.policy {
-                FailedWritesPolicy::Lazy => match (input.lazy_writers, overdue) {
-                    // The operator's statement, in the configuration every process reads.
-                    (Some(LazyWritersEvidence::Assumed), _) => done(
-                        Verdict::NoHeartbeat,
-                        format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table whose operator stated every writer is LAZY: a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or lost it"),
-                    ),
-                    (_, Some(max)) => overdue_verdict(max),
-                    // Heartbeat files of other writes show LAZY writers, and a LAZY writer
-                    // would have one: an EAGER writer's write, which may still be running.
-                    (Some(evidence), None) => done(
-                        Verdict::EagerWriterSuspected,
-                        format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this is an EAGER writer's write (Hudi's default, no heartbeats) that may still be running, such as a long Spark job, or one whose heartbeat file was lost. Nothing every process can see proves it dead: left alone. Set a maximum write duration (max_write_duration), state that every writer is LAZY (assume_lazy_writers), or roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
-                    ),
-                    (None, None) => done(
-                        Verdict::NoHeartbeatUnconfirmed,
-                        format!("no heartbeat file and the instant is {age} ms old, but no heartbeat file was ever seen on this table: it may be a LAZY writer that died, or an EAGER writer (Hudi's default, no heartbeats) still running. Left alone: say every writer is LAZY (--assume-lazy-writers / assume_lazy_writers), set a maximum write duration, or roll it back by name (rollback --instant {t}) once you know its writer is gone"),
-                    ),
-                },
-                FailedWritesPolicy::Eager => match (newest_write.filter(|n| *n > t.as_str()), overdue) {
-                    (Some(newer), _) => done(
-                        Verdict::Superseded,
-                        format!("no heartbeat file, the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), and write {newer} started after it: under EAGER the single writer has moved on, so this write is dead"),
-                    ),
-                    (None, Some(max)) => overdue_verdict(max),
-                    (None, None) => done(
-                        Verdict::AwaitingNewerWrite,
-                        format!("no heartbeat file and the instant is {age} ms old, but it is the newest write: under EAGER its writer may still be running. Left alone until a newer write starts (or past a maximum write duration, when one is set); roll it back by name (rollback --instant {t}) once you know its writer is gone"),
-                    ),
-                },
-            }
-        }
+        HeartbeatStatus::Missing => judge_without_heartbeat(
+            &instant.requested_time,
+            instant_age_ms.unwrap_or_default(),
+            newest_write,
+            input,
+        ),
+    }
+}
+
+/// The verdict on a write without heartbeat file that is at least the minimum age old (`age`
+/// ms): failed only on the operator's statement (LAZY), a newer write (EAGER), or past the
+/// maximum write duration; otherwise left alone.
+fn judge_without_heartbeat(
+    t: &str,
+    age: i64,
+    newest_write: Option<&str>,
+    input: &DetectionInput<'_>,
+) -> (Verdict, String) {
+    let skew = duration_ms(input.heartbeat.clock_skew_margin);
+    let min_age = duration_ms(input.heartbeat.min_instant_age);
+    let overdue = input.max_write_duration.and_then(|d| {
+        let limit = duration_ms(d).saturating_add(skew);
+        (age >= limit).then_some(d.as_millis())
+    });
+    let overdue_verdict = |max: u128| {
+        (
+            Verdict::Overdue,
+            format!("no heartbeat file and the instant is {age} ms old, beyond the table's maximum write duration {max} ms + {skew} ms skew margin: no write of this table runs that long, so its writer is gone"),
+        )
+    };
+    match input.policy {
+        FailedWritesPolicy::Lazy => match (input.lazy_writers, overdue) {
+            // The operator's statement, in the configuration every process reads.
+            (Some(LazyWritersEvidence::Assumed), _) => (
+                Verdict::NoHeartbeat,
+                format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table whose operator stated every writer is LAZY: a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or lost it"),
+            ),
+            (_, Some(max)) => overdue_verdict(max),
+            // Heartbeat files of other writes show LAZY writers, and a LAZY writer
+            // would have one: an EAGER writer's write, which may still be running.
+            (Some(evidence), None) => (
+                Verdict::EagerWriterSuspected,
+                format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this is an EAGER writer's write (Hudi's default, no heartbeats) that may still be running, such as a long Spark job, or one whose heartbeat file was lost. Nothing every process can see proves it dead: left alone. Set a maximum write duration (max_write_duration), state that every writer is LAZY (assume_lazy_writers), or roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
+            ),
+            (None, None) => (
+                Verdict::NoHeartbeatUnconfirmed,
+                format!("no heartbeat file and the instant is {age} ms old, but no heartbeat file was ever seen on this table: it may be a LAZY writer that died, or an EAGER writer (Hudi's default, no heartbeats) still running. Left alone: say every writer is LAZY (--assume-lazy-writers / assume_lazy_writers), set a maximum write duration, or roll it back by name (rollback --instant {t}) once you know its writer is gone"),
+            ),
+        },
+        FailedWritesPolicy::Eager => match (newest_write.filter(|n| *n > t), overdue) {
+            (Some(newer), _) => (
+                Verdict::Superseded,
+                format!("no heartbeat file, the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), and write {newer} started after it: under EAGER the single writer has moved on, so this write is dead"),
+            ),
+            (None, Some(max)) => overdue_verdict(max),
+            (None, None) => (
+                Verdict::AwaitingNewerWrite,
+                format!("no heartbeat file and the instant is {age} ms old, but it is the newest write: under EAGER its writer may still be running. Left alone until a newer write starts (or past a maximum write duration, when one is set); roll it back by name (rollback --instant {t}) once you know its writer is gone"),
+            ),
+        },
     }
 }
 
