@@ -408,138 +408,173 @@ pub async fn acquire_until(
     options: &LockOptions,
     cancel: Option<&CancellationToken>,
 ) -> Result<LockGuard, Error> {
-    let table = storage.uri().to_string();
-    let lock = options.provider.describe();
-    let started = tokio::time::Instant::now();
-    let lock_err = |reason: String| Error::Lock {
-        table: table.clone(),
-        lock: lock.clone(),
-        reason,
+    let wait = Wait {
+        storage,
+        options,
+        cancel,
+        table: storage.uri().to_string(),
+        lock: options.provider.describe(),
+        started: tokio::time::Instant::now(),
     };
-    let timeout = |hint: String| Error::LockTimeout {
-        table: table.clone(),
-        lock: lock.clone(),
-        waited_ms: started.elapsed().as_millis() as u64,
-        hint,
-    };
-    let guard = |held: Held, kind: FenceKind| {
-        let waited = if started.elapsed() > options.retry_interval {
-            started.elapsed()
+    if cancel.is_some_and(CancellationToken::is_cancelled) {
+        return Err(wait.cancelled());
+    }
+    match &options.provider {
+        LockProvider::None => {
+            warn!(table = %wait.table, "mutating the table without a lock (lock provider `none`)");
+            Ok(wait.guard(Held::None, FenceKind::Always))
+        }
+        LockProvider::FileSystem { dir, expire } => wait.take_file(dir, *expire).await,
+        LockProvider::Storage(config) => wait.take_lease(config).await,
+        LockProvider::ZooKeeper(config) => wait.take_zk_mutex(config).await,
+    }
+}
+
+/// One wait for the table lock: what it waits with, and since when.
+struct Wait<'a> {
+    storage: &'a Storage,
+    options: &'a LockOptions,
+    cancel: Option<&'a CancellationToken>,
+    /// The table URI.
+    table: String,
+    /// The lock, described.
+    lock: String,
+    started: tokio::time::Instant,
+}
+
+impl Wait<'_> {
+    /// The provider failed.
+    fn lock_err(&self, reason: String) -> Error {
+        Error::Lock {
+            table: self.table.clone(),
+            lock: self.lock.clone(),
+            reason,
+        }
+    }
+
+    /// The lock could not be had in time.
+    fn timeout(&self, hint: String) -> Error {
+        Error::LockTimeout {
+            table: self.table.clone(),
+            lock: self.lock.clone(),
+            waited_ms: self.started.elapsed().as_millis() as u64,
+            hint,
+        }
+    }
+
+    /// The wait was asked to stop.
+    fn cancelled(&self) -> Error {
+        Error::Cancelled {
+            table: self.table.clone(),
+            at: format!("waiting for the lock `{}`", self.lock),
+            pending: None,
+        }
+    }
+
+    /// The guard of a lock just taken (logged).
+    fn guard(&self, held: Held, kind: FenceKind) -> LockGuard {
+        let waited = if self.started.elapsed() > self.options.retry_interval {
+            self.started.elapsed()
         } else {
             Duration::ZERO
         };
-        info!(table = %table, lock = %lock, provider = options.provider.name(), waited_ms = waited.as_millis() as u64, "took the table lock");
+        info!(table = %self.table, lock = %self.lock, provider = self.options.provider.name(), waited_ms = waited.as_millis() as u64, "took the table lock");
         LockGuard {
-            table: table.clone(),
-            lock: lock.clone(),
+            table: self.table.clone(),
+            lock: self.lock.clone(),
             held,
             fence: Fence {
-                table: table.as_str().into(),
-                lock: lock.as_str().into(),
+                table: self.table.as_str().into(),
+                lock: self.lock.as_str().into(),
                 kind,
             },
             waited,
         }
-    };
-    let cancelled = || Error::Cancelled {
-        table: table.clone(),
-        at: format!("waiting for the lock `{lock}`"),
-        pending: None,
-    };
-    if cancel.is_some_and(CancellationToken::is_cancelled) {
-        return Err(cancelled());
     }
-    match &options.provider {
-        LockProvider::None => {
-            warn!(table = %table, "mutating the table without a lock (lock provider `none`)");
-            Ok(guard(Held::None, FenceKind::Always))
-        }
-        LockProvider::FileSystem { dir, expire } => {
-            let file = filesystem::lock_file(dir)?;
-            let token = filesystem::owner_token();
-            loop {
-                // Hudi counts the expiry from the file's modification time, which is no earlier
-                // than this.
-                let attempt = tokio::time::Instant::now();
-                if filesystem::try_take(storage, &file, *expire, &token).await? {
-                    let held = Held::File {
-                        storage: storage.clone(),
-                        file,
-                        token,
-                    };
-                    if expire.is_zero() {
-                        return Ok(guard(held, FenceKind::Always));
-                    }
-                    let stop_by =
-                        attempt + expire.saturating_sub(filesystem::safety_margin(*expire));
-                    return Ok(guard(
-                        held,
-                        FenceKind::Until {
-                            stop_by,
-                            expire: *expire,
-                        },
-                    ));
+
+    /// `FileSystemBasedLockProvider`: create the lock file in `dir` if absent, retrying.
+    async fn take_file(&self, dir: &RelPath, expire: Duration) -> Result<LockGuard, Error> {
+        let file = filesystem::lock_file(dir)?;
+        let token = filesystem::owner_token();
+        loop {
+            // Hudi counts the expiry from the file's modification time, which is no earlier
+            // than this.
+            let attempt = tokio::time::Instant::now();
+            if filesystem::try_take(self.storage, &file, expire, &token).await? {
+                let held = Held::File {
+                    storage: self.storage.clone(),
+                    file,
+                    token,
+                };
+                if expire.is_zero() {
+                    return Ok(self.guard(held, FenceKind::Always));
                 }
-                if started.elapsed() >= options.timeout {
-                    return Err(timeout(filesystem::hint(*expire)));
-                }
-                if cancelled_during(options.retry_interval, cancel).await {
-                    return Err(cancelled());
-                }
+                let stop_by = attempt + expire.saturating_sub(filesystem::safety_margin(expire));
+                return Ok(self.guard(held, FenceKind::Until { stop_by, expire }));
+            }
+            if self.started.elapsed() >= self.options.timeout {
+                return Err(self.timeout(filesystem::hint(expire)));
+            }
+            if cancelled_during(self.options.retry_interval, self.cancel).await {
+                return Err(self.cancelled());
             }
         }
-        LockProvider::Storage(config) => {
-            let owner = uuid::Uuid::new_v4().to_string();
-            loop {
-                match storage_lock::try_take(storage, config, &owner).await {
-                    Ok(storage_lock::Attempt::Taken(lease)) => {
-                        let rx = lease.state();
-                        return Ok(guard(Held::Lease(lease), FenceKind::Lease(rx)));
-                    }
-                    Ok(storage_lock::Attempt::Held { holder, valid_for }) => {
-                        if started.elapsed() >= options.timeout {
-                            return Err(timeout(format!(
-                                "held by `{holder}`, valid for {} s more unless renewed",
-                                valid_for.as_secs()
-                            )));
-                        }
-                    }
-                    Err(storage_lock::LeaseError::Storage(e)) => return Err(e.into()),
-                    Err(e) => return Err(lock_err(e.to_string())),
+    }
+
+    /// `StorageBasedLockProvider`: take the JSON lease with a conditional write, retrying.
+    async fn take_lease(&self, config: &StorageLockConfig) -> Result<LockGuard, Error> {
+        let owner = uuid::Uuid::new_v4().to_string();
+        loop {
+            match storage_lock::try_take(self.storage, config, &owner).await {
+                Ok(storage_lock::Attempt::Taken(lease)) => {
+                    let rx = lease.state();
+                    return Ok(self.guard(Held::Lease(lease), FenceKind::Lease(rx)));
                 }
-                if cancelled_during(options.retry_interval, cancel).await {
-                    return Err(cancelled());
+                Ok(storage_lock::Attempt::Held { holder, valid_for }) => {
+                    if self.started.elapsed() >= self.options.timeout {
+                        return Err(self.timeout(format!(
+                            "held by `{holder}`, valid for {} s more unless renewed",
+                            valid_for.as_secs()
+                        )));
+                    }
                 }
+                Err(storage_lock::LeaseError::Storage(e)) => return Err(e.into()),
+                Err(e) => return Err(self.lock_err(e.to_string())),
+            }
+            if cancelled_during(self.options.retry_interval, self.cancel).await {
+                return Err(self.cancelled());
             }
         }
-        LockProvider::ZooKeeper(config) => {
-            if config.lock_key.is_empty() {
-                // `for_table` names it; without a name the node would not be the writers'.
-                return Err(lock_err(
-                    "the ZooKeeper lock key is unknown (empty): it must be the table's name or hoodie.write.lock.zookeeper.lock_key".into(),
-                ));
+    }
+
+    /// `ZookeeperBasedLockProvider`: the Curator mutex of the table's lock key.
+    async fn take_zk_mutex(&self, config: &ZkLockConfig) -> Result<LockGuard, Error> {
+        if config.lock_key.is_empty() {
+            // `for_table` names it; without a name the node would not be the writers'.
+            return Err(self.lock_err(
+                "the ZooKeeper lock key is unknown (empty): it must be the table's name or hoodie.write.lock.zookeeper.lock_key".into(),
+            ));
+        }
+        let owner = format!("{} pid {}", self.table, std::process::id());
+        match zookeeper::acquire(
+            config,
+            &owner,
+            self.options.timeout,
+            self.options.retry_interval,
+            self.cancel,
+        )
+        .await
+        {
+            Ok(held) => {
+                let liveness = held.client.liveness();
+                Ok(self.guard(Held::Zk(held), FenceKind::Zk(liveness)))
             }
-            let owner = format!("{table} pid {}", std::process::id());
-            match zookeeper::acquire(
-                config,
-                &owner,
-                options.timeout,
-                options.retry_interval,
-                cancel,
-            )
-            .await
-            {
-                Ok(held) => {
-                    let liveness = held.client.liveness();
-                    Ok(guard(Held::Zk(held), FenceKind::Zk(liveness)))
-                }
-                Err(zookeeper::ZkAcquireError::Timeout { holder }) => Err(timeout(match holder {
-                    Some(h) => format!("held by ZooKeeper node `{h}`; it goes away when its holder releases or its session ends"),
-                    None => "the lock was contended for the whole wait".into(),
-                })),
-                Err(zookeeper::ZkAcquireError::Zk(e)) => Err(lock_err(e.to_string())),
-                Err(zookeeper::ZkAcquireError::Cancelled) => Err(cancelled()),
-            }
+            Err(zookeeper::ZkAcquireError::Timeout { holder }) => Err(self.timeout(match holder {
+                Some(h) => format!("held by ZooKeeper node `{h}`; it goes away when its holder releases or its session ends"),
+                None => "the lock was contended for the whole wait".into(),
+            })),
+            Err(zookeeper::ZkAcquireError::Zk(e)) => Err(self.lock_err(e.to_string())),
+            Err(zookeeper::ZkAcquireError::Cancelled) => Err(self.cancelled()),
         }
     }
 }
