@@ -272,82 +272,8 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
     let existing: BTreeMap<&RelPath, u64> =
         input.data_files.iter().map(|f| (&f.path, f.size)).collect();
 
-    let mut deletes: BTreeMap<RelPath, bool> = BTreeMap::new();
-    // (partition, fileId, baseInstant) -> {log file name -> size}
-    let mut appends: BTreeMap<(String, String, String), BTreeMap<String, i64>> = BTreeMap::new();
-    // v8/v9: log files an APPEND marker names, each with its file group; they are kept.
-    let mut v8_appends: BTreeMap<RelPath, String> = BTreeMap::new();
-    let mut markers_without_files = 0;
-
-    if let Some(markers) = input.markers {
-        for m in &markers.markers {
-            let rel = m.data_path().map_err(|_| PlanError::OutsideTable {
-                instant: t.clone(),
-                path: format!("{}/{}", m.partition, m.file_name),
-            })?;
-            let file = DataFile::parse(&m.file_name).ok_or_else(|| PlanError::NotAttributable {
-                instant: t.clone(),
-                path: rel.to_string(),
-                reason: format!(
-                    "a {} marker names something that is not a Hudi data file",
-                    m.io_type
-                ),
-            })?;
-            if input.cross_check && !existing.contains_key(&rel) {
-                markers_without_files += 1;
-            }
-            match (m.io_type, &file) {
-                (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
-                    // Appended to an older file slice: void the blocks with a command block.
-                    // Java (0.15) records the bare file name with the placeholder size 1, and
-                    // skips a log file that does not exist.
-                    if existing.contains_key(&rel) {
-                        appends
-                            .entry((
-                                m.partition.clone(),
-                                file.file_id().to_string(),
-                                instant.clone(),
-                            ))
-                            .or_default()
-                            .insert(m.file_name.clone(), 1);
-                    }
-                }
-                (IoType::Append, DataFile::Log { instant, .. })
-                    if input.version != TableVersion::V6 =>
-                {
-                    // Hudi 1.0.1 and 1.1.1 on table version 8+ (MarkerBasedRollbackStrategy.
-                    // createRollbackRequestForAppend): the log file is not deleted; a rollback
-                    // command block for the instant goes into a new log file of the file group
-                    // named with the instant. Java takes any log file here; a log file of
-                    // another instant cannot come from a 1.x writer (its log files carry their
-                    // own instant), so it is refused rather than guessed at.
-                    if instant != t {
-                        return Err(PlanError::NotAttributable {
-                            instant: t.clone(),
-                            path: rel.to_string(),
-                            reason: format!(
-                                "an APPEND marker names a log file of instant {instant} on a table of version 8 or later"
-                            ),
-                        });
-                    }
-                    v8_appends.insert(rel, file.file_id().to_string());
-                }
-                _ => {
-                    if file.instant() != t {
-                        return Err(PlanError::NotAttributable {
-                            instant: t.clone(),
-                            path: rel.to_string(),
-                            reason: format!(
-                                "a {} marker names a file of instant {}",
-                                m.io_type,
-                                file.instant()
-                            ),
-                        });
-                    }
-                    deletes.insert(rel, true);
-                }
-            }
-        }
+    let mut written = if let Some(markers) = input.markers {
+        sort_markers(input, markers, &existing, v6_mor)?
     } else if !input.cross_check {
         return Err(PlanError::Unsupported {
             instant: t.clone(),
@@ -358,28 +284,150 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             instant: t.clone(),
             reason: "this v6 merge-on-read deltacommit has no markers, so the log files it appended to cannot be found; roll it back with Hudi (or restore its markers)".into(),
         });
-    }
+    } else {
+        Written::default()
+    };
+    add_listed_files(input, &mut written);
 
-    // Cross-check: every data file named with the instant is the instant's, markers or not.
-    // A log file with an APPEND marker (v8/v9) stays, as in Java.
+    let (mut requests, planned) = delete_requests(input, &written.deletes, &existing);
+    let log_blocks = log_block_requests(input, written.appends, written.v8_appends, &mut requests)?;
+    Ok(PlannedRollback {
+        plan: RollbackPlan {
+            instant_to_rollback: Some(instant_info),
+            requests: Some(requests),
+            version: Some(1),
+        },
+        deletes: planned,
+        log_blocks,
+        markers_without_files: written.markers_without_files,
+    })
+}
+
+/// What the markers and the listing say a pending instant wrote, sorted by what its rollback
+/// does with each file.
+#[derive(Default)]
+struct Written {
+    /// Files to delete, each with whether a marker named it.
+    deletes: BTreeMap<RelPath, bool>,
+    /// v6 merge-on-read: (partition, fileId, baseInstant) -> {log file name -> size}.
+    appends: BTreeMap<(String, String, String), BTreeMap<String, i64>>,
+    /// v8/v9: log files an APPEND marker names, each with its file group; they are kept.
+    v8_appends: BTreeMap<RelPath, String>,
+    /// Markers naming files the listing does not show.
+    markers_without_files: usize,
+}
+
+/// Sort what the instant's markers name; a marker naming anything but a data file of the
+/// instant (or, appended to, of an older slice on v6 merge-on-read) refuses the plan.
+fn sort_markers(
+    input: &PlanInput<'_>,
+    markers: &Markers,
+    existing: &BTreeMap<&RelPath, u64>,
+    v6_mor: bool,
+) -> Result<Written, PlanError> {
+    let t = &input.target.requested_time;
+    let mut written = Written::default();
+    for m in &markers.markers {
+        let rel = m.data_path().map_err(|_| PlanError::OutsideTable {
+            instant: t.clone(),
+            path: format!("{}/{}", m.partition, m.file_name),
+        })?;
+        let file = DataFile::parse(&m.file_name).ok_or_else(|| PlanError::NotAttributable {
+            instant: t.clone(),
+            path: rel.to_string(),
+            reason: format!(
+                "a {} marker names something that is not a Hudi data file",
+                m.io_type
+            ),
+        })?;
+        if input.cross_check && !existing.contains_key(&rel) {
+            written.markers_without_files += 1;
+        }
+        match (m.io_type, &file) {
+            (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
+                // Appended to an older file slice: void the blocks with a command block.
+                // Java (0.15) records the bare file name with the placeholder size 1, and
+                // skips a log file that does not exist.
+                if existing.contains_key(&rel) {
+                    written
+                        .appends
+                        .entry((
+                            m.partition.clone(),
+                            file.file_id().to_string(),
+                            instant.clone(),
+                        ))
+                        .or_default()
+                        .insert(m.file_name.clone(), 1);
+                }
+            }
+            (IoType::Append, DataFile::Log { instant, .. })
+                if input.version != TableVersion::V6 =>
+            {
+                // Hudi 1.0.1 and 1.1.1 on table version 8+ (MarkerBasedRollbackStrategy.
+                // createRollbackRequestForAppend): the log file is not deleted; a rollback
+                // command block for the instant goes into a new log file of the file group
+                // named with the instant. Java takes any log file here; a log file of
+                // another instant cannot come from a 1.x writer (its log files carry their
+                // own instant), so it is refused rather than guessed at.
+                if instant != t {
+                    return Err(PlanError::NotAttributable {
+                        instant: t.clone(),
+                        path: rel.to_string(),
+                        reason: format!(
+                            "an APPEND marker names a log file of instant {instant} on a table of version 8 or later"
+                        ),
+                    });
+                }
+                written.v8_appends.insert(rel, file.file_id().to_string());
+            }
+            _ => {
+                if file.instant() != t {
+                    return Err(PlanError::NotAttributable {
+                        instant: t.clone(),
+                        path: rel.to_string(),
+                        reason: format!(
+                            "a {} marker names a file of instant {}",
+                            m.io_type,
+                            file.instant()
+                        ),
+                    });
+                }
+                written.deletes.insert(rel, true);
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Cross-check: every data file named with the instant is the instant's, markers or not.
+/// A log file with an APPEND marker (v8/v9) stays, as in Java.
+fn add_listed_files(input: &PlanInput<'_>, written: &mut Written) {
+    let t = &input.target.requested_time;
     for f in input.data_files.iter().filter(|_| input.cross_check) {
-        if v8_appends.contains_key(&f.path) {
+        if written.v8_appends.contains_key(&f.path) {
             continue;
         }
         if let Some(file) = DataFile::parse(f.path.file_name()) {
             if file.instant() == t {
-                deletes.entry(f.path.clone()).or_insert(false);
+                written.deletes.entry(f.path.clone()).or_insert(false);
             }
         }
     }
+}
 
-    // Requests shaped as Hudi's own: one per file. A file a marker names carries its file
-    // group and base instant (the instant itself from 1.0 on), with a qualified path, as Java's
-    // marker-based plans; a file only the listing found is a pure delete, as Java's
-    // listing-based plans.
+/// Requests shaped as Hudi's own: one per file. A file a marker names carries its file
+/// group and base instant (the instant itself from 1.0 on), with a qualified path, as Java's
+/// marker-based plans; a file only the listing found is a pure delete, as Java's
+/// listing-based plans.
+fn delete_requests(
+    input: &PlanInput<'_>,
+    deletes: &BTreeMap<RelPath, bool>,
+    existing: &BTreeMap<&RelPath, u64>,
+) -> (Vec<RollbackRequest>, Vec<PlannedDelete>) {
+    let t = &input.target.requested_time;
     let mut requests = Vec::new();
     let mut planned = Vec::new();
-    for (rel, from_markers) in &deletes {
+    for (rel, from_markers) in deletes {
         let partition = partition_of(rel);
         let file = DataFile::parse(rel.file_name());
         let (file_id, latest_base_instant, path) = match (from_markers, &file) {
@@ -417,6 +465,18 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             from_markers: *from_markers,
         });
     }
+    (requests, planned)
+}
+
+/// The requests of the log files that get a rollback command block (appended to `requests`,
+/// after the deletes), and those files by partition.
+fn log_block_requests(
+    input: &PlanInput<'_>,
+    appends: BTreeMap<(String, String, String), BTreeMap<String, i64>>,
+    v8_appends: BTreeMap<RelPath, String>,
+    requests: &mut Vec<RollbackRequest>,
+) -> Result<Vec<(String, RelPath)>, PlanError> {
+    let t = &input.target.requested_time;
     let mut log_blocks = Vec::new();
     for ((partition, file_id, base_instant), logs) in appends {
         for name in logs.keys() {
@@ -452,16 +512,7 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
         });
         log_blocks.push((partition, rel));
     }
-    Ok(PlannedRollback {
-        plan: RollbackPlan {
-            instant_to_rollback: Some(instant_info),
-            requests: Some(requests),
-            version: Some(1),
-        },
-        deletes: planned,
-        log_blocks,
-        markers_without_files,
-    })
+    Ok(log_blocks)
 }
 
 /// A plan (ours or Java's) checked and resolved for execution.
