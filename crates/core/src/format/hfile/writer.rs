@@ -242,6 +242,22 @@ struct DataBlocks {
     total_value_len: u64,
 }
 
+impl DataBlocks {
+    /// Write the filled `block` and add it to the index (`previous_last`: the last row of the
+    /// block before it).
+    fn close(
+        &mut self,
+        file: &mut FileBuilder,
+        block: OpenBlock,
+        previous_last: Option<&[u8]>,
+    ) -> Result<(), HFileError> {
+        let offset = finish_block(file, block, previous_last, &mut self.index)?;
+        self.first_block.get_or_insert(offset);
+        self.last_block = Some(offset);
+        Ok(())
+    }
+}
+
 /// Write `cells` into data blocks of about `options.block_size` bytes each.
 fn write_data_blocks<'a>(
     file: &mut FileBuilder,
@@ -275,14 +291,7 @@ fn write_data_blocks<'a>(
             .is_some_and(|b| b.data.len() >= options.block_size)
         {
             if let Some(block) = open.take() {
-                let offset = finish_block(
-                    file,
-                    block,
-                    last_row_of_previous_block.as_deref(),
-                    &mut data.index,
-                )?;
-                data.first_block.get_or_insert(offset);
-                data.last_block = Some(offset);
+                data.close(file, block, last_row_of_previous_block.as_deref())?;
             }
         }
         let block = open.get_or_insert_with(|| {
@@ -305,14 +314,7 @@ fn write_data_blocks<'a>(
         data.last_row = Some(row.to_vec());
     }
     if let Some(block) = open.take() {
-        let offset = finish_block(
-            file,
-            block,
-            last_row_of_previous_block.as_deref(),
-            &mut data.index,
-        )?;
-        data.first_block.get_or_insert(offset);
-        data.last_block = Some(offset);
+        data.close(file, block, last_row_of_previous_block.as_deref())?;
     }
     Ok(data)
 }
