@@ -224,6 +224,30 @@ pub async fn lock_report(table: &Table, now_ms: i64) -> Result<LockReport, Error
     })
 }
 
+/// The markers of pending instant `instant`, counted by IO type (or why they could not be read).
+async fn marker_summary(table: &Table, instant: &str) -> MarkerSummary {
+    match read_markers(table.storage(), instant).await {
+        Ok(m) => {
+            let mut counts = BTreeMap::new();
+            for marker in &m.markers {
+                *counts.entry(marker.io_type.to_string()).or_insert(0) += 1;
+            }
+            MarkerSummary {
+                kind: m.kind,
+                total: m.markers.len(),
+                counts,
+                error: None,
+            }
+        }
+        Err(e) => MarkerSummary {
+            kind: None,
+            counts: BTreeMap::new(),
+            total: 0,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
 /// Inspect `table`.
 pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectReport, Error> {
     let config = table.config();
@@ -252,28 +276,7 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         let markers = if a.verdict == Verdict::NotACandidate {
             None
         } else {
-            Some(
-                match read_markers(table.storage(), &a.requested_time).await {
-                    Ok(m) => {
-                        let mut counts = BTreeMap::new();
-                        for marker in &m.markers {
-                            *counts.entry(marker.io_type.to_string()).or_insert(0) += 1;
-                        }
-                        MarkerSummary {
-                            kind: m.kind,
-                            total: m.markers.len(),
-                            counts,
-                            error: None,
-                        }
-                    }
-                    Err(e) => MarkerSummary {
-                        kind: None,
-                        counts: BTreeMap::new(),
-                        total: 0,
-                        error: Some(e.to_string()),
-                    },
-                },
-            )
+            Some(marker_summary(table, &a.requested_time).await)
         };
         pending.push(PendingRow {
             requested_time: a.requested_time,
