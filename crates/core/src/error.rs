@@ -1,10 +1,10 @@
 //! The crate's error type. Each variant carries the table (and instant and path where known).
 
-use crate::format::avro::AvroError;
-use crate::plan::rollback::PlanError;
+use crate::format::avro_error::AvroError;
+use crate::plan::error::PlanError;
 use crate::protocol::markers::MarkerError;
 use crate::storage::StorageError;
-use crate::table::ConfigError;
+use crate::table::config::ConfigError;
 
 /// An error of hudi-keeper's core.
 #[derive(Debug, thiserror::Error)]

@@ -5,16 +5,16 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::format::avro::requested_replace_is_clustering;
+use crate::error::Error;
 use crate::protocol::detect::{
-    assess, non_candidate_reason, DetectionInput, FailedWritesPolicy, LazyWritersEvidence,
-    ReplaceKind, Verdict, WritersReport,
+    assess, DetectionInput, FailedWritesPolicy, LazyWritersEvidence, Verdict, WritersReport,
 };
-use crate::protocol::heartbeat::{HeartbeatPolicy, HEARTBEAT_DIR};
+use crate::protocol::heartbeat::HeartbeatPolicy;
 use crate::protocol::markers::{read_markers, MarkerKind};
 use crate::table::Table;
-use crate::timeline::{Action, Instant, MalformedFile, State, Timeline};
-use crate::Error;
+use crate::timeline::{Action, Instant, MalformedFile, State};
+
+pub use crate::protocol::observe::{observe, Observation};
 
 /// How to judge pending instants.
 #[derive(Debug, Clone, Copy)]
@@ -224,93 +224,28 @@ pub async fn lock_report(table: &Table, now_ms: i64) -> Result<LockReport, Error
     })
 }
 
-/// What a look at the table's storage found for judging its pending instants.
-#[derive(Debug, Clone, Default)]
-pub struct Observation {
-    /// Heartbeat file mtimes (epoch ms) of pending candidate instants.
-    pub heartbeats: BTreeMap<String, i64>,
-    /// What each pending replacecommit is.
-    pub replace_kinds: BTreeMap<String, ReplaceKind>,
-    /// Heartbeat files in `.hoodie/.heartbeat/` of instants on the active timeline (pending or
-    /// completed; orphans of instants absent from it are not counted); `None` when the folder
-    /// was not listed because no pending write was there to judge.
-    pub heartbeat_files: Option<usize>,
-}
-
-impl Observation {
-    /// What is known about LAZY writers: the operator's statement that every writer is LAZY
-    /// first (it alone can make a write without heartbeat file failed, and every process reads
-    /// it), then heartbeat files now, or else `known` (heartbeat files seen before).
-    pub fn lazy_writers(&self, known: Option<LazyWritersEvidence>) -> Option<LazyWritersEvidence> {
-        match (known, self.heartbeat_files) {
-            (Some(LazyWritersEvidence::Assumed), _) => known,
-            (_, Some(n)) if n > 0 => Some(LazyWritersEvidence::HeartbeatFilesNow),
-            _ => known,
+/// The markers of pending instant `instant`, counted by IO type (or why they could not be read).
+async fn marker_summary(table: &Table, instant: &str) -> MarkerSummary {
+    match read_markers(table.storage(), instant).await {
+        Ok(m) => {
+            let mut counts = BTreeMap::new();
+            for marker in &m.markers {
+                *counts.entry(marker.io_type.to_string()).or_insert(0) += 1;
+            }
+            MarkerSummary {
+                kind: m.kind,
+                total: m.markers.len(),
+                counts,
+                error: None,
+            }
         }
+        Err(e) => MarkerSummary {
+            kind: None,
+            counts: BTreeMap::new(),
+            total: 0,
+            error: Some(e.to_string()),
+        },
     }
-}
-
-/// Read the heartbeats (one listing of `.hoodie/.heartbeat/`, only when a pending write is
-/// there to judge) and what each pending replacecommit is (one GET each).
-pub async fn observe(table: &Table, timeline: &Timeline) -> Result<Observation, Error> {
-    let mut out = Observation::default();
-    let candidates: Vec<&Instant> = timeline
-        .pending()
-        .filter(|i| non_candidate_reason(i.action).is_none())
-        .collect();
-    if candidates.is_empty() {
-        return Ok(out);
-    }
-    let dir = crate::storage::RelPath::parse(HEARTBEAT_DIR)
-        .map_err(crate::storage::StorageError::from)?;
-    let listing = table.storage().list_dir(&dir).await?;
-    let wanted: std::collections::BTreeSet<&str> = candidates
-        .iter()
-        .map(|i| i.requested_time.as_str())
-        .collect();
-    // Only heartbeats of instants on the active timeline (pending or completed) show the
-    // table's writers: one of an instant absent from it is an orphan (of an instant a restore
-    // undid, or archived since) and proves nothing about the writers the table has now.
-    let on_timeline: std::collections::BTreeSet<&str> = timeline
-        .instants()
-        .iter()
-        .map(|i| i.requested_time.as_str())
-        .collect();
-    let mut files = 0;
-    for f in &listing.files {
-        let name = f.file_name();
-        // A heartbeat file is named by its instant time (checksum files and the like are not).
-        if name.is_empty()
-            || !name.bytes().all(|b| b.is_ascii_digit())
-            || !on_timeline.contains(name)
-        {
-            continue;
-        }
-        files += 1;
-        if wanted.contains(name) {
-            out.heartbeats
-                .insert(name.to_string(), f.last_modified.timestamp_millis());
-        }
-    }
-    out.heartbeat_files = Some(files);
-    for instant in candidates {
-        if instant.action == Action::ReplaceCommit {
-            let kind = match instant.file(State::Requested) {
-                None => ReplaceKind::Write,
-                Some(f) => match table.storage().get_opt(&f.path).await? {
-                    None => ReplaceKind::Unknown(format!("`{}` vanished while reading", f.path)),
-                    Some(bytes) => match requested_replace_is_clustering(&bytes) {
-                        Ok(true) => ReplaceKind::Clustering,
-                        Ok(false) => ReplaceKind::Write,
-                        Err(e) => ReplaceKind::Unknown(format!("`{}`: {e}", f.path)),
-                    },
-                },
-            };
-            out.replace_kinds
-                .insert(instant.requested_time.clone(), kind);
-        }
-    }
-    Ok(out)
 }
 
 /// Inspect `table`.
@@ -341,28 +276,7 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         let markers = if a.verdict == Verdict::NotACandidate {
             None
         } else {
-            Some(
-                match read_markers(table.storage(), &a.requested_time).await {
-                    Ok(m) => {
-                        let mut counts = BTreeMap::new();
-                        for marker in &m.markers {
-                            *counts.entry(marker.io_type.to_string()).or_insert(0) += 1;
-                        }
-                        MarkerSummary {
-                            kind: m.kind,
-                            total: m.markers.len(),
-                            counts,
-                            error: None,
-                        }
-                    }
-                    Err(e) => MarkerSummary {
-                        kind: None,
-                        counts: BTreeMap::new(),
-                        total: 0,
-                        error: Some(e.to_string()),
-                    },
-                },
-            )
+            Some(marker_summary(table, &a.requested_time).await)
         };
         pending.push(PendingRow {
             requested_time: a.requested_time,
@@ -395,8 +309,8 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
             timeline_layout: config.timeline_layout.number(),
             timeline_path: config.timeline_dir.clone(),
             timeline_timezone: match config.timezone {
-                crate::table::TimelineTimezone::Local => "LOCAL".into(),
-                crate::table::TimelineTimezone::Utc => "UTC".into(),
+                crate::table::config::TimelineTimezone::Local => "LOCAL".into(),
+                crate::table::config::TimelineTimezone::Utc => "UTC".into(),
             },
             metadata_partitions: config.metadata_partitions.clone(),
         },

@@ -1,9 +1,12 @@
 //! hudi-keeper's core: Apache Hudi's timeline, heartbeats, markers and failed-write detection,
 //! over any object store through `object_store`.
 //!
-//! Layers, bottom up: [`storage`] (the one I/O seam), [`table`] (`hoodie.properties`),
-//! [`timeline`] (instants and file names), [`format`] (Hudi's Avro files), [`protocol`]
-//! (heartbeats, markers, detection), and [`inspect`] (the operator's view of a table).
+//! Layers, bottom up: [`storage`] (the one I/O seam) and [`format`](mod@format) (Hudi's
+//! Avro and HFile bytes); the table's configuration (`hoodie.properties`, in [`table`]);
+//! [`timeline`] (instants and file names); the [`Table`] handle; [`protocol`] (heartbeats,
+//! markers, detection and what it observes, locks); [`plan`] (pure planners); [`exec`]
+//! (rollback, restore, savepoint); and [`inspect`] (the operator's view of a table).
+//! [`error`] gathers the layers' errors, each from the file that defines it.
 
 #![warn(missing_docs)]
 

@@ -6,21 +6,8 @@ use std::hash::{BuildHasher, Hasher};
 use apache_avro::types::Value;
 use apache_avro::Schema;
 
-/// Why an Avro timeline file could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum AvroError {
-    /// Not an Avro object container file, or a truncated one.
-    #[error("not a readable Avro container: {0}")]
-    Container(String),
-    /// The file holds no record.
-    #[error("the Avro container holds no record")]
-    Empty,
-    /// The record does not have the expected shape.
-    #[error("unexpected Avro content: {0}")]
-    Shape(String),
-}
-
 pub use super::avro_check::parse_schema;
+pub use super::avro_error::AvroError;
 
 /// Parse `json` once into `cell` (a `static` of the caller's) and hand out the cached schema.
 pub(crate) fn cached_schema(

@@ -18,7 +18,7 @@
 use apache_avro::schema::{Name, Namespace, ResolvedSchema};
 use apache_avro::Schema;
 
-use super::avro::AvroError;
+use super::avro_error::AvroError;
 
 /// The deepest nesting of records, arrays, maps and unions accepted (Hudi's timeline and
 /// metadata schemas nest a few levels; a recursive schema could otherwise nest as deep as the

@@ -2,6 +2,7 @@
 
 pub mod avro;
 mod avro_check;
+pub(crate) mod avro_error;
 pub mod commit;
 #[cfg(test)]
 mod fuzz_tests;

@@ -13,8 +13,8 @@ use serde::Serialize;
 
 use super::avro::{cached_schema, read_single_record_as, write_single_record, AvroError};
 use super::rollback::{
-    get, get_opt_int, get_str_array, get_string, instant_info, opt_s, read_instant_info, s, shape,
-    str_array, version, InstantInfo, RollbackMetadata,
+    get, get_instant_infos, get_long, get_opt_int, get_opt_string, get_str_array, get_string,
+    instant_info, opt_s, s, shape, str_array, version, InstantInfo, RollbackMetadata,
 };
 
 const PLAN_SCHEMA_JSON: &str = include_str!("../../avro/HoodieRestorePlan.avsc");
@@ -82,18 +82,8 @@ impl RestorePlan {
     /// Read a `restore.requested` file (version 1 plans, without the restore point, too).
     pub fn from_avro(bytes: &[u8]) -> Result<Self, AvroError> {
         let v = read_single_record_as(bytes, plan_schema()?)?;
-        let instants_to_rollback = match get(&v, "instantsToRollback")? {
-            Value::Array(items) => items
-                .iter()
-                .map(read_instant_info)
-                .collect::<Result<Vec<_>, _>>()?,
-            other => return Err(shape("instantsToRollback", other)),
-        };
-        let savepoint_to_restore_timestamp = match get(&v, "savepointToRestoreTimestamp")? {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            other => return Err(shape("savepointToRestoreTimestamp", other)),
-        };
+        let instants_to_rollback = get_instant_infos(&v, "instantsToRollback")?;
+        let savepoint_to_restore_timestamp = get_opt_string(&v, "savepointToRestoreTimestamp")?;
         Ok(Self {
             instants_to_rollback,
             version: get_opt_int(&v, "version")?,
@@ -164,18 +154,11 @@ impl RestoreMetadata {
         };
         let restore_instant_info = match get(&v, "restoreInstantInfo")? {
             Value::Null => vec![],
-            Value::Array(items) => items
-                .iter()
-                .map(read_instant_info)
-                .collect::<Result<Vec<_>, _>>()?,
-            other => return Err(shape("restoreInstantInfo", other)),
+            _ => get_instant_infos(&v, "restoreInstantInfo")?,
         };
         Ok(Self {
             start_restore_time: get_string(&v, "startRestoreTime")?,
-            time_taken_in_millis: match get(&v, "timeTakenInMillis")? {
-                Value::Long(l) => *l,
-                other => return Err(shape("timeTakenInMillis", other)),
-            },
+            time_taken_in_millis: get_long(&v, "timeTakenInMillis")?,
             instants_to_rollback: get_str_array(&v, "instantsToRollback")?,
             hoodie_restore_metadata,
             version: get_opt_int(&v, "version")?,

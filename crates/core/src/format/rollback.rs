@@ -297,19 +297,10 @@ impl RollbackMetadata {
                 .collect::<Result<BTreeMap<_, _>, AvroError>>()?,
             other => return Err(shape("partitionMetadata", other)),
         };
-        let instants_rollback = match get(v, "instantsRollback")? {
-            Value::Array(items) => items
-                .iter()
-                .map(read_instant_info)
-                .collect::<Result<Vec<_>, _>>()?,
-            other => return Err(shape("instantsRollback", other)),
-        };
+        let instants_rollback = get_instant_infos(v, "instantsRollback")?;
         Ok(RollbackMetadata {
             start_rollback_time: get_string(v, "startRollbackTime")?,
-            time_taken_in_millis: match get(v, "timeTakenInMillis")? {
-                Value::Long(l) => *l,
-                other => return Err(shape("timeTakenInMillis", other)),
-            },
+            time_taken_in_millis: get_long(v, "timeTakenInMillis")?,
             total_files_deleted: match get(v, "totalFilesDeleted")? {
                 Value::Int(i) => *i,
                 other => return Err(shape("totalFilesDeleted", other)),
@@ -340,10 +331,17 @@ pub(super) fn get_string(record: &Value, name: &str) -> Result<String, AvroError
     }
 }
 
-fn get_opt_string(record: &Value, name: &str) -> Result<Option<String>, AvroError> {
+pub(super) fn get_opt_string(record: &Value, name: &str) -> Result<Option<String>, AvroError> {
     match get(record, name)? {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
+        other => Err(shape(name, other)),
+    }
+}
+
+pub(super) fn get_long(record: &Value, name: &str) -> Result<i64, AvroError> {
+    match get(record, name)? {
+        Value::Long(l) => Ok(*l),
         other => Err(shape(name, other)),
     }
 }
@@ -392,6 +390,14 @@ pub(super) fn read_instant_info(v: &Value) -> Result<InstantInfo, AvroError> {
         commit_time: get_string(v, "commitTime")?,
         action: get_string(v, "action")?,
     })
+}
+
+/// An array of `HoodieInstantInfo` records.
+pub(super) fn get_instant_infos(record: &Value, name: &str) -> Result<Vec<InstantInfo>, AvroError> {
+    match get(record, name)? {
+        Value::Array(items) => items.iter().map(read_instant_info).collect(),
+        other => Err(shape(name, other)),
+    }
 }
 
 #[cfg(test)]

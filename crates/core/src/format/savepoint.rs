@@ -12,7 +12,7 @@ use apache_avro::Schema;
 use serde::Serialize;
 
 use super::avro::{cached_schema, read_single_record_as, write_single_record, AvroError};
-use super::rollback::{get, get_opt_int, get_str_array, get_string, shape};
+use super::rollback::{get, get_long, get_opt_int, get_str_array, get_string, shape};
 
 const SCHEMA_JSON: &str = include_str!("../../avro/HoodieSavepointMetadata.avsc");
 
@@ -52,10 +52,7 @@ impl SavepointMetadata {
                 .collect::<Result<BTreeMap<_, _>, AvroError>>()?,
             other => return Err(shape("partitionMetadata", other)),
         };
-        let savepointed_at = match get(&v, "savepointedAt")? {
-            Value::Long(l) => *l,
-            other => return Err(shape("savepointedAt", other)),
-        };
+        let savepointed_at = get_long(&v, "savepointedAt")?;
         Ok(Self {
             savepointed_by: get_string(&v, "savepointedBy")?,
             savepointed_at,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::format::commit::JsonWriteStat;
 use crate::format::rollback::{InstantInfo, RollbackMetadata, RollbackPlan, RollbackRequest};
-use crate::plan::rollback::PlanError;
+use crate::plan::error::PlanError;
 use crate::storage::RelPath;
 use crate::table::files::{BasePath, DataFile};
 

@@ -12,7 +12,7 @@ use crate::format::restore::RestorePlan;
 use crate::format::rollback::InstantInfo;
 use crate::plan::savepoint::cleaned_beyond;
 use crate::protocol::detect::Assessment;
-use crate::table::TimelineLayout;
+use crate::table::config::TimelineLayout;
 use crate::timeline::{Action, State, Timeline};
 
 /// One instant a restore undoes.
@@ -68,20 +68,43 @@ fn refuse<T>(reason: impl Into<String>) -> Result<T, RestoreRefusal> {
 
 /// Plan a restore to `input.target`.
 pub fn plan_restore(input: &RestoreInput<'_>) -> Result<PlannedRestore, RestoreRefusal> {
-    let tl = input.timeline;
     let t = input.target;
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
         return refuse(format!("`{t}` is not an instant time"));
     }
+    if let Some(resumed) = resume_pending(input)? {
+        return Ok(resumed);
+    }
+    check_restore_point(input)?;
+    let undo = undo_newest_first(input);
+    check_undo(input, &undo, true)?;
+    Ok(PlannedRestore {
+        resumes: None,
+        plan: RestorePlan {
+            instants_to_rollback: undo
+                .iter()
+                .map(|u| InstantInfo {
+                    commit_time: u.instant.clone(),
+                    action: u.action.as_str().to_string(),
+                })
+                .collect(),
+            version: Some(2),
+            savepoint_to_restore_timestamp: Some(t.to_string()),
+        },
+        undo,
+    })
+}
 
-    // A pending restore is finished first, and only towards its own restore point.
+/// A pending restore is finished first, and only towards its own restore point: its plan, to
+/// resume, or `None` when no restore is pending.
+fn resume_pending(input: &RestoreInput<'_>) -> Result<Option<PlannedRestore>, RestoreRefusal> {
+    let tl = input.timeline;
+    let t = input.target;
     match input.pending_restores {
-        [] => {}
-        [(r, None)] => {
-            return refuse(format!(
-                "restore {r} is pending but its plan cannot be read (a corrupt `{r}.restore.requested`); nothing was changed. Inspect the file; Hudi refuses writes until that restore is finished"
-            ))
-        }
+        [] => Ok(None),
+        [(r, None)] => refuse(format!(
+            "restore {r} is pending but its plan cannot be read (a corrupt `{r}.restore.requested`); nothing was changed. Inspect the file; Hudi refuses writes until that restore is finished"
+        )),
         [(r, Some(plan))] => {
             let point = plan.savepoint_to_restore_timestamp.as_deref();
             if point != Some(t) {
@@ -106,21 +129,27 @@ pub fn plan_restore(input: &RestoreInput<'_>) -> Result<PlannedRestore, RestoreR
             // Its instants were judged dead when it was planned; an instant whose completed
             // file an interrupted child rollback removed is pending now, and is the restore's.
             check_undo(input, &undo, false)?;
-            return Ok(PlannedRestore {
+            Ok(Some(PlannedRestore {
                 resumes: Some(r.clone()),
                 plan: plan.clone(),
                 undo,
-            });
+            }))
         }
         many => {
             let names: Vec<&str> = many.iter().map(|(r, _)| r.as_str()).collect();
-            return refuse(format!(
+            refuse(format!(
                 "several restores are pending ({}); this is not a state Hudi leaves, so hudi-keeper will not guess. Nothing was changed",
                 names.join(", ")
-            ));
+            ))
         }
     }
+}
 
+/// The restore point must be a completed commit on the active timeline, savepointed when that
+/// is required, and (without a savepoint) no older than what the last clean retained.
+fn check_restore_point(input: &RestoreInput<'_>) -> Result<(), RestoreRefusal> {
+    let tl = input.timeline;
+    let t = input.target;
     // The restore point: a completed commit on the active timeline.
     let point = tl.find(t).find(|i| {
         matches!(
@@ -162,10 +191,19 @@ pub fn plan_restore(input: &RestoreInput<'_>) -> Result<PlannedRestore, RestoreR
             "{t} is older than {e}, the oldest commit the last clean retained: file versions of {t}'s view may be cleaned already, and undoing the newer versions would lose those file groups. Restore to {e} or a later commit, or to a savepointed commit (`hudi-keeper savepoint list`); a savepoint of {t} is refused for the same reason"
         ));
     }
+    Ok(())
+}
 
+/// The writes after the restore point, in the order they are undone: pending ones newest first,
+/// then completed ones by completion (layout 2) or requested time, newest first.
+fn undo_newest_first(input: &RestoreInput<'_>) -> Vec<Undo> {
     let mut pending = Vec::new();
     let mut completed = Vec::new();
-    for i in tl.after(t).filter(|i| i.action.is_write()) {
+    for i in input
+        .timeline
+        .after(input.target)
+        .filter(|i| i.action.is_write())
+    {
         let u = Undo {
             instant: i.requested_time.clone(),
             action: i.action,
@@ -186,26 +224,10 @@ pub fn plan_restore(input: &RestoreInput<'_>) -> Result<PlannedRestore, RestoreR
     }
     pending.sort_by(|a, b| b.instant.cmp(&a.instant));
     completed.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.instant.cmp(&a.1.instant)));
-    let undo: Vec<Undo> = pending
+    pending
         .into_iter()
         .chain(completed.into_iter().map(|(_, u)| u))
-        .collect();
-    check_undo(input, &undo, true)?;
-    Ok(PlannedRestore {
-        resumes: None,
-        plan: RestorePlan {
-            instants_to_rollback: undo
-                .iter()
-                .map(|u| InstantInfo {
-                    commit_time: u.instant.clone(),
-                    action: u.action.as_str().to_string(),
-                })
-                .collect(),
-            version: Some(2),
-            savepoint_to_restore_timestamp: Some(t.to_string()),
-        },
-        undo,
-    })
+        .collect()
 }
 
 /// Refuse what Hudi would stop halfway on, or what would leave the table worse: a savepointed

@@ -9,40 +9,11 @@ use serde::Serialize;
 use crate::format::rollback::{InstantInfo, RollbackPlan, RollbackRequest};
 use crate::protocol::markers::{IoType, Markers};
 use crate::storage::{FileMeta, RelPath};
+use crate::table::config::{TableType, TableVersion};
 use crate::table::files::{BasePath, DataFile};
-use crate::table::{TableType, TableVersion};
 use crate::timeline::{Action, State};
 
-/// Why a plan cannot be made (or a plan cannot be executed). Nothing is deleted then.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    /// A marker or plan entry names something that is not a data file of the target instant.
-    #[error("instant {instant}: `{path}` is not a file of this instant ({reason}); refusing to delete it")]
-    NotAttributable {
-        /// The instant being rolled back.
-        instant: String,
-        /// The offending path.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-    /// A path leaves the table.
-    #[error("instant {instant}: `{path}` is outside the table; refusing to touch it")]
-    OutsideTable {
-        /// The instant being rolled back.
-        instant: String,
-        /// The offending path.
-        path: String,
-    },
-    /// The situation is not supported; the message says what to do.
-    #[error("instant {instant}: {reason}")]
-    Unsupported {
-        /// The instant being rolled back.
-        instant: String,
-        /// Why, and what the operator can do.
-        reason: String,
-    },
-}
+pub use super::error::PlanError;
 
 /// The instant a plan is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,82 +272,8 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
     let existing: BTreeMap<&RelPath, u64> =
         input.data_files.iter().map(|f| (&f.path, f.size)).collect();
 
-    let mut deletes: BTreeMap<RelPath, bool> = BTreeMap::new();
-    // (partition, fileId, baseInstant) -> {log file name -> size}
-    let mut appends: BTreeMap<(String, String, String), BTreeMap<String, i64>> = BTreeMap::new();
-    // v8/v9: log files an APPEND marker names, each with its file group; they are kept.
-    let mut v8_appends: BTreeMap<RelPath, String> = BTreeMap::new();
-    let mut markers_without_files = 0;
-
-    if let Some(markers) = input.markers {
-        for m in &markers.markers {
-            let rel = m.data_path().map_err(|_| PlanError::OutsideTable {
-                instant: t.clone(),
-                path: format!("{}/{}", m.partition, m.file_name),
-            })?;
-            let file = DataFile::parse(&m.file_name).ok_or_else(|| PlanError::NotAttributable {
-                instant: t.clone(),
-                path: rel.to_string(),
-                reason: format!(
-                    "a {} marker names something that is not a Hudi data file",
-                    m.io_type
-                ),
-            })?;
-            if input.cross_check && !existing.contains_key(&rel) {
-                markers_without_files += 1;
-            }
-            match (m.io_type, &file) {
-                (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
-                    // Appended to an older file slice: void the blocks with a command block.
-                    // Java (0.15) records the bare file name with the placeholder size 1, and
-                    // skips a log file that does not exist.
-                    if existing.contains_key(&rel) {
-                        appends
-                            .entry((
-                                m.partition.clone(),
-                                file.file_id().to_string(),
-                                instant.clone(),
-                            ))
-                            .or_default()
-                            .insert(m.file_name.clone(), 1);
-                    }
-                }
-                (IoType::Append, DataFile::Log { instant, .. })
-                    if input.version != TableVersion::V6 =>
-                {
-                    // Hudi 1.0.1 and 1.1.1 on table version 8+ (MarkerBasedRollbackStrategy.
-                    // createRollbackRequestForAppend): the log file is not deleted; a rollback
-                    // command block for the instant goes into a new log file of the file group
-                    // named with the instant. Java takes any log file here; a log file of
-                    // another instant cannot come from a 1.x writer (its log files carry their
-                    // own instant), so it is refused rather than guessed at.
-                    if instant != t {
-                        return Err(PlanError::NotAttributable {
-                            instant: t.clone(),
-                            path: rel.to_string(),
-                            reason: format!(
-                                "an APPEND marker names a log file of instant {instant} on a table of version 8 or later"
-                            ),
-                        });
-                    }
-                    v8_appends.insert(rel, file.file_id().to_string());
-                }
-                _ => {
-                    if file.instant() != t {
-                        return Err(PlanError::NotAttributable {
-                            instant: t.clone(),
-                            path: rel.to_string(),
-                            reason: format!(
-                                "a {} marker names a file of instant {}",
-                                m.io_type,
-                                file.instant()
-                            ),
-                        });
-                    }
-                    deletes.insert(rel, true);
-                }
-            }
-        }
+    let mut written = if let Some(markers) = input.markers {
+        sort_markers(input, markers, &existing, v6_mor)?
     } else if !input.cross_check {
         return Err(PlanError::Unsupported {
             instant: t.clone(),
@@ -387,28 +284,150 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             instant: t.clone(),
             reason: "this v6 merge-on-read deltacommit has no markers, so the log files it appended to cannot be found; roll it back with Hudi (or restore its markers)".into(),
         });
-    }
+    } else {
+        Written::default()
+    };
+    add_listed_files(input, &mut written);
 
-    // Cross-check: every data file named with the instant is the instant's, markers or not.
-    // A log file with an APPEND marker (v8/v9) stays, as in Java.
+    let (mut requests, planned) = delete_requests(input, &written.deletes, &existing);
+    let log_blocks = log_block_requests(input, written.appends, written.v8_appends, &mut requests)?;
+    Ok(PlannedRollback {
+        plan: RollbackPlan {
+            instant_to_rollback: Some(instant_info),
+            requests: Some(requests),
+            version: Some(1),
+        },
+        deletes: planned,
+        log_blocks,
+        markers_without_files: written.markers_without_files,
+    })
+}
+
+/// What the markers and the listing say a pending instant wrote, sorted by what its rollback
+/// does with each file.
+#[derive(Default)]
+struct Written {
+    /// Files to delete, each with whether a marker named it.
+    deletes: BTreeMap<RelPath, bool>,
+    /// v6 merge-on-read: (partition, fileId, baseInstant) -> {log file name -> size}.
+    appends: BTreeMap<(String, String, String), BTreeMap<String, i64>>,
+    /// v8/v9: log files an APPEND marker names, each with its file group; they are kept.
+    v8_appends: BTreeMap<RelPath, String>,
+    /// Markers naming files the listing does not show.
+    markers_without_files: usize,
+}
+
+/// Sort what the instant's markers name; a marker naming anything but a data file of the
+/// instant (or, appended to, of an older slice on v6 merge-on-read) refuses the plan.
+fn sort_markers(
+    input: &PlanInput<'_>,
+    markers: &Markers,
+    existing: &BTreeMap<&RelPath, u64>,
+    v6_mor: bool,
+) -> Result<Written, PlanError> {
+    let t = &input.target.requested_time;
+    let mut written = Written::default();
+    for m in &markers.markers {
+        let rel = m.data_path().map_err(|_| PlanError::OutsideTable {
+            instant: t.clone(),
+            path: format!("{}/{}", m.partition, m.file_name),
+        })?;
+        let file = DataFile::parse(&m.file_name).ok_or_else(|| PlanError::NotAttributable {
+            instant: t.clone(),
+            path: rel.to_string(),
+            reason: format!(
+                "a {} marker names something that is not a Hudi data file",
+                m.io_type
+            ),
+        })?;
+        if input.cross_check && !existing.contains_key(&rel) {
+            written.markers_without_files += 1;
+        }
+        match (m.io_type, &file) {
+            (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
+                // Appended to an older file slice: void the blocks with a command block.
+                // Java (0.15) records the bare file name with the placeholder size 1, and
+                // skips a log file that does not exist.
+                if existing.contains_key(&rel) {
+                    written
+                        .appends
+                        .entry((
+                            m.partition.clone(),
+                            file.file_id().to_string(),
+                            instant.clone(),
+                        ))
+                        .or_default()
+                        .insert(m.file_name.clone(), 1);
+                }
+            }
+            (IoType::Append, DataFile::Log { instant, .. })
+                if input.version != TableVersion::V6 =>
+            {
+                // Hudi 1.0.1 and 1.1.1 on table version 8+ (MarkerBasedRollbackStrategy.
+                // createRollbackRequestForAppend): the log file is not deleted; a rollback
+                // command block for the instant goes into a new log file of the file group
+                // named with the instant. Java takes any log file here; a log file of
+                // another instant cannot come from a 1.x writer (its log files carry their
+                // own instant), so it is refused rather than guessed at.
+                if instant != t {
+                    return Err(PlanError::NotAttributable {
+                        instant: t.clone(),
+                        path: rel.to_string(),
+                        reason: format!(
+                            "an APPEND marker names a log file of instant {instant} on a table of version 8 or later"
+                        ),
+                    });
+                }
+                written.v8_appends.insert(rel, file.file_id().to_string());
+            }
+            _ => {
+                if file.instant() != t {
+                    return Err(PlanError::NotAttributable {
+                        instant: t.clone(),
+                        path: rel.to_string(),
+                        reason: format!(
+                            "a {} marker names a file of instant {}",
+                            m.io_type,
+                            file.instant()
+                        ),
+                    });
+                }
+                written.deletes.insert(rel, true);
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// Cross-check: every data file named with the instant is the instant's, markers or not.
+/// A log file with an APPEND marker (v8/v9) stays, as in Java.
+fn add_listed_files(input: &PlanInput<'_>, written: &mut Written) {
+    let t = &input.target.requested_time;
     for f in input.data_files.iter().filter(|_| input.cross_check) {
-        if v8_appends.contains_key(&f.path) {
+        if written.v8_appends.contains_key(&f.path) {
             continue;
         }
         if let Some(file) = DataFile::parse(f.path.file_name()) {
             if file.instant() == t {
-                deletes.entry(f.path.clone()).or_insert(false);
+                written.deletes.entry(f.path.clone()).or_insert(false);
             }
         }
     }
+}
 
-    // Requests shaped as Hudi's own: one per file. A file a marker names carries its file
-    // group and base instant (the instant itself from 1.0 on), with a qualified path, as Java's
-    // marker-based plans; a file only the listing found is a pure delete, as Java's
-    // listing-based plans.
+/// Requests shaped as Hudi's own: one per file. A file a marker names carries its file
+/// group and base instant (the instant itself from 1.0 on), with a qualified path, as Java's
+/// marker-based plans; a file only the listing found is a pure delete, as Java's
+/// listing-based plans.
+fn delete_requests(
+    input: &PlanInput<'_>,
+    deletes: &BTreeMap<RelPath, bool>,
+    existing: &BTreeMap<&RelPath, u64>,
+) -> (Vec<RollbackRequest>, Vec<PlannedDelete>) {
+    let t = &input.target.requested_time;
     let mut requests = Vec::new();
     let mut planned = Vec::new();
-    for (rel, from_markers) in &deletes {
+    for (rel, from_markers) in deletes {
         let partition = partition_of(rel);
         let file = DataFile::parse(rel.file_name());
         let (file_id, latest_base_instant, path) = match (from_markers, &file) {
@@ -446,6 +465,18 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             from_markers: *from_markers,
         });
     }
+    (requests, planned)
+}
+
+/// The requests of the log files that get a rollback command block (appended to `requests`,
+/// after the deletes), and those files by partition.
+fn log_block_requests(
+    input: &PlanInput<'_>,
+    appends: BTreeMap<(String, String, String), BTreeMap<String, i64>>,
+    v8_appends: BTreeMap<RelPath, String>,
+    requests: &mut Vec<RollbackRequest>,
+) -> Result<Vec<(String, RelPath)>, PlanError> {
+    let t = &input.target.requested_time;
     let mut log_blocks = Vec::new();
     for ((partition, file_id, base_instant), logs) in appends {
         for name in logs.keys() {
@@ -481,16 +512,7 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
         });
         log_blocks.push((partition, rel));
     }
-    Ok(PlannedRollback {
-        plan: RollbackPlan {
-            instant_to_rollback: Some(instant_info),
-            requests: Some(requests),
-            version: Some(1),
-        },
-        deletes: planned,
-        log_blocks,
-        markers_without_files,
-    })
+    Ok(log_blocks)
 }
 
 /// A plan (ours or Java's) checked and resolved for execution.
@@ -576,420 +598,5 @@ pub fn resolve_plan(plan: &RollbackPlan, base: &BasePath) -> Result<ResolvedPlan
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::markers::{Marker, MarkerKind};
-
-    const T: &str = "20250101000000000";
-
-    fn meta(path: &str, size: u64) -> FileMeta {
-        FileMeta {
-            path: RelPath::parse(path).unwrap(),
-            size,
-            last_modified: chrono::DateTime::from_timestamp_millis(0).unwrap(),
-        }
-    }
-
-    fn marker(partition: &str, file: &str, io: IoType) -> Marker {
-        Marker {
-            partition: partition.into(),
-            file_name: file.into(),
-            io_type: io,
-        }
-    }
-
-    fn direct(markers: Vec<Marker>, folders: &[&str]) -> Markers {
-        Markers {
-            kind: Some(MarkerKind::Direct),
-            markers,
-            folders: folders.iter().map(|f| f.to_string()).collect(),
-        }
-    }
-
-    fn partitions(scope: &ListingScope) -> Vec<&str> {
-        match scope {
-            ListingScope::Partitions { partitions, .. } => {
-                partitions.iter().map(RelPath::as_str).collect()
-            }
-            other => panic!("expected partitions, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_cross_check_lists_every_partition_any_source_names() {
-        let m = direct(
-            vec![
-                marker("p1", &format!("a_0-1-2_{T}.parquet"), IoType::Create),
-                marker("p2/x=1", &format!("b_0-1-2_{T}.parquet"), IoType::Create),
-            ],
-            &["p1", "p2/x=1", "p3"],
-        );
-        let workload: BTreeSet<String> = ["p2/x=1", "p4", ""].map(String::from).into();
-        let scope = listing_scope(Some(&m), Ok(Some(&workload)));
-        assert_eq!(partitions(&scope), ["", "p1", "p2/x=1", "p3", "p4"]);
-        let ListingScope::Partitions { sources, .. } = &scope else {
-            unreachable!()
-        };
-        assert_eq!(
-            sources.iter().copied().collect::<Vec<_>>(),
-            [
-                ScopeSource::Markers,
-                ScopeSource::MarkerFolder,
-                ScopeSource::Workload
-            ]
-        );
-        // The workload alone (no marker folder) is enough; so are markers alone.
-        assert_eq!(
-            partitions(&listing_scope(None, Ok(Some(&workload)))),
-            ["", "p2/x=1", "p4"]
-        );
-        assert_eq!(
-            partitions(&listing_scope(Some(&m), Ok(None))),
-            ["p1", "p2/x=1", "p3"]
-        );
-    }
-
-    #[test]
-    fn the_whole_table_is_listed_when_the_instant_names_no_partition_or_a_doubtful_one() {
-        let whole = |s: ListingScope| match s {
-            ListingScope::WholeTable { why } => why,
-            other => panic!("expected the whole table, got {other:?}"),
-        };
-        assert!(whole(listing_scope(None, Ok(None))).contains("names no partition"));
-        let empty = Markers {
-            kind: Some(MarkerKind::TimelineServerBased),
-            markers: vec![],
-            folders: BTreeSet::new(),
-        };
-        assert!(whole(listing_scope(Some(&empty), Ok(None))).contains("names no partition"));
-        let m = direct(
-            vec![marker(
-                "p1",
-                &format!("a_0-1-2_{T}.parquet"),
-                IoType::Create,
-            )],
-            &[],
-        );
-        // An unreadable workload never narrows, even with markers.
-        assert!(whole(listing_scope(Some(&m), Err("truncated"))).contains("truncated"));
-        for bad in ["../other", "/abs", ".hoodie/metadata", "a//b"] {
-            let w: BTreeSet<String> = [bad.to_string()].into();
-            let why = whole(listing_scope(Some(&m), Ok(Some(&w))));
-            assert!(why.contains("partition it names"), "{bad}: {why}");
-        }
-    }
-
-    fn target(state: State) -> PlanTarget {
-        PlanTarget {
-            requested_time: T.into(),
-            action: Action::DeltaCommit,
-            state,
-        }
-    }
-
-    fn plan(
-        version: TableVersion,
-        table_type: TableType,
-        markers: Option<Vec<Marker>>,
-        files: &[FileMeta],
-    ) -> Result<PlannedRollback, PlanError> {
-        let base = BasePath::from_uri("file:///t");
-        let markers = markers.map(|m| Markers {
-            kind: Some(MarkerKind::Direct),
-            markers: m,
-            folders: Default::default(),
-        });
-        plan_rollback(&PlanInput {
-            version,
-            table_type,
-            base: &base,
-            target: &target(State::Inflight),
-            markers: markers.as_ref(),
-            data_files: files,
-            cross_check: true,
-        })
-    }
-
-    #[test]
-    fn a_requested_instant_gets_a_plan_without_file_requests() {
-        let base = BasePath::from_uri("/t");
-        let p = plan_rollback(&PlanInput {
-            version: TableVersion::V8,
-            table_type: TableType::CopyOnWrite,
-            base: &base,
-            target: &target(State::Requested),
-            markers: None,
-            data_files: &[meta(&format!("p/a_0-1-2_{T}.parquet"), 1)],
-            cross_check: true,
-        })
-        .unwrap();
-        assert_eq!(p.plan.requests, Some(vec![]));
-        assert!(p.deletes.is_empty());
-    }
-
-    #[test]
-    fn markers_and_the_listing_are_cross_checked() {
-        let files = [
-            meta(&format!("p1/a_0-1-2_{T}.parquet"), 10),
-            meta(&format!("p2/missed_0-1-2_{T}.parquet"), 20),
-            meta("p1/old_0-1-2_20240101000000000.parquet", 30),
-            meta(&format!("p1/.a_{T}.log.1_0-1-2"), 5),
-        ];
-        let p = plan(
-            TableVersion::V8,
-            TableType::MergeOnRead,
-            Some(vec![
-                marker("p1", &format!("a_0-1-2_{T}.parquet"), IoType::Create),
-                marker("p3", &format!("never_0-1-2_{T}.parquet"), IoType::Create),
-                // What Hudi 1.x writers write for a new log file: a CREATE marker.
-                marker("p1", &format!(".a_{T}.log.1_0-1-2"), IoType::Create),
-            ]),
-            &files,
-        )
-        .unwrap();
-        let paths: Vec<(&str, bool)> = p
-            .deletes
-            .iter()
-            .map(|d| (d.path.as_str(), d.from_markers))
-            .collect();
-        assert_eq!(
-            paths,
-            vec![
-                (&*format!("p1/.a_{T}.log.1_0-1-2"), true),
-                (&*format!("p1/a_0-1-2_{T}.parquet"), true),
-                (&*format!("p2/missed_0-1-2_{T}.parquet"), false),
-                (&*format!("p3/never_0-1-2_{T}.parquet"), true),
-            ]
-        );
-        assert_eq!(p.markers_without_files, 1);
-        let reqs = p.plan.requests.unwrap();
-        assert_eq!(reqs.len(), 4);
-        // A v8 log file a marker names: its file group and the instant, a qualified path.
-        assert_eq!(reqs[0].file_id.as_deref(), Some("a"));
-        assert_eq!(reqs[0].latest_base_instant.as_deref(), Some(T));
-        // A marker-named base file: its file group and instant.
-        assert_eq!(reqs[1].partition_path, "p1");
-        assert_eq!(reqs[1].file_id.as_deref(), Some("a"));
-        assert_eq!(reqs[1].latest_base_instant.as_deref(), Some(T));
-        assert_eq!(
-            reqs[1].files_to_be_deleted,
-            vec![format!("file:/t/p1/a_0-1-2_{T}.parquet")]
-        );
-        // A file only the listing found: a pure delete with a plain path.
-        assert_eq!(reqs[2].file_id.as_deref(), Some(""));
-        assert_eq!(reqs[2].latest_base_instant.as_deref(), Some(""));
-        assert_eq!(
-            reqs[2].files_to_be_deleted,
-            vec![format!("/t/p2/missed_0-1-2_{T}.parquet")]
-        );
-    }
-
-    #[test]
-    fn without_the_cross_check_only_markers_decide() {
-        let base = BasePath::from_uri("/t");
-        let markers = Markers {
-            kind: Some(MarkerKind::Direct),
-            markers: vec![marker(
-                "p1",
-                &format!("a_0-1-2_{T}.parquet"),
-                IoType::Create,
-            )],
-            folders: Default::default(),
-        };
-        let p = plan_rollback(&PlanInput {
-            version: TableVersion::V8,
-            table_type: TableType::CopyOnWrite,
-            base: &base,
-            target: &target(State::Inflight),
-            markers: Some(&markers),
-            data_files: &[meta(&format!("p2/missed_0-1-2_{T}.parquet"), 1)],
-            cross_check: false,
-        })
-        .unwrap();
-        assert_eq!(p.deletes.len(), 1);
-        assert_eq!(
-            p.deletes[0].path.as_str(),
-            format!("p1/a_0-1-2_{T}.parquet")
-        );
-        let err = plan_rollback(&PlanInput {
-            version: TableVersion::V8,
-            table_type: TableType::CopyOnWrite,
-            base: &base,
-            target: &target(State::Inflight),
-            markers: None,
-            data_files: &[],
-            cross_check: false,
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("no markers"), "{err}");
-    }
-
-    #[test]
-    fn v6_mor_appends_to_older_slices_get_command_blocks() {
-        let old_log = ".f1_20240101000000000.log.1_0-1-2";
-        let files = [meta(&format!("p1/{old_log}"), 777)];
-        let p = plan(
-            TableVersion::V6,
-            TableType::MergeOnRead,
-            Some(vec![marker("p1", old_log, IoType::Append)]),
-            &files,
-        )
-        .unwrap();
-        assert!(p.deletes.is_empty());
-        let reqs = p.plan.requests.unwrap();
-        assert_eq!(reqs.len(), 1);
-        assert_eq!(reqs[0].file_id.as_deref(), Some("f1"));
-        assert_eq!(
-            reqs[0].latest_base_instant.as_deref(),
-            Some("20240101000000000")
-        );
-        assert_eq!(
-            reqs[0].log_blocks_to_be_deleted,
-            Some(BTreeMap::from([(old_log.to_string(), 1)]))
-        );
-    }
-
-    #[test]
-    fn v8_and_v9_append_markers_get_command_blocks_and_the_log_file_stays() {
-        // Hudi 1.0.1 / 1.1.1 MarkerBasedRollbackStrategy.createRollbackRequestForAppend on table
-        // version 8+: one request per APPEND marker, the instant as base instant, the qualified
-        // path with the placeholder size 1, nothing deleted (not even by the listing cross-check).
-        for version in [TableVersion::V8, TableVersion::V9] {
-            let log = format!(".a_{T}.log.1_0-1-2");
-            let files = [
-                meta(&format!("p1/{log}"), 777),
-                meta(&format!("p3/n_0-1-2_{T}.parquet"), 10),
-            ];
-            let p = plan(
-                version,
-                TableType::MergeOnRead,
-                Some(vec![
-                    marker("p1", &log, IoType::Append),
-                    marker("p3", &format!("n_0-1-2_{T}.parquet"), IoType::Create),
-                ]),
-                &files,
-            )
-            .unwrap();
-            let deleted: Vec<&str> = p.deletes.iter().map(|d| d.path.as_str()).collect();
-            assert_eq!(
-                deleted,
-                vec![format!("p3/n_0-1-2_{T}.parquet")],
-                "{version:?}"
-            );
-            assert_eq!(
-                p.log_blocks,
-                vec![(
-                    "p1".to_string(),
-                    RelPath::parse(&format!("p1/{log}")).unwrap()
-                )]
-            );
-            let reqs = p.plan.requests.unwrap();
-            let append = reqs
-                .iter()
-                .find(|r| r.files_to_be_deleted.is_empty())
-                .expect("a command-block request");
-            assert_eq!(append.partition_path, "p1");
-            assert_eq!(append.file_id.as_deref(), Some("a"));
-            assert_eq!(append.latest_base_instant.as_deref(), Some(T));
-            assert_eq!(
-                append.log_blocks_to_be_deleted,
-                Some(BTreeMap::from([(format!("file:/t/p1/{log}"), 1)]))
-            );
-            // And the plan resolves to one command block in that file group, named with T.
-            let resolved = resolve_plan(
-                &RollbackPlan {
-                    instant_to_rollback: p.plan.instant_to_rollback.clone(),
-                    requests: Some(reqs.clone()),
-                    version: Some(1),
-                },
-                &BasePath::from_uri("file:///t"),
-            )
-            .unwrap();
-            assert_eq!(resolved.log_blocks.len(), 1);
-            assert_eq!(resolved.log_blocks[0].1, "a");
-            assert_eq!(resolved.log_blocks[0].2, T);
-        }
-        // A v8 APPEND marker naming another instant's log file is not guessed at.
-        let err = plan(
-            TableVersion::V8,
-            TableType::MergeOnRead,
-            Some(vec![marker(
-                "p1",
-                ".a_20240101000000000.log.1_0-1-2",
-                IoType::Append,
-            )]),
-            &[],
-        )
-        .unwrap_err();
-        assert!(matches!(err, PlanError::NotAttributable { .. }), "{err}");
-    }
-
-    #[test]
-    fn a_marker_naming_a_file_of_another_instant_is_refused() {
-        let err = plan(
-            TableVersion::V8,
-            TableType::CopyOnWrite,
-            Some(vec![marker(
-                "p1",
-                "a_0-1-2_20240101000000000.parquet",
-                IoType::Create,
-            )]),
-            &[],
-        )
-        .unwrap_err();
-        assert!(matches!(err, PlanError::NotAttributable { .. }), "{err}");
-        let err = plan(
-            TableVersion::V8,
-            TableType::CopyOnWrite,
-            Some(vec![marker("p1", "hoodie.properties", IoType::Create)]),
-            &[],
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("not a Hudi data file"), "{err}");
-    }
-
-    #[test]
-    fn a_v6_mor_deltacommit_without_markers_is_refused() {
-        let err = plan(TableVersion::V6, TableType::MergeOnRead, None, &[]).unwrap_err();
-        assert!(matches!(err, PlanError::Unsupported { .. }));
-    }
-
-    #[test]
-    fn resolving_a_plan_refuses_foreign_and_outside_paths() {
-        let base = BasePath::from_uri("/t");
-        let mk = |files: Vec<&str>| RollbackPlan {
-            instant_to_rollback: Some(InstantInfo {
-                commit_time: T.into(),
-                action: "commit".into(),
-            }),
-            requests: Some(vec![RollbackRequest {
-                partition_path: "p".into(),
-                file_id: Some("".into()),
-                latest_base_instant: Some("".into()),
-                files_to_be_deleted: files.into_iter().map(String::from).collect(),
-                log_blocks_to_be_deleted: None,
-            }]),
-            version: Some(1),
-        };
-        let ok = resolve_plan(&mk(vec![&format!("file:/t/p/a_0-1-2_{T}.parquet")]), &base).unwrap();
-        assert_eq!(ok.deletes["p"].len(), 1);
-        let other = "/t/p/a_0-1-2_20240101000000000.parquet";
-        assert!(matches!(
-            resolve_plan(&mk(vec![other]), &base).unwrap_err(),
-            PlanError::NotAttributable { .. }
-        ));
-        let outside = format!("/u/p/a_0-1-2_{T}.parquet");
-        assert!(matches!(
-            resolve_plan(&mk(vec![&outside]), &base).unwrap_err(),
-            PlanError::OutsideTable { .. }
-        ));
-        let mut nameless = mk(vec![]);
-        nameless.instant_to_rollback = Some(InstantInfo {
-            commit_time: String::new(),
-            action: "commit".into(),
-        });
-        assert!(resolve_plan(&nameless, &base).is_err());
-        let escape = format!("/t/p/../../etc/a_0-1-2_{T}.parquet");
-        assert!(resolve_plan(&mk(vec![&escape]), &base).is_err());
-    }
-}
+#[path = "rollback_tests.rs"]
+mod tests;

@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::storage::FileMeta;
+use crate::table::config::TimelineLayout;
 use crate::table::files::DataFile;
-use crate::table::TimelineLayout;
 use crate::timeline::{Action, Timeline};
 
 /// What a savepoint is planned from.
@@ -59,36 +59,9 @@ pub fn default_target(timeline: &Timeline) -> Option<String> {
 pub fn plan_savepoint(
     input: &SavepointInput<'_>,
 ) -> Result<BTreeMap<String, Vec<String>>, SavepointRefusal> {
+    check_savepoint_point(input)?;
     let tl = input.timeline;
     let t = input.target;
-    let Some(point) = tl.find(t).find(|i| {
-        matches!(
-            i.action,
-            Action::Commit | Action::DeltaCommit | Action::ReplaceCommit
-        )
-    }) else {
-        let earliest = tl.instants().first().map(|i| i.requested_time.as_str());
-        return Err(SavepointRefusal(match earliest {
-            Some(e) if t < e => format!("{t} is older than the active timeline (which starts at {e}); its files may be cleaned already"),
-            _ => format!("there is no commit at {t} on the active timeline"),
-        }));
-    };
-    if point.is_pending() {
-        return Err(SavepointRefusal(format!(
-            "{t} is not completed; only completed commits can be savepointed"
-        )));
-    }
-    if let Some(e) = cleaned_beyond(t, input.earliest_retained) {
-        return Err(SavepointRefusal(format!(
-            "{t} is older than {e}, the oldest commit the last clean retained: files of its view may be cleaned already (Hudi refuses this savepoint too)"
-        )));
-    }
-    if tl
-        .find(t)
-        .any(|i| i.action == Action::Savepoint && !i.is_pending())
-    {
-        return Err(SavepointRefusal(format!("{t} is already savepointed")));
-    }
     let completed: BTreeSet<&str> = tl
         .completed()
         .filter(|i| i.action.is_write())
@@ -156,6 +129,42 @@ pub fn plan_savepoint(
         list.extend(logs.iter().map(|(name, _)| name.to_string()));
     }
     Ok(out)
+}
+
+/// `T` must be a completed commit on the active timeline, not cleaned beyond, and not
+/// savepointed already.
+fn check_savepoint_point(input: &SavepointInput<'_>) -> Result<(), SavepointRefusal> {
+    let tl = input.timeline;
+    let t = input.target;
+    let Some(point) = tl.find(t).find(|i| {
+        matches!(
+            i.action,
+            Action::Commit | Action::DeltaCommit | Action::ReplaceCommit
+        )
+    }) else {
+        let earliest = tl.instants().first().map(|i| i.requested_time.as_str());
+        return Err(SavepointRefusal(match earliest {
+            Some(e) if t < e => format!("{t} is older than the active timeline (which starts at {e}); its files may be cleaned already"),
+            _ => format!("there is no commit at {t} on the active timeline"),
+        }));
+    };
+    if point.is_pending() {
+        return Err(SavepointRefusal(format!(
+            "{t} is not completed; only completed commits can be savepointed"
+        )));
+    }
+    if let Some(e) = cleaned_beyond(t, input.earliest_retained) {
+        return Err(SavepointRefusal(format!(
+            "{t} is older than {e}, the oldest commit the last clean retained: files of its view may be cleaned already (Hudi refuses this savepoint too)"
+        )));
+    }
+    if tl
+        .find(t)
+        .any(|i| i.action == Action::Savepoint && !i.is_pending())
+    {
+        return Err(SavepointRefusal(format!("{t} is already savepointed")));
+    }
+    Ok(())
 }
 
 fn log_order(d: &DataFile) -> (String, u32, String) {

@@ -4,3 +4,4 @@ pub mod detect;
 pub mod heartbeat;
 pub mod lock;
 pub mod markers;
+pub mod observe;

@@ -219,115 +219,28 @@ impl TableConfig {
         table: &str,
         props: BTreeMap<String, String>,
     ) -> Result<Self, ConfigError> {
-        let invalid = |key: &'static str, value: &str, reason: String| ConfigError::Invalid {
-            table: table.to_string(),
-            key,
-            value: value.to_string(),
-            reason,
+        let p = Props {
+            table,
+            props: &props,
         };
-        let get = |key: &str| props.get(key).map(|v| v.trim());
-
-        let version_raw = get(keys::VERSION).ok_or_else(|| ConfigError::MissingKey {
-            table: table.to_string(),
-            key: keys::VERSION,
-        })?;
-        let version = match version_raw {
-            "6" => TableVersion::V6,
-            "8" => TableVersion::V8,
-            "9" => TableVersion::V9,
-            other => {
-                let reason = match other.parse::<u32>() {
-                    Ok(n) if n < 6 => "tables older than version 6 (Hudi 0.14) are not supported; upgrade the table with Hudi first".to_string(),
-                    Ok(7) => "table version 7 is an intermediate upgrade state that hudi-keeper does not support; finish the upgrade to 8 with Hudi first".to_string(),
-                    Ok(_) => "this table version is newer than hudi-keeper knows (it supports 6, 8 and 9)".to_string(),
-                    Err(_) => "not a number".to_string(),
-                };
-                return Err(invalid(keys::VERSION, other, reason));
-            }
-        };
-
-        let timeline_layout =
-            match get(keys::LAYOUT) {
-                None => version.layout(),
-                Some("1") => TimelineLayout::V1,
-                Some("2") => TimelineLayout::V2,
-                Some(other) => return Err(invalid(
-                    keys::LAYOUT,
-                    other,
-                    "only timeline layouts 1 and 2 are supported (layout 0 predates Hudi 0.5.1)"
-                        .into(),
-                )),
-            };
-        if timeline_layout != version.layout() {
-            return Err(invalid(
-                keys::LAYOUT,
-                &timeline_layout.number().to_string(),
-                format!(
-                    "table version {} uses timeline layout {}",
-                    version.number(),
-                    version.layout().number()
-                ),
-            ));
-        }
-
-        let table_type = match get(keys::TYPE) {
-            None | Some("COPY_ON_WRITE") => TableType::CopyOnWrite,
-            Some("MERGE_ON_READ") => TableType::MergeOnRead,
-            Some(other) => {
-                return Err(invalid(
-                    keys::TYPE,
-                    other,
-                    "expected COPY_ON_WRITE or MERGE_ON_READ".into(),
-                ))
-            }
-        };
-
-        let timeline_dir = match timeline_layout {
-            TimelineLayout::V1 => ".hoodie".to_string(),
-            TimelineLayout::V2 => {
-                let sub = get(keys::TIMELINE_PATH).unwrap_or("timeline");
-                let path = RelPath::parse(&format!(".hoodie/{sub}")).map_err(|e| {
-                    invalid(keys::TIMELINE_PATH, sub, format!("not a folder name: {e}"))
-                })?;
-                path.to_string()
-            }
-        };
-
-        let timezone = match get(keys::TIMEZONE) {
-            None => TimelineTimezone::Local,
-            Some(v) if v.eq_ignore_ascii_case("LOCAL") => TimelineTimezone::Local,
-            Some(v) if v.eq_ignore_ascii_case("UTC") => TimelineTimezone::Utc,
-            Some(other) => {
-                return Err(invalid(
-                    keys::TIMEZONE,
-                    other,
-                    "expected LOCAL or UTC".into(),
-                ))
-            }
-        };
-
-        let list = |key: &str| -> Vec<String> {
-            get(key)
-                .map(|v| {
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-
+        let version = p.version()?;
+        let timeline_layout = p.timeline_layout(version)?;
+        let table_type = p.table_type()?;
+        let timeline_dir = p.timeline_dir(timeline_layout)?;
+        let timezone = p.timezone()?;
         Ok(TableConfig {
-            name: get(keys::NAME).unwrap_or_default().to_string(),
+            name: p.get(keys::NAME).unwrap_or_default().to_string(),
             table_type,
             version,
             timeline_layout,
             timeline_dir,
             timezone,
-            metadata_partitions: list(keys::MDT_PARTITIONS),
-            metadata_partitions_inflight: list(keys::MDT_PARTITIONS_INFLIGHT),
-            base_file_format: get(keys::BASE_FILE_FORMAT).unwrap_or("PARQUET").to_string(),
+            metadata_partitions: p.list(keys::MDT_PARTITIONS),
+            metadata_partitions_inflight: p.list(keys::MDT_PARTITIONS_INFLIGHT),
+            base_file_format: p
+                .get(keys::BASE_FILE_FORMAT)
+                .unwrap_or("PARQUET")
+                .to_string(),
         })
     }
 
@@ -339,6 +252,131 @@ impl TableConfig {
     /// The active timeline folder as a relative path.
     pub fn timeline_path(&self) -> RelPath {
         RelPath::parse(&self.timeline_dir).unwrap_or_else(|_| RelPath::root())
+    }
+}
+
+/// The parsed properties of one table, read key by key.
+struct Props<'a> {
+    table: &'a str,
+    props: &'a BTreeMap<String, String>,
+}
+
+impl Props<'_> {
+    /// The trimmed value of `key`.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.props.get(key).map(|v| v.trim())
+    }
+
+    /// The comma-separated values of `key` (none when absent).
+    fn list(&self, key: &str) -> Vec<String> {
+        self.get(key)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn invalid(&self, key: &'static str, value: &str, reason: String) -> ConfigError {
+        ConfigError::Invalid {
+            table: self.table.to_string(),
+            key,
+            value: value.to_string(),
+            reason,
+        }
+    }
+
+    /// `hoodie.table.version`: required, 6, 8 or 9.
+    fn version(&self) -> Result<TableVersion, ConfigError> {
+        let version_raw = self
+            .get(keys::VERSION)
+            .ok_or_else(|| ConfigError::MissingKey {
+                table: self.table.to_string(),
+                key: keys::VERSION,
+            })?;
+        match version_raw {
+            "6" => Ok(TableVersion::V6),
+            "8" => Ok(TableVersion::V8),
+            "9" => Ok(TableVersion::V9),
+            other => {
+                let reason = match other.parse::<u32>() {
+                    Ok(n) if n < 6 => "tables older than version 6 (Hudi 0.14) are not supported; upgrade the table with Hudi first".to_string(),
+                    Ok(7) => "table version 7 is an intermediate upgrade state that hudi-keeper does not support; finish the upgrade to 8 with Hudi first".to_string(),
+                    Ok(_) => "this table version is newer than hudi-keeper knows (it supports 6, 8 and 9)".to_string(),
+                    Err(_) => "not a number".to_string(),
+                };
+                Err(self.invalid(keys::VERSION, other, reason))
+            }
+        }
+    }
+
+    /// `hoodie.timeline.layout.version`: the version's own (1 or 2), the default.
+    fn timeline_layout(&self, version: TableVersion) -> Result<TimelineLayout, ConfigError> {
+        let timeline_layout =
+            match self.get(keys::LAYOUT) {
+                None => version.layout(),
+                Some("1") => TimelineLayout::V1,
+                Some("2") => TimelineLayout::V2,
+                Some(other) => return Err(self.invalid(
+                    keys::LAYOUT,
+                    other,
+                    "only timeline layouts 1 and 2 are supported (layout 0 predates Hudi 0.5.1)"
+                        .into(),
+                )),
+            };
+        if timeline_layout != version.layout() {
+            return Err(self.invalid(
+                keys::LAYOUT,
+                &timeline_layout.number().to_string(),
+                format!(
+                    "table version {} uses timeline layout {}",
+                    version.number(),
+                    version.layout().number()
+                ),
+            ));
+        }
+        Ok(timeline_layout)
+    }
+
+    /// `hoodie.table.type`, copy-on-write by default.
+    fn table_type(&self) -> Result<TableType, ConfigError> {
+        match self.get(keys::TYPE) {
+            None | Some("COPY_ON_WRITE") => Ok(TableType::CopyOnWrite),
+            Some("MERGE_ON_READ") => Ok(TableType::MergeOnRead),
+            Some(other) => Err(self.invalid(
+                keys::TYPE,
+                other,
+                "expected COPY_ON_WRITE or MERGE_ON_READ".into(),
+            )),
+        }
+    }
+
+    /// The active timeline folder: `.hoodie` in layout 1, `.hoodie/<hoodie.timeline.path>`
+    /// (`timeline` by default) in layout 2.
+    fn timeline_dir(&self, layout: TimelineLayout) -> Result<String, ConfigError> {
+        match layout {
+            TimelineLayout::V1 => Ok(".hoodie".to_string()),
+            TimelineLayout::V2 => {
+                let sub = self.get(keys::TIMELINE_PATH).unwrap_or("timeline");
+                let path = RelPath::parse(&format!(".hoodie/{sub}")).map_err(|e| {
+                    self.invalid(keys::TIMELINE_PATH, sub, format!("not a folder name: {e}"))
+                })?;
+                Ok(path.to_string())
+            }
+        }
+    }
+
+    /// `hoodie.table.timeline.timezone`, LOCAL by default.
+    fn timezone(&self) -> Result<TimelineTimezone, ConfigError> {
+        match self.get(keys::TIMEZONE) {
+            None => Ok(TimelineTimezone::Local),
+            Some(v) if v.eq_ignore_ascii_case("LOCAL") => Ok(TimelineTimezone::Local),
+            Some(v) if v.eq_ignore_ascii_case("UTC") => Ok(TimelineTimezone::Utc),
+            Some(other) => Err(self.invalid(keys::TIMEZONE, other, "expected LOCAL or UTC".into())),
+        }
     }
 }
 

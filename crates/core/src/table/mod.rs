@@ -1,6 +1,6 @@
 //! A Hudi table: its storage, its configuration, and its metadata table.
 
-mod config;
+pub(crate) mod config;
 pub mod files;
 pub mod properties;
 

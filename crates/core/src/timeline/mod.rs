@@ -14,7 +14,7 @@ pub use file_name::{is_valid, looks_like_timeline_file, FileNameError, TimelineF
 pub use time::{format_instant, instant_to_epoch_ms, InstantZone};
 
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
-use crate::table::{TableConfig, TimelineLayout};
+use crate::table::config::{TableConfig, TimelineLayout};
 
 /// One instant as Hudi reports it: one entry per requested time (and action family), in its
 /// latest state.

@@ -178,22 +178,100 @@ pub fn write<'a>(
         total_uncompressed: 0,
         prev_by_type: BTreeMap::new(),
     };
-    // (key, offset, on-disk size with header) per data block
-    let mut index: Vec<(Vec<u8>, u64, usize)> = Vec::new();
-    let mut first_data_block: Option<u64> = None;
-    let mut last_data_block: Option<u64> = None;
-    let mut last_row: Option<Vec<u8>> = None;
-    let mut last_row_of_previous_block: Option<Vec<u8>> = None;
-    let mut entry_count = 0u64;
-    let mut total_key_len = 0u64;
-    let mut total_value_len = 0u64;
-    let mut open: Option<OpenBlock> = None;
+    let data = write_data_blocks(&mut file, cells, options)?;
 
+    // Load-on-open section: root data index, meta index, file info.
+    let load_on_open = file.out.len() as u64;
+    let mut root = Vec::new();
+    for (key, offset, on_disk) in &data.index {
+        root.extend_from_slice(&(*offset as i64).to_be_bytes());
+        root.extend_from_slice(&(*on_disk as i32).to_be_bytes());
+        put_hadoop_vlong(&mut root, key.len() as i64);
+        root.extend_from_slice(key);
+    }
+    file.block(ROOT_INDEX_MAGIC, &root)?;
+    file.block(ROOT_INDEX_MAGIC, &[])?;
+    file.total_uncompressed += BLOCK_HEADER_SIZE as u64;
+
+    let info_block = file_info_block(info, &data, options);
+    let (file_info_offset, _) = file.block(FILE_INFO_MAGIC, &info_block)?;
+    file.total_uncompressed += (BLOCK_HEADER_SIZE + info_block.len()) as u64;
+
+    // Trailer: field numbers of HBase's TrailerProto; unset offsets are -1 as uint64.
+    let unset = |o: Option<u64>| o.unwrap_or(u64::MAX);
+    let mut t = Vec::new();
+    put_varint_field(&mut t, 1, file_info_offset);
+    put_varint_field(&mut t, 2, load_on_open);
+    put_varint_field(&mut t, 3, root.len() as u64);
+    put_varint_field(&mut t, 4, file.total_uncompressed + TRAILER_SIZE as u64);
+    put_varint_field(&mut t, 5, data.index.len() as u64);
+    put_varint_field(&mut t, 6, 0);
+    put_varint_field(&mut t, 7, data.entry_count);
+    put_varint_field(&mut t, 8, 1);
+    put_varint_field(&mut t, 9, unset(data.first_block));
+    put_varint_field(&mut t, 10, unset(data.last_block));
+    put_bytes_field(&mut t, 11, options.comparator.as_bytes());
+    put_varint_field(&mut t, 12, CODEC_GZ);
+    let mut trailer = TRAILER_MAGIC.to_vec();
+    put_varint(&mut trailer, t.len() as u64);
+    trailer.extend_from_slice(&t);
+    if trailer.len() > TRAILER_SIZE - VERSION_BYTES.len() {
+        return Err(HFileError::TooLarge {
+            what: "trailer",
+            size: trailer.len() as u64,
+            limit: (TRAILER_SIZE - VERSION_BYTES.len()) as u64,
+        });
+    }
+    trailer.resize(TRAILER_SIZE - VERSION_BYTES.len(), 0);
+    trailer.extend_from_slice(&VERSION_BYTES);
+    file.out.extend_from_slice(&trailer);
+    Ok(file.out)
+}
+
+/// What the data blocks of a file hold, for its index, file info and trailer.
+#[derive(Default)]
+struct DataBlocks {
+    /// (key, offset, on-disk size with header) per data block.
+    index: Vec<(Vec<u8>, u64, usize)>,
+    first_block: Option<u64>,
+    last_block: Option<u64>,
+    /// The last cell's row.
+    last_row: Option<Vec<u8>>,
+    entry_count: u64,
+    total_key_len: u64,
+    total_value_len: u64,
+}
+
+impl DataBlocks {
+    /// Write the filled `block` and add it to the index (`previous_last`: the last row of the
+    /// block before it).
+    fn close(
+        &mut self,
+        file: &mut FileBuilder,
+        block: OpenBlock,
+        previous_last: Option<&[u8]>,
+    ) -> Result<(), HFileError> {
+        let offset = finish_block(file, block, previous_last, &mut self.index)?;
+        self.first_block.get_or_insert(offset);
+        self.last_block = Some(offset);
+        Ok(())
+    }
+}
+
+/// Write `cells` into data blocks of about `options.block_size` bytes each.
+fn write_data_blocks<'a>(
+    file: &mut FileBuilder,
+    cells: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    options: &WriterOptions,
+) -> Result<DataBlocks, HFileError> {
+    let mut data = DataBlocks::default();
+    let mut last_row_of_previous_block: Option<Vec<u8>> = None;
+    let mut open: Option<OpenBlock> = None;
     for (row, value) in cells {
         if row.len() > i16::MAX as usize {
             return Err(HFileError::KeyTooLong { len: row.len() });
         }
-        if let Some(prev) = &last_row {
+        if let Some(prev) = &data.last_row {
             if prev.as_slice() >= row {
                 return Err(HFileError::Unsorted {
                     previous: String::from_utf8_lossy(prev).into_owned(),
@@ -213,18 +291,11 @@ pub fn write<'a>(
             .is_some_and(|b| b.data.len() >= options.block_size)
         {
             if let Some(block) = open.take() {
-                let offset = finish_block(
-                    &mut file,
-                    block,
-                    last_row_of_previous_block.as_deref(),
-                    &mut index,
-                )?;
-                first_data_block.get_or_insert(offset);
-                last_data_block = Some(offset);
+                data.close(file, block, last_row_of_previous_block.as_deref())?;
             }
         }
         let block = open.get_or_insert_with(|| {
-            last_row_of_previous_block.clone_from(&last_row);
+            last_row_of_previous_block.clone_from(&data.last_row);
             OpenBlock {
                 data: Vec::new(),
                 first_row: row.to_vec(),
@@ -237,52 +308,40 @@ pub fn write<'a>(
         block.data.extend_from_slice(&key);
         block.data.extend_from_slice(value);
         put_hadoop_vlong(&mut block.data, 0);
-        entry_count += 1;
-        total_key_len += key.len() as u64;
-        total_value_len += value.len() as u64;
-        last_row = Some(row.to_vec());
+        data.entry_count += 1;
+        data.total_key_len += key.len() as u64;
+        data.total_value_len += value.len() as u64;
+        data.last_row = Some(row.to_vec());
     }
     if let Some(block) = open.take() {
-        let offset = finish_block(
-            &mut file,
-            block,
-            last_row_of_previous_block.as_deref(),
-            &mut index,
-        )?;
-        first_data_block.get_or_insert(offset);
-        last_data_block = Some(offset);
+        data.close(file, block, last_row_of_previous_block.as_deref())?;
     }
+    Ok(data)
+}
 
-    // Load-on-open section: root data index, meta index, file info.
-    let load_on_open = file.out.len() as u64;
-    let mut root = Vec::new();
-    for (key, offset, on_disk) in &index {
-        root.extend_from_slice(&(*offset as i64).to_be_bytes());
-        root.extend_from_slice(&(*on_disk as i32).to_be_bytes());
-        put_hadoop_vlong(&mut root, key.len() as i64);
-        root.extend_from_slice(key);
-    }
-    file.block(ROOT_INDEX_MAGIC, &root)?;
-    file.block(ROOT_INDEX_MAGIC, &[])?;
-    file.total_uncompressed += BLOCK_HEADER_SIZE as u64;
-
+/// The file-info block's payload: `info` (the caller's entries) with HBase's own added.
+fn file_info_block(
+    mut info: BTreeMap<Vec<u8>, Vec<u8>>,
+    data: &DataBlocks,
+    options: &WriterOptions,
+) -> Vec<u8> {
     // HBase: (int) (total / entryCount), 0 for an empty file
-    let avg = |total: u64| total.checked_div(entry_count).unwrap_or(0) as i32;
+    let avg = |total: u64| total.checked_div(data.entry_count).unwrap_or(0) as i32;
     info.insert(KEY_VALUE_VERSION.into(), 1i32.to_be_bytes().to_vec());
     info.insert(MAX_MEMSTORE_TS_KEY.into(), 0i64.to_be_bytes().to_vec());
     info.insert(
         AVG_KEY_LEN.into(),
-        avg(total_key_len).to_be_bytes().to_vec(),
+        avg(data.total_key_len).to_be_bytes().to_vec(),
     );
     info.insert(
         AVG_VALUE_LEN.into(),
-        avg(total_value_len).to_be_bytes().to_vec(),
+        avg(data.total_value_len).to_be_bytes().to_vec(),
     );
     info.insert(
         CREATE_TIME_TS.into(),
         options.create_time_ms.to_be_bytes().to_vec(),
     );
-    if let Some(row) = &last_row {
+    if let Some(row) = &data.last_row {
         info.insert(LASTKEY.into(), kv_key(row, i64::MAX, TYPE_PUT));
     }
     let mut info_proto = Vec::new();
@@ -295,38 +354,7 @@ pub fn write<'a>(
     let mut info_block = PBUF_MAGIC.to_vec();
     put_varint(&mut info_block, info_proto.len() as u64);
     info_block.extend_from_slice(&info_proto);
-    let (file_info_offset, _) = file.block(FILE_INFO_MAGIC, &info_block)?;
-    file.total_uncompressed += (BLOCK_HEADER_SIZE + info_block.len()) as u64;
-
-    // Trailer: field numbers of HBase's TrailerProto; unset offsets are -1 as uint64.
-    let unset = |o: Option<u64>| o.unwrap_or(u64::MAX);
-    let mut t = Vec::new();
-    put_varint_field(&mut t, 1, file_info_offset);
-    put_varint_field(&mut t, 2, load_on_open);
-    put_varint_field(&mut t, 3, root.len() as u64);
-    put_varint_field(&mut t, 4, file.total_uncompressed + TRAILER_SIZE as u64);
-    put_varint_field(&mut t, 5, index.len() as u64);
-    put_varint_field(&mut t, 6, 0);
-    put_varint_field(&mut t, 7, entry_count);
-    put_varint_field(&mut t, 8, 1);
-    put_varint_field(&mut t, 9, unset(first_data_block));
-    put_varint_field(&mut t, 10, unset(last_data_block));
-    put_bytes_field(&mut t, 11, options.comparator.as_bytes());
-    put_varint_field(&mut t, 12, CODEC_GZ);
-    let mut trailer = TRAILER_MAGIC.to_vec();
-    put_varint(&mut trailer, t.len() as u64);
-    trailer.extend_from_slice(&t);
-    if trailer.len() > TRAILER_SIZE - VERSION_BYTES.len() {
-        return Err(HFileError::TooLarge {
-            what: "trailer",
-            size: trailer.len() as u64,
-            limit: (TRAILER_SIZE - VERSION_BYTES.len()) as u64,
-        });
-    }
-    trailer.resize(TRAILER_SIZE - VERSION_BYTES.len(), 0);
-    trailer.extend_from_slice(&VERSION_BYTES);
-    file.out.extend_from_slice(&trailer);
-    Ok(file.out)
+    info_block
 }
 
 #[cfg(test)]

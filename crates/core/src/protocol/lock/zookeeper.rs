@@ -177,21 +177,19 @@ fn read_small(path: &std::path::Path) -> Result<Vec<u8>, String> {
 pub fn jaas_digest_credentials(text: &str, section: &str) -> Result<ZkSasl, String> {
     const DIGEST: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
     let tokens = jaas_tokens(text)?;
-    let mut i = 0;
-    let next = |i: &mut usize| -> Option<&JaasToken> {
-        let t = tokens.get(*i);
-        *i += 1;
-        t
+    let mut cur = JaasCursor {
+        tokens: &tokens,
+        at: 0,
     };
     let mut found = false;
     let mut sections = 0usize;
     let mut modules = Vec::new();
     let mut digest: Option<(Option<String>, Option<String>)> = None;
-    while let Some(t) = next(&mut i) {
+    while let Some(t) = cur.next() {
         let JaasToken::Word(name) = t else {
             return Err("expected a section name".into());
         };
-        if next(&mut i) != Some(&JaasToken::Open) {
+        if cur.next() != Some(&JaasToken::Open) {
             return Err(format!(
                 "section {}: expected `{{` after its name",
                 sections + 1
@@ -201,46 +199,16 @@ pub fn jaas_digest_credentials(text: &str, section: &str) -> Result<ZkSasl, Stri
         found |= this;
         // Entries: module flag (key=value)* ; … then `}` `;`.
         loop {
-            match next(&mut i) {
+            match cur.next() {
                 Some(JaasToken::Close) => break,
                 Some(JaasToken::Word(module)) => {
-                    let Some(JaasToken::Word(_flag)) = next(&mut i) else {
+                    let Some(JaasToken::Word(_flag)) = cur.next() else {
                         return Err(format!(
                             "section {}: a login module has no control flag",
                             sections + 1
                         ));
                     };
-                    let mut options: Vec<(String, String)> = Vec::new();
-                    loop {
-                        match next(&mut i) {
-                            Some(JaasToken::Semi) => break,
-                            Some(JaasToken::Word(key)) => {
-                                if next(&mut i) != Some(&JaasToken::Eq) {
-                                    return Err(format!(
-                                        "section {}: an option has no `=`",
-                                        sections + 1
-                                    ));
-                                }
-                                match next(&mut i) {
-                                    Some(JaasToken::Word(v)) | Some(JaasToken::Quoted(v)) => {
-                                        options.push((key.clone(), v.clone()))
-                                    }
-                                    _ => {
-                                        return Err(format!(
-                                            "section {}: an option has no value",
-                                            sections + 1
-                                        ))
-                                    }
-                                }
-                            }
-                            _ => {
-                                return Err(format!(
-                                    "section {}: a login module does not end with `;`",
-                                    sections + 1
-                                ))
-                            }
-                        }
-                    }
+                    let options = jaas_options(&mut cur, sections + 1)?;
                     if this {
                         modules.push(module.clone());
                         if module == DIGEST {
@@ -259,7 +227,7 @@ pub fn jaas_digest_credentials(text: &str, section: &str) -> Result<ZkSasl, Stri
                 }
             }
         }
-        if next(&mut i) != Some(&JaasToken::Semi) {
+        if cur.next() != Some(&JaasToken::Semi) {
             return Err(format!("section {}: expected `;` after `}}`", sections + 1));
         }
         sections += 1;
@@ -276,6 +244,48 @@ pub fn jaas_digest_credentials(text: &str, section: &str) -> Result<ZkSasl, Stri
             "section `{section}` has no {DIGEST} entry ({} other login module(s)); only SASL DIGEST-MD5 is supported",
             modules.len()
         )),
+    }
+}
+
+/// A read position in the tokens of a JAAS file.
+struct JaasCursor<'a> {
+    tokens: &'a [JaasToken],
+    at: usize,
+}
+
+impl<'a> JaasCursor<'a> {
+    /// The next token, if any (the position moves on either way).
+    fn next(&mut self) -> Option<&'a JaasToken> {
+        let t = self.tokens.get(self.at);
+        self.at += 1;
+        t
+    }
+}
+
+/// The options (`key=value`)* of a login module entry after its control flag, through the `;`
+/// that ends it. `section` numbers the section in errors.
+fn jaas_options(cur: &mut JaasCursor<'_>, section: usize) -> Result<Vec<(String, String)>, String> {
+    let mut options: Vec<(String, String)> = Vec::new();
+    loop {
+        match cur.next() {
+            Some(JaasToken::Semi) => return Ok(options),
+            Some(JaasToken::Word(key)) => {
+                if cur.next() != Some(&JaasToken::Eq) {
+                    return Err(format!("section {section}: an option has no `=`"));
+                }
+                match cur.next() {
+                    Some(JaasToken::Word(v)) | Some(JaasToken::Quoted(v)) => {
+                        options.push((key.clone(), v.clone()))
+                    }
+                    _ => return Err(format!("section {section}: an option has no value")),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "section {section}: a login module does not end with `;`"
+                ))
+            }
+        }
     }
 }
 
