@@ -2,7 +2,7 @@
 
 use crate::format::avro_error::AvroError;
 use crate::plan::error::PlanError;
-use crate::protocol::markers::MarkerError;
+use crate::protocol::marker_error::MarkerError;
 use crate::storage::StorageError;
 use crate::table::config::ConfigError;
 

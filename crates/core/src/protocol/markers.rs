@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+pub use super::marker_error::MarkerError;
 use crate::storage::{FileMeta, RelPath, Storage, StorageError, SMALL_FILE_MAX_READ};
 
 /// The marker folder root, relative to a table base path.
@@ -102,43 +103,6 @@ pub struct Markers {
     /// checksum, a stray file): the partitions the write had begun to write in. Empty for
     /// timeline-server markers (their folder has no partition folders).
     pub folders: BTreeSet<String>,
-}
-
-/// Why markers could not be read. A marker that would point outside the table is an error, never
-/// a path to use.
-#[derive(Debug, thiserror::Error)]
-pub enum MarkerError {
-    /// A marker name is malformed.
-    #[error("marker `{marker}` of instant {instant} is malformed: {reason}")]
-    Malformed {
-        /// The instant.
-        instant: String,
-        /// The marker name.
-        marker: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// `MARKERS.type` holds something other than `TIMELINE_SERVER_BASED`.
-    #[error(
-        "`MARKERS.type` of instant {instant} says `{found}`; only TIMELINE_SERVER_BASED is known"
-    )]
-    UnknownType {
-        /// The instant.
-        instant: String,
-        /// What the file holds.
-        found: String,
-    },
-    /// A `MARKERS<n>` file is not UTF-8.
-    #[error("marker file `{path}` of instant {instant} is not UTF-8 text")]
-    NotText {
-        /// The instant.
-        instant: String,
-        /// The file.
-        path: String,
-    },
-    /// Storage failed.
-    #[error(transparent)]
-    Storage(#[from] StorageError),
 }
 
 /// Parse one marker name, relative to the marker folder: `<partition>/<file>.marker.<IOType>`.
