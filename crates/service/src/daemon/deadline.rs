@@ -65,7 +65,7 @@ impl MutationError {
     /// The API's view: a refusal is a conflict, anything else a failure.
     pub fn into_table_error(self) -> TableError {
         match self {
-            MutationError::Failed(e) => super::refusal(e),
+            MutationError::Failed(e) => super::error::refusal(e),
             other => TableError::Failed(other.to_string()),
         }
     }
