@@ -28,62 +28,50 @@ impl Daemon {
         instant: Option<String>,
         dry_run: bool,
     ) -> Result<ManualRollback, TableError> {
-        let state = self.table(name).await?;
-        if !dry_run {
-            self.check_owner(name)?;
-        }
-        if state.settings.failed_writes_policy == PolicySetting::Observe && !dry_run {
-            return Err(TableError::Conflict(format!(
-                "`{name}` is an observe table: hudi-keeper never changes it"
-            )));
-        }
-        let options = match state.rollback_options() {
-            Some(o) => o,
-            None if dry_run => state.detection_options(),
-            None => {
-                return Err(TableError::Conflict(format!(
-                    "`{name}` has no lock.provider: it cannot be changed"
-                )))
-            }
-        };
+        let (state, options) = self.change_of(name, dry_run).await?;
         let options = self.journaled(&state, options, false);
         let selection = match &instant {
             Some(t) => Selection::Instant(t.clone()),
             None => Selection::AllFailed,
         };
-        let mut cached = self.lock_table(&state).await?;
-        let table = &self.opened(&state, &mut cached).await?;
-        if dry_run {
-            let plans = self
-                .read_within(async { preview(table, &selection, &options).await.map_err(refusal) })
-                .await?;
-            return Ok(ManualRollback::Plan(plans));
-        }
-        let started = std::time::Instant::now();
-        let (selection, options) = (&selection, &options);
-        match self
-            .mutate(table, |t| async move {
-                rollback(&t, selection, options, None).await
-            })
-            .await
-        {
-            Ok(done) => {
-                for d in &done {
-                    self.record_rollback(&state, d, "manual");
+        let st = &state;
+        self.with_table(&state, |table| async move {
+            let (table, state) = (&table, st);
+            if dry_run {
+                let plans = self
+                    .read_within(async {
+                        preview(table, &selection, &options).await.map_err(refusal)
+                    })
+                    .await?;
+                return Ok(ManualRollback::Plan(plans));
+            }
+            let started = std::time::Instant::now();
+            let (selection, options) = (&selection, &options);
+            match self
+                .mutate(table, |t| async move {
+                    rollback(&t, selection, options, None).await
+                })
+                .await
+            {
+                Ok(done) => {
+                    for d in &done {
+                        self.record_rollback(state, d, "manual");
+                    }
+                    Ok(ManualRollback::Done(done))
                 }
-                Ok(ManualRollback::Done(done))
+                Err(e) => {
+                    self.record_failure(
+                        state,
+                        "manual",
+                        instant.as_deref().unwrap_or("(failed writes)"),
+                        &e.to_string(),
+                        started,
+                    );
+                    Err(e.into_table_error())
+                }
             }
-            Err(e) => {
-                self.record_failure(
-                    &state,
-                    "manual",
-                    instant.as_deref().unwrap_or("(failed writes)"),
-                    &e.to_string(),
-                    started,
-                );
-                Err(e.into_table_error())
-            }
-        }
+        })
+        .await
     }
 
     /// The table handle, opened on first use.
@@ -130,7 +118,7 @@ impl Daemon {
             return Ok(t.clone());
         }
         let opened = self
-            .read_within(async { self.open(state).await.map_err(TableError::Failed) })
+            .read_within(async { self.open(state).await.map_err(TableError::from) })
             .await?;
         state.keep(cached, Some(opened.clone()));
         Ok(opened)
@@ -170,6 +158,22 @@ impl Daemon {
             own_rollbacks: self.own_changes.rollbacks(name, uri),
             ..options
         }
+    }
+
+    /// The table `name` and the options of a change of it through the API (or of its dry run):
+    /// the one path every change takes. A change (not a dry run) is refused unless this replica
+    /// owns the table; then [`Daemon::change_options`].
+    async fn change_of(
+        &self,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<(Arc<TableState>, RollbackOptions), TableError> {
+        let state = self.table(name).await?;
+        if !dry_run {
+            self.check_owner(name)?;
+        }
+        let options = self.change_options(name, &state, dry_run)?;
+        Ok((state, options))
     }
 
     /// Options to change a table through the API: its lock is required, observe tables are
@@ -217,16 +221,9 @@ impl Daemon {
         require_savepoint: bool,
         dry_run: bool,
     ) -> Result<serde_json::Value, TableError> {
-        let state = self.table(name).await?;
-        if !dry_run {
-            self.check_owner(name)?;
-        }
+        let (state, options) = self.change_of(name, dry_run).await?;
         let options = RestoreOptions {
-            rollback: self.journaled(
-                &state,
-                self.change_options(name, &state, dry_run)?,
-                require_savepoint,
-            ),
+            rollback: self.journaled(&state, options, require_savepoint),
             require_savepoint,
         };
         self.with_table(&state, |table| async move {
@@ -259,11 +256,7 @@ impl Daemon {
         request: SavepointRequest,
         dry_run: bool,
     ) -> Result<serde_json::Value, TableError> {
-        let state = self.table(name).await?;
-        if !dry_run {
-            self.check_owner(name)?;
-        }
-        let options = self.change_options(name, &state, dry_run)?;
+        let (state, options) = self.change_of(name, dry_run).await?;
         self.with_table(&state, |table| async move {
             let created = if dry_run {
                 self.read_within(async {
@@ -297,7 +290,7 @@ impl Daemon {
         self.read_within(async {
             let table = match state.handle() {
                 Some(t) => t,
-                None => Arc::new(self.open(&state).await.map_err(TableError::Failed)?),
+                None => Arc::new(self.open(&state).await.map_err(TableError::from)?),
             };
             table
                 .timeline()

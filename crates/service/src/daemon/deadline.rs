@@ -14,6 +14,7 @@ use std::time::Duration;
 use hudi_keeper_core::{Error, Table};
 use tracing::warn;
 
+use super::error::PollError;
 use super::{Daemon, TableError};
 
 /// Why a change of a table did not finish.
@@ -71,20 +72,16 @@ impl MutationError {
     }
 }
 
-/// `work` unless `deadline` passes first: then an error naming `server.poll_timeout`. For reads
-/// only: `work` is dropped at the deadline.
+/// `work` unless `deadline` passes first: then [`PollError::TimedOut`], naming
+/// `server.poll_timeout` (`limit`). For reads only: `work` is dropped at the deadline.
 pub async fn within<T>(
     deadline: tokio::time::Instant,
     limit: Duration,
-    work: impl Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    match tokio::time::timeout_at(deadline, work).await {
-        Ok(r) => r,
-        Err(_) => Err(format!(
-            "timed out: the poll did not finish within server.poll_timeout ({} s)",
-            limit.as_secs()
-        )),
-    }
+    work: impl Future<Output = Result<T, PollError>>,
+) -> Result<T, PollError> {
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .unwrap_or(Err(PollError::TimedOut(limit)))
 }
 
 impl Daemon {

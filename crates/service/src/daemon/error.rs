@@ -1,6 +1,10 @@
 //! Why a call on a table could not be served. The HTTP status of each kind is decided in one
 //! place, the API's conversion of a [`TableError`] (`http::error`).
 
+use std::time::Duration;
+
+use super::deadline::MutationError;
+
 /// Why an API call on a table could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -45,4 +49,34 @@ pub enum StartError {
     /// A listener's address could not be read.
     #[error(transparent)]
     Listener(#[from] std::io::Error),
+}
+
+/// Why a poll of a table failed; its text is the table's `last_error`.
+#[derive(Debug, thiserror::Error)]
+pub enum PollError {
+    /// The table may not be read where it is (`server.allowed_table_uris`).
+    #[error("{0}")]
+    Refused(String),
+    /// Its store could not be opened.
+    #[error("{0}")]
+    Storage(#[from] hudi_keeper_core::storage::StorageError),
+    /// Reading the table failed.
+    #[error("{0}")]
+    Table(#[from] hudi_keeper_core::Error),
+    /// The reads did not end within `server.poll_timeout` (this long).
+    #[error("timed out: the poll did not finish within server.poll_timeout ({} s)", .0.as_secs())]
+    TimedOut(Duration),
+    /// No table was opened.
+    #[error("the table could not be opened")]
+    NotOpened,
+    /// The change the poll started (a rollback, or a restore it resumed) did not finish.
+    #[error("{0}")]
+    Change(MutationError),
+}
+
+impl From<PollError> for TableError {
+    /// A read of the table through the API failed as a poll's would.
+    fn from(e: PollError) -> Self {
+        TableError::Failed(e.to_string())
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hudi_keeper_core::exec::restore::{restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{
-    assess_table, rollback, RollbackDone, RollbackOptions, Selection,
+    assess_table, rollback, RollbackDone, RollbackOptions, Selection, TableAssessment,
 };
 use hudi_keeper_core::protocol::detect::WritersReport;
 use hudi_keeper_core::storage::Storage;
@@ -16,6 +16,7 @@ use hudi_keeper_core::Table;
 use tracing::{error, info, warn};
 
 use super::config::PolicySetting;
+use super::error::PollError;
 use super::table_state::now_ms;
 use super::{deadline, metrics, own_changes};
 use super::{Daemon, RollbackView, Source, TableState, WritersStatus};
@@ -58,7 +59,7 @@ impl Daemon {
                 }
                 Err(e) => {
                     s.consecutive_failures += 1;
-                    s.last_error = Some(e.clone());
+                    s.last_error = Some(e.to_string());
                     if s.consecutive_failures >= halt_after && !s.halted {
                         s.halted = true;
                         s.halted_reason = Some(format!(
@@ -86,109 +87,86 @@ impl Daemon {
         result.is_ok()
     }
 
-    pub(super) async fn open(&self, state: &TableState) -> Result<Table, String> {
+    /// Open the table (its `hoodie.properties`), through the store client its bucket shares.
+    pub(super) async fn open(&self, state: &TableState) -> Result<Table, PollError> {
         self.config
-            .check_table_location(&state.entry.uri, state.source == Source::Api)?;
+            .check_table_location(&state.entry.uri, state.source == Source::Api)
+            .map_err(PollError::Refused)?;
         let storage = Storage::open_with(
             &state.entry.uri,
             &state.settings.storage_options,
             Some(&self.stores),
-        )
-        .map_err(|e| e.to_string())?
+        )?
         .with_interceptor(self.metrics.request_counter(&state.entry.name));
-        Table::open_storage(storage)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(Table::open_storage(storage).await?)
     }
 
-    pub(super) async fn poll_inner(
+    /// Read the table (its timeline, then its pending writes), record what was read, and act
+    /// on it.
+    async fn poll_inner(
         &self,
         state: &TableState,
         cached: &mut Option<Arc<Table>>,
         permit: tokio::sync::OwnedSemaphorePermit,
-    ) -> Result<(), String> {
+    ) -> Result<(), PollError> {
         // The reads end by the poll deadline (they change nothing: a late one is dropped).
         let limit = self.config.server.poll_timeout;
         let deadline = tokio::time::Instant::now() + limit;
-        if cached.is_none() {
-            let opened = deadline::within(deadline, limit, self.open(state)).await?;
-            state.keep(cached, Some(opened));
-        }
-        let Some(table) = cached.as_ref() else {
-            return Err("the table could not be opened".into());
-        };
-        let listed =
-            deadline::within(deadline, limit, async { Ok(table.timeline().await) }).await?;
-        let timeline = match listed {
-            Ok(t) => t,
-            Err(e) => {
-                // Re-open next time: the table may have moved or been re-created.
-                state.keep(cached, None);
-                return Err(e.to_string());
-            }
-        };
+        let (table, timeline) = self.read_timeline(state, cached, deadline).await?;
         record_pending(state, &timeline);
         self.forget_finished_changes(state, &timeline).await;
-        let has_pending = timeline.pending().next().is_some();
-        if !has_pending {
-            state.metrics.oldest_pending_age.set(0.0);
-            state.metrics.stalest_heartbeat_age.set(0.0);
-            state
-                .metrics
-                .failed_instants
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-            let writers = state.idle_writers();
-            state
-                .metrics
-                .set_writers(writers.left_alone.by_reason(), false);
-            state.update(|s| {
-                s.pending.clear();
-                s.writers = writers;
-            });
+        if timeline.pending().next().is_none() {
+            record_idle(state);
             return Ok(());
         }
         // One listing of the heartbeat folder (in `assess_table`).
         let judged = deadline::within(deadline, limit, async {
-            assess_table(table, &timeline, &state.detection_options())
-                .await
-                .map_err(|e| e.to_string())
+            Ok(assess_table(&table, &timeline, &state.detection_options()).await?)
         })
         .await?;
         self.note_heartbeats(state, &judged.writers).await;
-        let assessments = judged.assessments;
-        let oldest = assessments
-            .iter()
-            .filter(|a| a.verdict != hudi_keeper_core::protocol::detect::Verdict::NotACandidate)
-            .filter_map(|a| a.instant_age_ms)
-            .max()
-            .unwrap_or(0);
-        let stalest = assessments
-            .iter()
-            .filter_map(|a| a.heartbeat_age_ms)
-            .max()
-            .unwrap_or(0);
-        let failed = assessments.iter().filter(|a| a.verdict.is_failed()).count();
-        state
-            .metrics
-            .oldest_pending_age
-            .set(oldest.max(0) as f64 / 1000.0);
-        state
-            .metrics
-            .stalest_heartbeat_age
-            .set(stalest.max(0) as f64 / 1000.0);
-        state
-            .metrics
-            .failed_instants
-            .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
-        state.metrics.set_writers(
-            judged.writers.left_alone.by_reason(),
-            judged.writers.eager_writer_suspected,
-        );
-        let writers = WritersStatus::new(&judged.writers, state.heartbeats_first_seen_ms());
-        state.update(|s| {
-            s.pending = assessments.clone();
-            s.writers = writers;
-        });
+        let failed = record_judged(state, &judged);
+        self.act(state, &table, &timeline, failed, permit).await
+    }
+
+    /// The table (opened now unless `cached`, and cached) and its timeline, by `deadline`.
+    async fn read_timeline(
+        &self,
+        state: &TableState,
+        cached: &mut Option<Arc<Table>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Arc<Table>, Timeline), PollError> {
+        let limit = self.config.server.poll_timeout;
+        if cached.is_none() {
+            let opened = deadline::within(deadline, limit, self.open(state)).await?;
+            state.keep(cached, Some(opened));
+        }
+        let Some(table) = cached.clone() else {
+            return Err(PollError::NotOpened);
+        };
+        let listed =
+            deadline::within(deadline, limit, async { Ok(table.timeline().await) }).await?;
+        match listed {
+            Ok(timeline) => Ok((table, timeline)),
+            Err(e) => {
+                // Re-open next time: the table may have moved or been re-created.
+                state.keep(cached, None);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Act on what a poll read: finish a restore this daemon started, or wait for another's;
+    /// else roll back the failed writes (`failed` of them) and finish pending rollbacks, unless
+    /// the table is observed only. The poll slot (`permit`) goes back before a change starts.
+    async fn act(
+        &self,
+        state: &TableState,
+        table: &Table,
+        timeline: &Timeline,
+        failed: usize,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(), PollError> {
         if let Some(r) = timeline
             .pending()
             .find(|i| i.action == hudi_keeper_core::timeline::Action::Restore)
@@ -246,7 +224,7 @@ impl Daemon {
             }
             Err(e) => {
                 self.record_failure(state, "auto", "(failed writes)", &e.to_string(), started);
-                Err(e.to_string())
+                Err(PollError::Change(e))
             }
         }
     }
@@ -259,7 +237,7 @@ impl Daemon {
         table: &Table,
         own: own_changes::OwnChange,
         options: RollbackOptions,
-    ) -> Result<(), String> {
+    ) -> Result<(), PollError> {
         let name = &state.entry.name;
         info!(table = %name, restore_instant = %own.instant, target = %own.target, "resuming the restore this daemon started before it stopped");
         let options = RestoreOptions {
@@ -281,7 +259,7 @@ impl Daemon {
             Err(e) => {
                 let what = format!("(restore {})", own.instant);
                 self.record_failure(state, "auto", &what, &e.to_string(), started);
-                Err(e.to_string())
+                Err(PollError::Change(e))
             }
         }
     }
@@ -384,6 +362,63 @@ impl Daemon {
             warn!(table = %name, error = %format!("{e:#}"), "could not update state_dir/own-changes; retried at the next poll");
         }
     }
+}
+
+/// Record a poll that found no pending instant (nothing was listed but the timeline).
+fn record_idle(state: &TableState) {
+    state.metrics.oldest_pending_age.set(0.0);
+    state.metrics.stalest_heartbeat_age.set(0.0);
+    state
+        .metrics
+        .failed_instants
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    let writers = state.idle_writers();
+    state
+        .metrics
+        .set_writers(writers.left_alone.by_reason(), false);
+    state.update(|s| {
+        s.pending.clear();
+        s.writers = writers;
+    });
+}
+
+/// Record how a poll judged the table's pending writes (metrics, status); how many failed.
+fn record_judged(state: &TableState, judged: &TableAssessment) -> usize {
+    let assessments = &judged.assessments;
+    let oldest = assessments
+        .iter()
+        .filter(|a| a.verdict != hudi_keeper_core::protocol::detect::Verdict::NotACandidate)
+        .filter_map(|a| a.instant_age_ms)
+        .max()
+        .unwrap_or(0);
+    let stalest = assessments
+        .iter()
+        .filter_map(|a| a.heartbeat_age_ms)
+        .max()
+        .unwrap_or(0);
+    let failed = assessments.iter().filter(|a| a.verdict.is_failed()).count();
+    state
+        .metrics
+        .oldest_pending_age
+        .set(oldest.max(0) as f64 / 1000.0);
+    state
+        .metrics
+        .stalest_heartbeat_age
+        .set(stalest.max(0) as f64 / 1000.0);
+    state
+        .metrics
+        .failed_instants
+        .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
+    state.metrics.set_writers(
+        judged.writers.left_alone.by_reason(),
+        judged.writers.eager_writer_suspected,
+    );
+    let writers = WritersStatus::new(&judged.writers, state.heartbeats_first_seen_ms());
+    state.update(|s| {
+        s.pending = assessments.clone();
+        s.writers = writers;
+    });
+    failed
 }
 
 /// Count a table's pending instants by action, for `hudi_keeper_pending_instants`.
