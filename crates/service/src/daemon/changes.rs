@@ -15,9 +15,9 @@ use serde::Serialize;
 use tracing::info;
 
 use super::config::PolicySetting;
-use super::error::refusal;
+use super::error::{refusal, MutationError};
+use super::own_changes;
 use super::table_state::TIMELINE_READS_PER_TABLE;
-use super::{deadline, own_changes};
 use super::{Daemon, TableError, TableState};
 
 impl Daemon {
@@ -241,7 +241,7 @@ impl Daemon {
             let done = self
                 .mutate(&table, |t| async move { restore(&t, target, options, None).await })
                 .await
-                .map_err(deadline::MutationError::into_table_error)?;
+                .map_err(MutationError::into_table_error)?;
             info!(table = name, target = %target, restore_instant = %done.restore_instant, undone = done.undone.len(), "restored through the API");
             Ok(serde_json::json!({"table": name, "dry_run": false, "restore": done}))
         })
@@ -269,7 +269,7 @@ impl Daemon {
                     create_savepoint(&t, request, lock).await
                 })
                 .await
-                .map_err(deadline::MutationError::into_table_error)?
+                .map_err(MutationError::into_table_error)?
             };
             Ok(serde_json::json!({"table": name, "dry_run": dry_run, "savepoint": created}))
         })

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::deadline::MutationError;
+use hudi_keeper_core::Error;
 
 /// Why an API call on a table could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -37,9 +37,12 @@ pub(super) fn refusal(e: hudi_keeper_core::Error) -> TableError {
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The configuration does not make a daemon (its `[cluster]`).
+    /// The configuration does not make a daemon: its `[cluster]`.
     #[error("invalid configuration: {0}")]
-    Config(String),
+    Cluster(super::cluster::InvalidCluster),
+    /// The configuration does not make a daemon: its ZooKeeper membership.
+    #[error("invalid configuration: {0}")]
+    Membership(String),
     /// A configured table could not be registered.
     #[error(transparent)]
     Table(#[from] TableError),
@@ -78,5 +81,60 @@ impl From<PollError> for TableError {
     /// A read of the table through the API failed as a poll's would.
     fn from(e: PollError) -> Self {
         TableError::Failed(e.to_string())
+    }
+}
+
+/// Why a change of a table did not finish.
+#[derive(Debug)]
+pub enum MutationError {
+    /// It failed, was refused, or stopped at a safe point at shutdown.
+    Failed(Error),
+    /// It ran past `server.mutation_timeout`.
+    TimedOut {
+        /// The timeout.
+        limit: Duration,
+        /// Where it stopped; `None` when it reached no safe point within the grace and was
+        /// abandoned.
+        stopped_at: Option<String>,
+    },
+    /// The daemon stopped and the grace ran out.
+    Abandoned,
+}
+
+impl std::fmt::Display for MutationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MutationError::Failed(e) => write!(f, "{e}"),
+            MutationError::TimedOut {
+                limit,
+                stopped_at: Some(at),
+            } => write!(
+                f,
+                "timed out: not finished within server.mutation_timeout ({} s); stopped at a safe point ({at}) and released the lock; it resumes later",
+                limit.as_secs()
+            ),
+            MutationError::TimedOut {
+                limit,
+                stopped_at: None,
+            } => write!(
+                f,
+                "timed out: not finished within server.mutation_timeout ({} s), and no safe point reached within server.shutdown_grace (the store may hang); abandoned, its lock released in the background; it resumes as after a crash",
+                limit.as_secs()
+            ),
+            MutationError::Abandoned => write!(
+                f,
+                "abandoned at shutdown after server.shutdown_grace; its lock released in the background; it resumes at the next start"
+            ),
+        }
+    }
+}
+
+impl MutationError {
+    /// The API's view: a refusal is a conflict, anything else a failure.
+    pub fn into_table_error(self) -> TableError {
+        match self {
+            MutationError::Failed(e) => refusal(e),
+            other => TableError::Failed(other.to_string()),
+        }
     }
 }

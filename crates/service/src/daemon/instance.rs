@@ -84,11 +84,11 @@ impl Daemon {
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok());
         let cluster = cluster::Cluster::from_config(&config.cluster, pod_name.as_deref())
-            .map_err(StartError::Config)?;
+            .map_err(StartError::Cluster)?;
         let membership = match cluster.mode() {
-            cluster::ClusterMode::Zookeeper => {
-                Some(membership::ZkMembership::from_config(&config).map_err(StartError::Config)?)
-            }
+            cluster::ClusterMode::Zookeeper => Some(
+                membership::ZkMembership::from_config(&config).map_err(StartError::Membership)?,
+            ),
             _ => None,
         };
         if cluster.is_shared() {
