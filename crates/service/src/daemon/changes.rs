@@ -34,9 +34,9 @@ impl Daemon {
             Some(t) => Selection::Instant(t.clone()),
             None => Selection::AllFailed,
         };
-        let st = &state;
-        self.with_table(&state, |table| async move {
-            let (table, state) = (&table, st);
+        let state = &state;
+        self.with_table(state, |table| async move {
+            let table = &table;
             if dry_run {
                 let plans = self
                     .read_within(async {

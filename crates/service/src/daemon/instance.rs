@@ -14,6 +14,7 @@ use super::config::{Config, TableEntry, TableSettings};
 use super::error::StartError;
 use super::metrics::Metrics;
 use super::scheduler::{jitter, Due};
+use super::tables::RegistryState;
 use super::{cluster, evidence, membership, own_changes, registry};
 use super::{Source, TableError, TableState};
 
@@ -52,16 +53,6 @@ pub struct Daemon {
     pub(super) evidence: evidence::EvidenceStore,
     /// The rollbacks and restores this daemon started (`state_dir/own-changes/`).
     pub(super) own_changes: Arc<own_changes::OwnChangesStore>,
-}
-
-/// What became of the registry (`state_dir/api-tables/`, see [`registry`]) at start.
-#[derive(Debug, Default)]
-pub(super) struct RegistryState {
-    /// Some of it could not be read (or `tables.json` moved): why, naming files relative to
-    /// `state_dir`. Then the API neither registers nor unregisters tables.
-    pub(super) unreadable: Option<String>,
-    /// Entries not restored, and why; their files are kept until they are deleted.
-    pub(super) not_restored: Vec<(TableEntry, String)>,
 }
 
 impl Daemon {

@@ -10,11 +10,20 @@ use tokio::sync::Semaphore;
 use tracing::{error, info, warn};
 
 use super::config::{self, TableEntry};
-use super::instance::RegistryState;
 use super::scheduler::jitter;
 use super::table_state::TIMELINE_READS_PER_TABLE;
 use super::{enclosing, registry};
 use super::{Daemon, Source, TableError, TableState, TableStatus};
+
+/// What became of the registry (`state_dir/api-tables/`, see [`registry`]) at start.
+#[derive(Debug, Default)]
+pub(super) struct RegistryState {
+    /// Some of it could not be read (or `tables.json` moved): why, naming files relative to
+    /// `state_dir`. Then the API neither registers nor unregisters tables.
+    pub(super) unreadable: Option<String>,
+    /// Entries not restored, and why; their files are kept until they are deleted.
+    pub(super) not_restored: Vec<(TableEntry, String)>,
+}
 
 impl Daemon {
     /// Register the tables kept in the registry, each checked as a registration through the
