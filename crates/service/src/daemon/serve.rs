@@ -78,7 +78,9 @@ fn trim_memory_now_and_then(daemon: &Arc<Daemon>) {
 
 /// Say where the daemon serves (log and stderr).
 async fn announce(daemon: &Daemon, local: SocketAddr, probe_local: Option<SocketAddr>) {
-    info!(listen = %local, probe_listen = ?probe_local, tables = daemon.tables().await.len(), "hudi-keeper serving");
+    // Counted before the log line: the future stays `Send` (a caller may spawn `serve`).
+    let tables = daemon.tables().await.len();
+    info!(listen = %local, probe_listen = ?probe_local, tables, "hudi-keeper serving");
     eprintln!("hudi-keeper serving on http://{local}");
     if let Some(p) = probe_local {
         eprintln!("hudi-keeper probes on http://{p}");
@@ -172,5 +174,51 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// `GET path` on `addr`, the response as text (the connection is closed after it).
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn serve_runs_in_process_on_the_listeners_it_is_given_until_shutdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.server.state_dir = dir.path().join("state");
+        let api = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let probes = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (api_addr, probe_addr) = (api.local_addr().unwrap(), probes.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(serve(
+            config,
+            Listeners {
+                api,
+                probes: Some(probes),
+            },
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let health = get(api_addr, "/healthz").await;
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        let tables = get(api_addr, "/api/v1/tables").await;
+        assert!(tables.contains("\"total\":0"), "{tables}");
+        let probe = get(probe_addr, "/api/v1/tables").await;
+        assert!(probe.starts_with("HTTP/1.1 404"), "{probe}");
+        stop.send(()).unwrap();
+        running.await.unwrap().unwrap();
     }
 }
