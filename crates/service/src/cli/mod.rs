@@ -8,6 +8,7 @@ mod progress;
 mod restore;
 mod rollback;
 mod savepoint;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -55,7 +56,7 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the daemon: poll the registered tables, roll back failed writes, serve health,
     /// metrics and the API.
-    Serve(crate::daemon::ServeArgs),
+    Serve(serve::ServeArgs),
     /// Ask a running daemon whether it is healthy (exit 0) or not (exit 1): for container
     /// health checks.
     Health(health::HealthArgs),
@@ -415,7 +416,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
         Command::Rollback(args) => rollback::run(*args).await,
-        Command::Serve(args) => crate::daemon::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args),
         Command::Savepoint(args) => savepoint::run(args).await,
         Command::Restore(args) => restore::run(*args).await,

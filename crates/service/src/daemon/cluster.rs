@@ -136,7 +136,14 @@ impl Cluster {
     /// The cluster `config` describes (for `zookeeper`, the view before registering: no
     /// members); `pod_name` is `$POD_NAME` or `$HOSTNAME` (read by the caller, so this stays
     /// pure). Errors name the setting to fix.
-    pub fn from_config(config: &ClusterConfig, pod_name: Option<&str>) -> Result<Self, String> {
+    pub fn from_config(
+        config: &ClusterConfig,
+        pod_name: Option<&str>,
+    ) -> Result<Self, InvalidCluster> {
+        Self::checked(config, pod_name).map_err(InvalidCluster)
+    }
+
+    fn checked(config: &ClusterConfig, pod_name: Option<&str>) -> Result<Self, String> {
         let static_keys = config.replicas.is_some() || config.replica.is_some();
         let zk_keys = config.member.is_some() || config.zookeeper_url.is_some();
         match config.mode {
@@ -354,9 +361,14 @@ impl ClusterView {
     }
 }
 
+/// Why `[cluster]` does not describe a cluster: the message names the setting to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidCluster(pub String);
+
 /// A member id: 1 to [`MAX_MEMBER_ID`] characters of `[A-Za-z0-9._-]`, as a pod or host name
 /// has (it names a ZooKeeper node, and appears in logs and the API).
-pub fn check_member_id(id: &str) -> Result<(), String> {
+fn check_member_id(id: &str) -> Result<(), String> {
     if id.is_empty()
         || id.len() > MAX_MEMBER_ID
         || !id
@@ -371,7 +383,7 @@ pub fn check_member_id(id: &str) -> Result<(), String> {
 }
 
 /// `cluster.zookeeper_path`: absolute, no empty or relative segment, no trailing `/`.
-pub fn check_zk_path(path: &str) -> Result<(), String> {
+fn check_zk_path(path: &str) -> Result<(), String> {
     let ok = path.len() > 1
         && path.len() <= 1024
         && path.starts_with('/')
@@ -540,7 +552,7 @@ mod tests {
                 "mode = \"static\"",
             ),
         ] {
-            let err = Cluster::from_config(&config, pod).unwrap_err();
+            let err = Cluster::from_config(&config, pod).unwrap_err().to_string();
             assert!(err.contains(says), "{config:?} {pod:?}: {err}");
         }
         assert_eq!(
@@ -612,7 +624,8 @@ mod tests {
                 },
                 pod,
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(err.contains(says), "{config:?}: {err}");
         }
         for bad in ["", "/", "relative", "/a//b", "/a/", "/a/../b"] {

@@ -14,77 +14,19 @@ use std::time::Duration;
 use hudi_keeper_core::{Error, Table};
 use tracing::warn;
 
-use super::{Daemon, TableError};
+use super::error::{MutationError, PollError};
+use super::Daemon;
 
-/// Why a change of a table did not finish.
-#[derive(Debug)]
-pub enum MutationError {
-    /// It failed, was refused, or stopped at a safe point at shutdown.
-    Failed(Error),
-    /// It ran past `server.mutation_timeout`.
-    TimedOut {
-        /// The timeout.
-        limit: Duration,
-        /// Where it stopped; `None` when it reached no safe point within the grace and was
-        /// abandoned.
-        stopped_at: Option<String>,
-    },
-    /// The daemon stopped and the grace ran out.
-    Abandoned,
-}
-
-impl std::fmt::Display for MutationError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MutationError::Failed(e) => write!(f, "{e}"),
-            MutationError::TimedOut {
-                limit,
-                stopped_at: Some(at),
-            } => write!(
-                f,
-                "timed out: not finished within server.mutation_timeout ({} s); stopped at a safe point ({at}) and released the lock; it resumes later",
-                limit.as_secs()
-            ),
-            MutationError::TimedOut {
-                limit,
-                stopped_at: None,
-            } => write!(
-                f,
-                "timed out: not finished within server.mutation_timeout ({} s), and no safe point reached within server.shutdown_grace (the store may hang); abandoned, its lock released in the background; it resumes as after a crash",
-                limit.as_secs()
-            ),
-            MutationError::Abandoned => write!(
-                f,
-                "abandoned at shutdown after server.shutdown_grace; its lock released in the background; it resumes at the next start"
-            ),
-        }
-    }
-}
-
-impl MutationError {
-    /// The API's view: a refusal is a conflict, anything else a failure.
-    pub fn into_table_error(self) -> TableError {
-        match self {
-            MutationError::Failed(e) => super::refusal(e),
-            other => TableError::Failed(other.to_string()),
-        }
-    }
-}
-
-/// `work` unless `deadline` passes first: then an error naming `server.poll_timeout`. For reads
-/// only: `work` is dropped at the deadline.
+/// `work` unless `deadline` passes first: then [`PollError::TimedOut`], naming
+/// `server.poll_timeout` (`limit`). For reads only: `work` is dropped at the deadline.
 pub async fn within<T>(
     deadline: tokio::time::Instant,
     limit: Duration,
-    work: impl Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    match tokio::time::timeout_at(deadline, work).await {
-        Ok(r) => r,
-        Err(_) => Err(format!(
-            "timed out: the poll did not finish within server.poll_timeout ({} s)",
-            limit.as_secs()
-        )),
-    }
+    work: impl Future<Output = Result<T, PollError>>,
+) -> Result<T, PollError> {
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .unwrap_or(Err(PollError::TimedOut(limit)))
 }
 
 impl Daemon {

@@ -286,7 +286,8 @@ impl Config {
         // The replica's index may come from its pod name; the rest is checked here.
         let shared = match self.cluster.mode {
             cluster::ClusterMode::None => {
-                cluster::Cluster::from_config(&self.cluster, None).map_err(ConfigError::Cluster)?;
+                cluster::Cluster::from_config(&self.cluster, None)
+                    .map_err(|e| ConfigError::Cluster(e.0))?;
                 false
             }
             cluster::ClusterMode::Static => self.cluster.replicas.unwrap_or(0) > 1,
@@ -294,7 +295,7 @@ impl Config {
                 // The member id may come from the pod's name at start: a stand-in checks the rest.
                 let stand_in = self.cluster.member.is_none().then_some("pod-0");
                 cluster::Cluster::from_config(&self.cluster, stand_in)
-                    .map_err(ConfigError::Cluster)?;
+                    .map_err(|e| ConfigError::Cluster(e.0))?;
                 self.zookeeper_membership().map_err(ConfigError::Cluster)?;
                 true
             }

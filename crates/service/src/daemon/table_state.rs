@@ -1,0 +1,226 @@
+//! A registered table's state: its entry and settings, the cached handle that serializes its
+//! polls and changes, and its status as the API shows it.
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use hudi_keeper_core::exec::rollback::RollbackOptions;
+use hudi_keeper_core::protocol::detect::{
+    Assessment, LazyWritersEvidence, LeftAlone, WritersReport,
+};
+use hudi_keeper_core::Table;
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use super::config::{self, TableEntry, TableSettings};
+use super::readiness::ReadyState;
+use super::{metrics, state_files};
+
+/// Where a table's registration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The config file.
+    Config,
+    /// `POST /api/v1/tables` (persisted in the state folder).
+    Api,
+}
+
+/// The last rollback of a table, as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RollbackView {
+    pub instant: String,
+    pub rollback_instant: Option<String>,
+    pub at_ms: i64,
+    pub outcome: &'static str,
+    pub trigger: &'static str,
+    pub files_deleted: usize,
+    pub duration_ms: u64,
+    pub error: Option<String>,
+}
+
+/// What the daemon knows about a table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableStatus {
+    pub polls: u64,
+    pub last_poll_started_ms: Option<i64>,
+    pub last_poll_finished_ms: Option<i64>,
+    pub last_poll_duration_ms: Option<u64>,
+    pub last_poll_ok: Option<bool>,
+    pub last_error: Option<String>,
+    pub consecutive_failures: u32,
+    pub halted: bool,
+    pub halted_reason: Option<String>,
+    /// Pending instants at the last poll, with heartbeat age and verdict.
+    pub pending: Vec<Assessment>,
+    pub last_rollback: Option<Box<RollbackView>>,
+    pub rollbacks: u64,
+    /// What is known about the table's writers, and the pending writes left alone.
+    pub writers: WritersStatus,
+    /// Its files in `state_dir` that could not be read at start (skipped: the table is judged
+    /// without them, which only ever leaves more alone).
+    pub state_files_unreadable: Vec<state_files::UnreadableStateFile>,
+}
+
+/// What the daemon knows about a table's writers (the writer policy, `docs/operations.md`).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct WritersStatus {
+    /// Whether the table is known to have LAZY writers (a pending write without heartbeat file
+    /// is failed once older than `min_instant_age` only when `evidence` is `assumed`).
+    pub lazy_writers_known: bool,
+    /// Why: `heartbeat_files_now`, `seen_before` (remembered in `state_dir`), `assumed`
+    /// (`assume_lazy_writers`).
+    pub evidence: Option<LazyWritersEvidence>,
+    /// When the daemon first saw a heartbeat file on the table (epoch ms).
+    pub heartbeats_first_seen_ms: Option<i64>,
+    /// Heartbeat files at the last poll that listed them (only polls with pending writes do).
+    pub heartbeat_files: Option<usize>,
+    /// The last poll found a pending write without heartbeat file on a table judged LAZY that
+    /// looks like an EAGER writer's (young, or on a table with heartbeat files).
+    pub eager_writer_suspected: bool,
+    /// Pending writes left alone at the last poll, by reason.
+    pub left_alone: LeftAlone,
+}
+
+impl WritersStatus {
+    pub(super) fn new(report: &WritersReport, heartbeats_first_seen_ms: Option<i64>) -> Self {
+        Self {
+            lazy_writers_known: report.lazy_writers_known,
+            evidence: report.evidence,
+            heartbeats_first_seen_ms,
+            heartbeat_files: report.heartbeat_files,
+            eager_writer_suspected: report.eager_writer_suspected,
+            left_alone: report.left_alone,
+        }
+    }
+}
+
+/// One registered table.
+#[derive(Debug)]
+pub struct TableState {
+    pub entry: TableEntry,
+    pub source: Source,
+    /// Where the table is, to find a second registration of it through the API.
+    pub(super) location: Option<Box<config::Location>>,
+    pub settings: Arc<TableSettings>,
+    pub status: StdMutex<TableStatus>,
+    /// This table's metrics.
+    pub metrics: Arc<metrics::TableMetrics>,
+    /// The opened table, cached between polls. Holding it also serializes a table's polls
+    /// and changes: a poll never waits for it (it is skipped as busy), a change through the
+    /// API waits for it at most `server.mutation_timeout`.
+    pub(super) table: tokio::sync::Mutex<Option<Arc<Table>>>,
+    /// The same opened table outside `table`'s mutex, for `GET …/timeline`, which never waits
+    /// for the mutex. Kept equal to what `table` holds (see [`TableState::keep`]).
+    pub(super) handle: StdMutex<Option<Arc<Table>>>,
+    /// Bounds the `GET …/timeline` reads of this table running at once.
+    pub(super) timeline_reads: Semaphore,
+    /// Bumped whenever the table is (re)scheduled; a due entry of an older generation is stale.
+    pub(super) generation: std::sync::atomic::AtomicU64,
+    /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
+    pub(super) heartbeats_seen_ms: StdMutex<Option<i64>>,
+}
+
+impl TableState {
+    /// A snapshot of the status.
+    pub fn status(&self) -> TableStatus {
+        self.status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Cache `table` (or forget the cached one): one copy, held in `cached` (the guard of
+    /// `self.table`) and in the handle the timeline API reads.
+    pub(super) fn keep(&self, cached: &mut Option<Arc<Table>>, table: Option<Table>) {
+        let table = table.map(Arc::new);
+        *self.handle.lock().unwrap_or_else(|e| e.into_inner()) = table.clone();
+        *cached = table;
+    }
+
+    /// The opened table, without waiting for the mutex.
+    pub(super) fn handle(&self) -> Option<Arc<Table>> {
+        self.handle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The table's state for `/readyz`, without copying its status.
+    pub(super) fn ready_state(&self) -> ReadyState {
+        let s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        match (s.polls, s.last_poll_ok, s.halted) {
+            (0, _, _) => ReadyState::NotPolledYet,
+            (_, _, true) => ReadyState::Halted,
+            (_, Some(true), _) => ReadyState::Ok,
+            _ => ReadyState::LastPollFailed,
+        }
+    }
+
+    pub(super) fn update(&self, f: impl FnOnce(&mut TableStatus)) {
+        let mut guard = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard);
+    }
+
+    /// What is known about the writers besides the heartbeat files a poll sees: the
+    /// operator's `assume_lazy_writers` (configuration, the same for every replica: the only
+    /// evidence that can make a write without heartbeat file failed), else heartbeat files seen
+    /// before (kept across restarts; it only names the verdict of a write left alone).
+    pub(super) fn known_lazy_writers(&self) -> Option<LazyWritersEvidence> {
+        let seen = self
+            .heartbeats_seen_ms
+            .lock()
+            .map(|s| s.is_some())
+            .unwrap_or_else(|e| e.into_inner().is_some());
+        LazyWritersEvidence::known(self.settings.assume_lazy_writers, seen)
+    }
+
+    /// The writers status of a poll that found no pending instant (nothing was listed).
+    pub(super) fn idle_writers(&self) -> WritersStatus {
+        let evidence = self.known_lazy_writers();
+        WritersStatus {
+            lazy_writers_known: evidence.is_some(),
+            evidence,
+            heartbeats_first_seen_ms: self.heartbeats_first_seen_ms(),
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn heartbeats_first_seen_ms(&self) -> Option<i64> {
+        *self
+            .heartbeats_seen_ms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How this table's pending instants are judged (no lock: for looking only).
+    pub(super) fn detection_options(&self) -> RollbackOptions {
+        RollbackOptions {
+            policy: self.settings.failed_writes_policy.detection(),
+            heartbeat: self.settings.heartbeat,
+            lazy_writers: self.known_lazy_writers(),
+            max_write_duration: self
+                .settings
+                .max_write_duration_ms
+                .map(Duration::from_millis),
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn rollback_options(&self) -> Option<RollbackOptions> {
+        Some(RollbackOptions {
+            force: false,
+            delete_concurrency: self.settings.delete_concurrency,
+            listing_cross_check: self.settings.listing_cross_check,
+            lock: self.settings.lock.clone()?,
+            ..self.detection_options()
+        })
+    }
+}
+
+/// `GET …/timeline` reads of one table at once; more are answered 503 with `Retry-After`.
+pub(super) const TIMELINE_READS_PER_TABLE: usize = 2;
+
+pub(super) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

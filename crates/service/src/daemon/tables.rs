@@ -1,0 +1,446 @@
+//! Registering tables: the configured ones and those registered through the API, which are
+//! kept in the registry (`state_dir/api-tables/`, see [`registry`](super::registry)) and
+//! restored at start; unregistering, resuming a halted table.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tracing::{error, info, warn};
+
+use super::config::{self, TableEntry};
+use super::scheduler::jitter;
+use super::table_state::TIMELINE_READS_PER_TABLE;
+use super::{enclosing, registry};
+use super::{Daemon, Source, TableError, TableState, TableStatus};
+
+/// What became of the registry (`state_dir/api-tables/`, see [`registry`]) at start.
+#[derive(Debug, Default)]
+pub(super) struct RegistryState {
+    /// Some of it could not be read (or `tables.json` moved): why, naming files relative to
+    /// `state_dir`. Then the API neither registers nor unregisters tables.
+    pub(super) unreadable: Option<String>,
+    /// Entries not restored, and why; their files are kept until they are deleted.
+    pub(super) not_restored: Vec<(TableEntry, String)>,
+}
+
+impl Daemon {
+    /// Register the tables kept in the registry, each checked as a registration through the
+    /// API is now. A file that cannot be read, or an entry that is refused, is reported (error
+    /// log, `hudi_keeper_registry_errors_total`, `/readyz`) while every other table runs.
+    pub(super) async fn restore_registry(self: &Arc<Self>) {
+        let dir = self
+            .config
+            .server
+            .state_dir
+            .join(registry::DIR)
+            .display()
+            .to_string();
+        // An entry is about the size of the registration's body.
+        let max_bytes = (self.config.server.max_body_bytes as u64)
+            .saturating_mul(4)
+            .max(1 << 20);
+        let restored = self.api_tables.load(max_bytes);
+        if let Some(error) = restored.problem {
+            error!(dir = %dir, error = %error, "the registry of tables registered through the API cannot be read whole: the tables it could not read are not watched (the configured ones are), and registrations through the API are refused until it is fixed and the daemon restarted");
+            self.metrics
+                .registry_errors
+                .with_label_values(&["unreadable"])
+                .inc();
+            self.registry_state().unreadable = Some(error);
+        }
+        for entry in restored.entries {
+            let refused = match self.config.check_api_entry(&entry) {
+                Err(config::ApiRefusal::Forbidden(e) | config::ApiRefusal::Invalid(e)) => Some(e),
+                Ok(()) => self
+                    .add(entry.clone(), Source::Api, None)
+                    .await
+                    .err()
+                    .map(|e| e.to_string()),
+            };
+            if let Some(error) = refused {
+                // The name as read, escaped: it was not checked yet.
+                error!(table = %entry.name.escape_debug(), dir = %dir, error = %error, "a table registered through the API is not restored (its file is kept: fix the config and restart, or DELETE /api/v1/tables/{{name}})");
+                self.metrics
+                    .registry_errors
+                    .with_label_values(&["not_restored"])
+                    .inc();
+                self.registry_state().not_restored.push((entry, error));
+            }
+        }
+    }
+
+    pub(super) fn registry_state(&self) -> std::sync::MutexGuard<'_, RegistryState> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The registry's state for `/readyz`: whether it was read and every entry restored.
+    pub fn registry_report(&self) -> (bool, serde_json::Value) {
+        let r = self.registry_state();
+        let ok = r.unreadable.is_none() && r.not_restored.is_empty();
+        let report = serde_json::json!({
+            "ok": ok,
+            // Below state_dir: /readyz answers without the token, and says nothing of the host.
+            "file": registry::Registry::shown_name(),
+            "error": r.unreadable,
+            "not_restored": r.not_restored.iter().map(|(e, why)| serde_json::json!({"name": e.name, "uri": e.uri, "error": why})).collect::<Vec<_>>(),
+        });
+        (ok, report)
+    }
+
+    /// Refused while the registry could not be read whole at start: a write would be made on a
+    /// registry only partly known.
+    pub(super) fn registry_writable(&self) -> Result<(), TableError> {
+        match &self.registry_state().unreadable {
+            Some(e) => Err(TableError::Conflict(format!(
+                "the registry of tables registered through the API (state_dir/{}/) could not be read whole at start ({e}); fix it or move the file away and restart before registering or unregistering tables through the API",
+                registry::DIR
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Register `entry`. A registration through the API (`limit`: `server.max_api_tables`) is
+    /// refused when that many tables are registered through the API already, counted under
+    /// the same lock as the insert, so that requests at once cannot pass it together.
+    pub(super) async fn add(
+        self: &Arc<Self>,
+        entry: TableEntry,
+        source: Source,
+        limit: Option<usize>,
+    ) -> Result<Arc<TableState>, TableError> {
+        // Only needed to find a second registration through the API (off without prefixes).
+        let location = (!self.config.server.allowed_table_uris.is_empty())
+            .then(|| config::Location::of_table(&entry.uri))
+            .flatten()
+            .map(Box::new);
+        let settings = self
+            .config
+            .defaults
+            .resolve(&entry)
+            .map_err(TableError::Invalid)?;
+        let settings = {
+            let mut interned = self.interned.lock().unwrap_or_else(|e| e.into_inner());
+            match interned.iter().find(|s| ***s == settings) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(settings);
+                    interned.push(s.clone());
+                    s
+                }
+            }
+        };
+        let mut tables = self.tables.write().await;
+        if let Some(refused) = registered_already(&tables, &entry, source, location.as_deref()) {
+            return Err(refused);
+        }
+        if let Some(limit) = limit {
+            self.check_api_limit(&tables, limit)?;
+        }
+        let state = Arc::new(TableState {
+            entry: entry.clone(),
+            source,
+            location,
+            settings,
+            status: StdMutex::new(TableStatus {
+                state_files_unreadable: [
+                    self.evidence.unreadable(&entry.name),
+                    self.own_changes.unreadable(&entry.name),
+                ]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+                ..TableStatus::default()
+            }),
+            metrics: self.metrics.table(&entry.name),
+            table: tokio::sync::Mutex::new(None),
+            handle: StdMutex::new(None),
+            timeline_reads: Semaphore::new(TIMELINE_READS_PER_TABLE),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            heartbeats_seen_ms: StdMutex::new(
+                self.evidence
+                    .get(&entry.name, &entry.uri)
+                    .map(|e| e.heartbeats_first_seen_ms),
+            ),
+        });
+        let cluster = self.cluster();
+        state.metrics.not_owned.store(
+            !cluster.owns(&entry.name),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        tables.insert(entry.name.clone(), state.clone());
+        self.metrics.tables.set(tables.len() as i64);
+        drop(tables);
+        info!(table = %entry.name, uri = %entry.uri, owner = %cluster.owner(&entry.name).map(|o| o.name).unwrap_or_else(|| "none yet".into()), policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
+        // The first poll comes soon, spread over up to a second (or the interval).
+        let interval = Duration::from_millis(state.settings.poll_interval_ms);
+        self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
+        Ok(state)
+    }
+
+    /// Refused when `limit` tables are registered through the API (with the entries kept but not
+    /// restored, which hold a file each too).
+    pub(super) fn check_api_limit(
+        &self,
+        tables: &BTreeMap<String, Arc<TableState>>,
+        limit: usize,
+    ) -> Result<(), TableError> {
+        let kept = self.registry_state().not_restored.len();
+        let api = tables.values().filter(|t| t.source == Source::Api).count();
+        if api + kept >= limit {
+            return Err(TableError::Conflict(format!(
+                "{} tables are registered through the API (server.max_api_tables = {limit}): DELETE one first, or raise server.max_api_tables",
+                api + kept
+            )));
+        }
+        Ok(())
+    }
+
+    /// Register a table through the API and persist it: only what
+    /// [`Config::check_api_entry`] allows, never a table registered already (by the config or
+    /// the API, under any name) nor a folder inside a table's base path (registered or not),
+    /// at most `server.max_api_tables` of them, and only while the registry can be written. A
+    /// registration that could not be persisted is undone.
+    pub async fn register(self: &Arc<Self>, entry: TableEntry) -> Result<(), TableError> {
+        self.config.check_api_entry(&entry).map_err(|r| match r {
+            config::ApiRefusal::Forbidden(e) => TableError::Forbidden(e),
+            config::ApiRefusal::Invalid(e) => TableError::Invalid(e),
+        })?;
+        if self.cluster().is_shared() {
+            return Err(TableError::Conflict(
+                "replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") take their tables from the configuration they all share, not through the API of one of them".into(),
+            ));
+        }
+        self.registry_writable()?;
+        if self
+            .registry_state()
+            .not_restored
+            .iter()
+            .any(|(e, _)| e.name == entry.name)
+        {
+            return Err(TableError::Conflict(format!(
+                "a table named `{}` is in the registry but was not restored; DELETE it first",
+                entry.name
+            )));
+        }
+        let limit = self.config.server.max_api_tables;
+        {
+            // What can be told without reading storage first: nothing is read for a
+            // registration refused anyway.
+            let location = (!self.config.server.allowed_table_uris.is_empty())
+                .then(|| config::Location::of_table(&entry.uri))
+                .flatten();
+            let tables = self.tables.read().await;
+            if let Some(refused) =
+                registered_already(&tables, &entry, Source::Api, location.as_ref())
+            {
+                return Err(refused);
+            }
+            self.check_api_limit(&tables, limit)?;
+        }
+        self.check_not_inside_a_table(&entry).await?;
+        let name = entry.name.clone();
+        let state = self.add(entry, Source::Api, Some(limit)).await?;
+        if let Err(e) = self.save(&state).await {
+            let mut tables = self.tables.write().await;
+            if tables.get(&name).is_some_and(|t| Arc::ptr_eq(t, &state)) {
+                tables.remove(&name);
+                self.metrics.tables.set(tables.len() as i64);
+                drop(tables);
+                self.metrics.remove_table(&name);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Refused when the folder `entry` names lies inside a table's base path, registered or
+    /// not (see [`enclosing`]), or when that cannot be told.
+    pub(super) async fn check_not_inside_a_table(
+        &self,
+        entry: &TableEntry,
+    ) -> Result<(), TableError> {
+        let Some(folders) = self.config.enclosing_folders(&entry.uri) else {
+            return Ok(()); // not one the API registers: check_api_entry said why
+        };
+        let settings = self
+            .config
+            .defaults
+            .resolve(entry)
+            .map_err(TableError::Invalid)?;
+        // A client of the stores the tables share only for the defaults' options: one per
+        // bucket. Options of the registration's own (a timeout, a region: any number of
+        // variants) get a client for this look alone, which does not outlive it.
+        let shared = entry.storage_options.is_empty().then_some(&self.stores);
+        match enclosing::find(folders, &settings.storage_options, shared).await {
+            Ok(()) => Ok(()),
+            Err(enclosing::Enclosed::Inside(base)) => Err(TableError::Conflict(format!(
+                "`{}` lies inside the table at `{base}` (it has .hoodie/hoodie.properties): register the table's base path, not a folder of it",
+                entry.uri
+            ))),
+            Err(enclosing::Enclosed::Unknown(e)) => {
+                warn!(table = %entry.name, error = %e, "could not tell whether a registration lies inside a table: refused");
+                Err(TableError::Failed(format!(
+                    "cannot tell whether `{}` lies inside another table's base path, so it is not registered (send it again once the store answers): {e}",
+                    entry.uri
+                )))
+            }
+        }
+    }
+
+    /// Unregister a table (its poll loop stops) and persist the change.
+    pub async fn unregister(&self, name: &str) -> Result<(), TableError> {
+        self.registry_writable()?;
+        let dormant = {
+            let mut r = self.registry_state();
+            let before = r.not_restored.len();
+            r.not_restored.retain(|(e, _)| e.name != name);
+            before != r.not_restored.len()
+        };
+        if dormant {
+            info!(table = %name.escape_debug(), "removed a table that was not restored from the registry");
+            return self.forget(name).await;
+        }
+        let state = self.table(name).await?;
+        if state.source == Source::Config {
+            return Err(TableError::Conflict(format!(
+                "`{name}` comes from the config file; remove it there"
+            )));
+        }
+        // Wait for a poll or change of the table to end, and keep new ones out, before it goes:
+        // until it is gone, its name and location cannot be registered again, so no second
+        // state of the table (with a mutex of its own) can run a change next to this one's, or
+        // resume a rollback of this one's as its own.
+        let held = state.table.lock().await;
+        {
+            let mut tables = self.tables.write().await;
+            if !tables.get(name).is_some_and(|s| Arc::ptr_eq(s, &state)) {
+                // Unregistered by another call meanwhile.
+                return Err(TableError::NotFound(name.to_string()));
+            }
+            tables.remove(name);
+            self.metrics.tables.set(tables.len() as i64);
+            self.metrics.remove_table(name);
+        }
+        drop(held);
+        self.refresh_halted().await;
+        info!(table = %name, "unregistered table");
+        self.forget(name).await
+    }
+
+    /// Clear a table's halted state and poll it now.
+    pub async fn resume(&self, name: &str) -> Result<(), TableError> {
+        let state = self.table(name).await?;
+        state.update(|s| {
+            s.halted = false;
+            s.halted_reason = None;
+            s.consecutive_failures = 0;
+        });
+        state
+            .metrics
+            .halted
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.refresh_halted().await;
+        self.schedule(&state, Duration::ZERO);
+        info!(table = %name, "resumed table");
+        Ok(())
+    }
+
+    pub(super) async fn refresh_halted(&self) {
+        let n = self
+            .tables
+            .read()
+            .await
+            .values()
+            .filter(|t| t.status().halted)
+            .count();
+        self.metrics.tables_halted.set(n as i64);
+    }
+
+    /// Keep the table `state` registered through the API in the registry: its own file, written
+    /// while it is still the table registered under its name (else a later change of that name
+    /// decides).
+    pub(super) async fn save(&self, state: &Arc<TableState>) -> Result<(), TableError> {
+        self.registry_writable()?;
+        let _w = self.registry_write.lock().await;
+        let current = self
+            .tables
+            .read()
+            .await
+            .get(&state.entry.name)
+            .is_some_and(|t| Arc::ptr_eq(t, state));
+        if !current {
+            return Ok(());
+        }
+        let (registry, entry) = (self.api_tables.clone(), state.entry.clone());
+        self.registry_io(move || registry.put(&entry)).await
+    }
+
+    /// Remove the table `name` from the registry, unless it was registered again meanwhile (its
+    /// own registration writes its file).
+    pub(super) async fn forget(&self, name: &str) -> Result<(), TableError> {
+        self.registry_writable()?;
+        let _w = self.registry_write.lock().await;
+        if self
+            .tables
+            .read()
+            .await
+            .get(name)
+            .is_some_and(|t| t.source == Source::Api)
+        {
+            return Ok(());
+        }
+        let (registry, name) = (self.api_tables.clone(), name.to_string());
+        self.registry_io(move || registry.remove(&name)).await
+    }
+
+    /// Run a write of the registry on the blocking pool; a failure is counted and logged.
+    pub(super) async fn registry_io(
+        &self,
+        io: impl FnOnce() -> anyhow::Result<()> + Send + 'static,
+    ) -> Result<(), TableError> {
+        let written = tokio::task::spawn_blocking(io)
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the write ended abnormally: {e}")));
+        written.map_err(|e| {
+            self.metrics
+                .registry_errors
+                .with_label_values(&["write"])
+                .inc();
+            error!(error = %format!("{e:#}"), "could not write the registry of tables registered through the API");
+            TableError::Failed(format!(
+                "could not persist the registry: {}",
+                e.root_cause()
+            ))
+        })
+    }
+}
+
+/// Whether `entry` is registered already: its name, or (through the API, where `location` is
+/// known) the same table under another name or spelling, a table inside it (a metadata table)
+/// or around it.
+pub(super) fn registered_already(
+    tables: &BTreeMap<String, Arc<TableState>>,
+    entry: &TableEntry,
+    source: Source,
+    location: Option<&config::Location>,
+) -> Option<TableError> {
+    if tables.contains_key(&entry.name) {
+        return Some(TableError::Conflict(format!(
+            "a table named `{}` is registered already",
+            entry.name
+        )));
+    }
+    let at = location.filter(|_| source == Source::Api)?;
+    let other = tables.values().find(|t| {
+        t.location
+            .as_deref()
+            .is_some_and(|o| at.is_under(o) || o.is_under(at))
+    })?;
+    Some(TableError::Conflict(format!(
+        "`{}` is registered already, or contains or lies inside a registered table: `{}` ({})",
+        entry.uri, other.entry.name, other.entry.uri
+    )))
+}
