@@ -6,6 +6,7 @@ mod metadata_table;
 pub mod restore;
 pub mod rollback;
 pub mod savepoint;
+mod steps;
 mod timeline_ops;
 
 pub use timeline_ops::new_instant_time;

@@ -43,12 +43,14 @@ use super::metadata_table::restore::{
     MetadataTablePlan,
 };
 pub use super::metadata_table::MetadataTableAction;
-use super::rollback::{
-    action_of_plan, apply_plan, assess_table, avro_err, delete_folder, left_pending,
-    list_data_files, pending_rollbacks, plan_err, refuse_links, refused, rollback_metadata,
-    Changes, PendingRollback, Progress, RollbackOptions, Wanted,
-};
+use super::rollback::assess_table;
 use super::savepoint::earliest_retained;
+use super::steps::apply::{apply_plan, rollback_metadata};
+use super::steps::changes::{refuse_links, Changes};
+use super::steps::{
+    action_of_plan, avro_err, delete_folder, left_pending, list_data_files, pending_rollbacks,
+    plan_err, refused, PendingRollback, Progress, RollbackOptions, Wanted,
+};
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
 use crate::format::rollback::{InstantInfo, RollbackMetadata, RollbackPlan};

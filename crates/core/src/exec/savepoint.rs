@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::info;
 
-use super::rollback::{list_data_files, Wanted};
+use super::steps::{list_data_files, Wanted};
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::avro::{read_single_record, string_field};
 use crate::format::savepoint::SavepointMetadata;

@@ -11,7 +11,7 @@ use super::METADATA_DIR;
 use crate::exec::restore::{
     execute_restore, pending_restores, prepare_children, refusal, remove_rollbacks,
 };
-use crate::exec::rollback::{avro_err, delete_folder, refused, RollbackOptions};
+use crate::exec::steps::{avro_err, delete_folder, refused, RollbackOptions};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::RestorePlan;
 use crate::plan::restore::{plan_restore, PlannedRestore, RestoreInput, RestoreRefusal};

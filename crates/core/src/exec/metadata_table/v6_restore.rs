@@ -25,7 +25,7 @@ use bytes::Bytes;
 use tracing::info;
 
 use super::v6::{complete_files_deltacommit, files_slice, FILES};
-use crate::exec::rollback::{delete_folder, list_data_files, refused, Wanted};
+use crate::exec::steps::{delete_folder, list_data_files, refused, Wanted};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::hfile;
 use crate::format::log_block::{read_blocks, BLOCK_TYPE_HFILE_DATA};
