@@ -4,6 +4,7 @@
 mod log_append;
 mod metadata_table;
 pub mod restore;
+mod restore_steps;
 pub mod rollback;
 pub mod savepoint;
 mod steps;

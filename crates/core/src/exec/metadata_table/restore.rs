@@ -8,8 +8,8 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::METADATA_DIR;
-use crate::exec::restore::{
-    execute_restore, pending_restores, prepare_children, refusal, remove_rollbacks,
+use crate::exec::restore_steps::{
+    pending_restores, prepare_children, refusal, remove_rollbacks, RestoreRun,
 };
 use crate::exec::steps::{avro_err, delete_folder, refused, RollbackOptions};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
@@ -329,19 +329,15 @@ pub(in crate::exec) async fn restore_metadata_table(
             // After every time of the metadata table and of the data table (whose restore is
             // pending, its instant recorded by the caller's journal: none is kept for this one).
             let new_instant = new_instant_time(&[&tl, &parent], mdt.zone());
-            let done = Box::pin(execute_restore(
-                &mdt,
+            let run = RestoreRun {
+                table: &mdt,
                 target,
-                &planned,
+                planned: &planned,
                 options,
-                None,
-                Clock::now(),
-                None,
-                &new_instant,
-                children,
-            ))
-            .await?;
-            done.restore_instant
+                progress: None,
+                started: Clock::now(),
+            };
+            Box::pin(run.execute(&new_instant, children)).await?
         }
     };
     if table.config().version == TableVersion::V6 {
