@@ -7,8 +7,8 @@ use std::time::Instant as Clock;
 
 use serde::Serialize;
 
-use crate::exec::steps::apply::{apply_plan, rollback_metadata};
-use crate::exec::steps::{avro_err, delete_folder, plan_err, RollbackOptions};
+use crate::exec::steps::apply::{apply_plan, rollback_metadata, write_completed_rollback};
+use crate::exec::steps::{delete_folder, delete_newest_first, plan_err, RollbackOptions};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::rollback::RollbackPlan;
 use crate::plan::rollback::resolve_plan;
@@ -85,15 +85,12 @@ pub(in crate::exec) async fn execute_mdt(
     // slices (table version 6).
     let rollback_log_files = apply_plan(mdt, t, r, &resolved, options, None).await?;
     let timeline = mdt.timeline().await?;
-    let mut own: Vec<_> = timeline
+    let own: Vec<_> = timeline
         .find(t)
         .filter(|i| i.is_pending() && i.action == Action::DeltaCommit)
         .flat_map(|i| i.files.clone())
         .collect();
-    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
-    for f in own {
-        storage.delete(&f.path).await?;
-    }
+    delete_newest_first(storage, own).await?;
     let metadata = rollback_metadata(
         r,
         t,
@@ -107,15 +104,7 @@ pub(in crate::exec) async fn execute_mdt(
         TimelineLayout::V1 => None,
         TimelineLayout::V2 => Some(new_instant_time(&[&timeline], mdt.zone())),
     };
-    let path = timeline_file(
-        config,
-        r,
-        completion.as_deref(),
-        Action::Rollback,
-        State::Completed,
-    )?;
-    let bytes = metadata.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
-    create_if_absent(storage, &path, bytes).await?;
+    write_completed_rollback(mdt, t, r, completion.as_deref(), &metadata).await?;
     if !rollback_log_files.is_empty() {
         delete_folder(storage, &marker_dir(r)?).await?;
     }

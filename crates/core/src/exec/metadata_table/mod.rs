@@ -16,6 +16,7 @@
 pub(super) mod execute;
 pub(super) mod restore;
 pub(super) mod rollback;
+mod sync;
 pub(super) mod v6;
 pub(super) mod v6_restore;
 

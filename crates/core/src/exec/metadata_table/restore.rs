@@ -7,6 +7,7 @@ use std::time::Instant as Clock;
 use serde::Serialize;
 use tracing::{info, warn};
 
+use super::sync::{start_sync_deltacommit, SyncDeltacommit};
 use super::METADATA_DIR;
 use crate::exec::restore_steps::{
     pending_restores, prepare_children, refusal, remove_rollbacks, RestoreRun,
@@ -350,25 +351,12 @@ pub(in crate::exec) async fn restore_metadata_table(
 /// after the metadata table's restore `m`), reusing an earlier attempt's.
 async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Error> {
     let tl = mdt.timeline().await?;
-    let existing = tl
-        .after(m)
-        .find(|i| i.action == Action::DeltaCommit)
-        .cloned();
-    let config = mdt.config();
-    let storage = mdt.storage();
-    let s = match &existing {
-        Some(i) if !i.is_pending() => return Ok(()),
-        Some(i) => i.requested_time.clone(),
-        None => {
-            let parent = table.timeline().await?;
-            let s = new_instant_time(&[&tl, &parent], mdt.zone());
-            let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Requested)?;
-            create_if_absent(storage, &path, Vec::new()).await?;
-            s
-        }
+    let s = match start_sync_deltacommit(table, mdt, &tl, m, "").await? {
+        SyncDeltacommit::Completed(_) => return Ok(()),
+        SyncDeltacommit::Started(s) => s,
     };
+    let config = mdt.config();
     let inflight = timeline_file(config, &s, None, Action::DeltaCommit, State::Inflight)?;
-    create_if_absent(storage, &inflight, Vec::new()).await?;
     let Some(schema) = sync_schema(mdt, &tl).await? else {
         return Err(refused(
             table,
@@ -382,7 +370,7 @@ async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Err
     let parent = table.timeline().await?;
     let c = new_instant_time(&[&now, &parent], mdt.zone());
     let path = timeline_file(config, &s, Some(&c), Action::DeltaCommit, State::Completed)?;
-    create_if_absent(storage, &path, bytes).await?;
+    create_if_absent(mdt.storage(), &path, bytes).await?;
     info!(deltacommit = %s, "metadata table synced after its restore");
     Ok(())
 }

@@ -19,7 +19,7 @@ use tracing::{info, info_span, warn, Instrument};
 use self::children::undo_one;
 pub(in crate::exec) use self::children::{child_inputs, child_plan, prepare_children, Children};
 use crate::exec::steps::{
-    avro_err, delete_folder, left_pending, refused, Progress, RollbackOptions,
+    avro_err, delete_folder, delete_newest_first, left_pending, refused, Progress, RollbackOptions,
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
@@ -80,17 +80,14 @@ pub(in crate::exec) async fn remove_rollbacks(table: &Table, target: &str) -> Re
     let timeline = table.timeline().await?;
     let list = rollbacks_to_remove(&timeline, target);
     for rb in &list {
-        let mut files: Vec<_> = timeline
+        let files: Vec<_> = timeline
             .find(rb)
             .filter(|i| i.action == Action::Rollback)
             .flat_map(|i| i.files.clone())
             .collect();
-        files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
         // Its marker folder first: once its timeline files are gone, nothing names it.
         delete_folder(table.storage(), &marker_dir(rb)?).await?;
-        for f in files {
-            table.storage().delete(&f.path).await?;
-        }
+        delete_newest_first(table.storage(), files).await?;
     }
     Ok(list.len())
 }

@@ -12,15 +12,15 @@ use super::plan::{make_plan, planned_changes};
 use super::select::Work;
 use crate::exec::metadata_table::rollback::{metadata_table_refusal, rollback_metadata_table};
 use crate::exec::metadata_table::MetadataTableOutcome;
-use crate::exec::steps::apply::{apply_plan, rollback_metadata};
+use crate::exec::steps::apply::{apply_plan, rollback_metadata, write_completed_rollback};
 use crate::exec::steps::changes::{refuse_links, Changes};
 use crate::exec::steps::{
-    action_of_plan, avro_err, delete_folder, left_pending, locked, pending_rollbacks, plan_err,
-    refused, Progress, RollbackOptions,
+    action_of_plan, avro_err, delete_folder, delete_newest_first, left_pending, locked,
+    pending_rollbacks, plan_err, refused, Progress, RollbackOptions,
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::rollback::{RollbackMetadata, RollbackPlan};
-use crate::plan::rollback::{resolve_plan, PlannedRollback};
+use crate::plan::rollback::{resolve_plan, PlannedRollback, ResolvedPlan};
 use crate::protocol::heartbeat::heartbeat_path;
 use crate::protocol::markers::marker_dir;
 use crate::table::files::BasePath;
@@ -157,36 +157,98 @@ pub(super) async fn run_one(
     // From here on the rollback is pending: a stop leaves it for a rerun to resume.
     table.stop_point(&format!("rollback {r} is scheduled"), Some(&t))?;
     let span = info_span!("execute", rollback_instant = %r);
-    let mut done = execute(
-        table, &t, &r, &plan, r_state, resumed, options, progress, started,
-    )
-    .instrument(span)
-    .await
-    .map_err(|e| left_pending(e, &t))?;
+    let run = RollbackRun {
+        t: &t,
+        r: &r,
+        plan: &plan,
+        action: action_of_plan(&plan),
+        options,
+        progress,
+        started,
+    };
+    let mut done = execute(table, &run, r_state, resumed)
+        .instrument(span)
+        .await
+        .map_err(|e| left_pending(e, &t))?;
     done.lock_wait_ms += schedule_wait.as_millis() as u64;
     Ok(done)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One scheduled rollback of `t` at `r` under way: what its steps read.
+struct RollbackRun<'a> {
+    /// The instant rolled back.
+    t: &'a str,
+    /// The rollback instant.
+    r: &'a str,
+    /// The rollback's plan (as on its requested file).
+    plan: &'a RollbackPlan,
+    /// The action of `t`, as the plan names it.
+    action: Action,
+    options: &'a RollbackOptions,
+    progress: Option<&'a dyn Progress>,
+    /// When this run of the rollback started (its metadata records the time taken).
+    started: Clock,
+}
+
+/// Run scheduled rollback `run.r` (in `r_state`; `resumed` when an earlier run scheduled it):
+/// the checks before its first delete, the plan's deletes and command blocks, the target's
+/// markers and heartbeat, then [`finish`] under the table lock, then the rollback's own markers.
 async fn execute(
     table: &Table,
-    t: &str,
-    r: &str,
-    plan: &RollbackPlan,
+    run: &RollbackRun<'_>,
     r_state: State,
     resumed: bool,
-    options: &RollbackOptions,
-    progress: Option<&dyn Progress>,
-    started: Clock,
 ) -> Result<RollbackDone, Error> {
+    let (t, r) = (run.t, run.r);
     let storage = table.storage();
-    let config = table.config();
     let base = BasePath::from_uri(table.uri());
-    let resolved = resolve_plan(plan, &base).map_err(|e| plan_err(table, e))?;
-    let action = action_of_plan(plan);
+    let resolved = resolve_plan(run.plan, &base).map_err(|e| plan_err(table, e))?;
+    start(table, run, &resolved, r_state, resumed).await?;
 
-    // Before this run changes anything, refuse what must not go on (a rollback this run
-    // scheduled is withdrawn then: nothing was deleted yet).
+    let rollback_log_files = apply_plan(table, t, r, &resolved, run.options, run.progress).await?;
+
+    // The target's markers and heartbeat: the plan is all a rerun needs, so they go now,
+    // before completing (a crash leaves nothing a rerun would not clean) and outside the lock.
+    delete_folder(storage, &marker_dir(t)?).await?;
+    storage.delete(&heartbeat_path(t)?).await?;
+
+    // Finishing, under the table lock as Hudi does: the metadata table, then the target's
+    // timeline files, then the completed rollback.
+    table.stop_point("after the deletes, before finishing", None)?;
+    let (resolved_ref, log_files) = (&resolved, &rollback_log_files);
+    let ((mdt, metadata), lock_waited) = locked(table, run.options, |fenced| async move {
+        finish(&fenced, run, resolved_ref, log_files).await
+    })
+    .await?;
+
+    // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
+    // `sweep` to find.
+    delete_folder(storage, &marker_dir(r)?).await?;
+
+    Ok(RollbackDone {
+        instant: t.to_string(),
+        action: run.action.as_str().to_string(),
+        rollback_instant: r.to_string(),
+        resumed,
+        files_deleted: metadata.total_files_deleted as usize,
+        log_blocks_written: resolved.log_blocks.len(),
+        metadata_table: mdt,
+        duration_ms: run.started.elapsed().as_millis() as u64,
+        lock_wait_ms: lock_waited.as_millis() as u64,
+    })
+}
+
+/// Up to the first delete: before this run changes anything, refuse what must not go on (a
+/// rollback this run scheduled is withdrawn then: nothing was deleted yet); the inflight file;
+/// for a fresh rollback, a last look at the target.
+async fn start(
+    table: &Table,
+    run: &RollbackRun<'_>,
+    resolved: &ResolvedPlan,
+    r_state: State,
+    resumed: bool,
+) -> Result<(), Error> {
+    let (t, r) = (run.t, run.r);
     if resumed {
         let timeline = table.timeline().await?;
         if let Some(reason) =
@@ -195,7 +257,7 @@ async fn execute(
             return Err(refused(table, t, reason));
         }
         let mut changes = Changes::around(table, t, Some(r))?;
-        changes.add_plan(&resolved)?;
+        changes.add_plan(resolved)?;
         refuse_links(table, t, &changes).await?;
     } else if let Some(reason) = metadata_table_refusal(table, t, Some(r)).await? {
         withdraw(table, r).await?;
@@ -207,8 +269,8 @@ async fn execute(
     }
 
     if r_state == State::Requested {
-        let inflight = timeline_file(config, r, None, Action::Rollback, State::Inflight)?;
-        create_if_absent(storage, &inflight, Vec::new()).await?;
+        let inflight = timeline_file(table.config(), r, None, Action::Rollback, State::Inflight)?;
+        create_if_absent(table.storage(), &inflight, Vec::new()).await?;
     }
 
     // Last look before the first delete of a fresh rollback: if the writer completed the
@@ -224,65 +286,18 @@ async fn execute(
             ));
         }
     }
-
-    let rollback_log_files = apply_plan(table, t, r, &resolved, options, progress).await?;
-
-    // The target's markers and heartbeat: the plan is all a rerun needs, so they go now,
-    // before completing (a crash leaves nothing a rerun would not clean) and outside the lock.
-    delete_folder(storage, &marker_dir(t)?).await?;
-    storage.delete(&heartbeat_path(t)?).await?;
-
-    // Finishing, under the table lock as Hudi does: the metadata table, then the target's
-    // timeline files, then the completed rollback.
-    table.stop_point("after the deletes, before finishing", None)?;
-    let (resolved_ref, log_files) = (&resolved, &rollback_log_files);
-    let ((mdt, metadata), lock_waited) = locked(table, options, |fenced| async move {
-        finish(
-            &fenced,
-            t,
-            r,
-            action,
-            plan,
-            resolved_ref,
-            log_files,
-            options,
-            started,
-        )
-        .await
-    })
-    .await?;
-
-    // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
-    // `sweep` to find.
-    delete_folder(storage, &marker_dir(r)?).await?;
-
-    Ok(RollbackDone {
-        instant: t.to_string(),
-        action: action.as_str().to_string(),
-        rollback_instant: r.to_string(),
-        resumed,
-        files_deleted: metadata.total_files_deleted as usize,
-        log_blocks_written: resolved.log_blocks.len(),
-        metadata_table: mdt,
-        duration_ms: started.elapsed().as_millis() as u64,
-        lock_wait_ms: lock_waited.as_millis() as u64,
-    })
+    Ok(())
 }
 
 /// The end of a rollback, under the lock: the metadata table's rollback, the target's
 /// inflight then requested file, the completed rollback.
-#[allow(clippy::too_many_arguments)]
 async fn finish(
     table: &Table,
-    t: &str,
-    r: &str,
-    action: Action,
-    plan: &RollbackPlan,
-    resolved: &crate::plan::rollback::ResolvedPlan,
+    run: &RollbackRun<'_>,
+    resolved: &ResolvedPlan,
     rollback_log_files: &BTreeMap<String, BTreeMap<String, i64>>,
-    options: &RollbackOptions,
-    started: Clock,
 ) -> Result<(MetadataTableOutcome, RollbackMetadata), Error> {
+    let (t, r, action) = (run.t, run.r, run.action);
     let storage = table.storage();
     let config = table.config();
     table.stop_point("under the lock, before finishing", None)?;
@@ -314,28 +329,33 @@ async fn finish(
         r,
         t,
         action,
-        plan,
+        run.plan,
         resolved,
         rollback_log_files,
-        started,
+        run.started,
     ));
-    let mdt = rollback_metadata_table(table, t, r, &records, options).await?;
+    let mdt = rollback_metadata_table(table, t, r, &records, run.options).await?;
     table.stop_point("after the metadata table's rollback", None)?;
 
     // The target's own timeline files: inflight first, then requested.
     let timeline = table.timeline().await?;
-    let mut own: Vec<_> = timeline
+    let own: Vec<_> = timeline
         .find(t)
         .filter(|i| i.is_pending() && i.action.completed_action() == action.completed_action())
         .flat_map(|i| i.files.clone())
         .collect();
-    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
-    for f in own {
-        storage.delete(&f.path).await?;
-    }
+    delete_newest_first(storage, own).await?;
 
     // The completed rollback.
-    let metadata = rollback_metadata(r, t, action, plan, resolved, rollback_log_files, started);
+    let metadata = rollback_metadata(
+        r,
+        t,
+        action,
+        run.plan,
+        resolved,
+        rollback_log_files,
+        run.started,
+    );
     let completion = match config.timeline_layout {
         crate::table::TimelineLayout::V1 => None,
         crate::table::TimelineLayout::V2 => {
@@ -343,17 +363,7 @@ async fn finish(
             Some(new_instant_time(&[&timeline], table.zone()))
         }
     };
-    let path = timeline_file(
-        config,
-        r,
-        completion.as_deref(),
-        Action::Rollback,
-        State::Completed,
-    )?;
-    let bytes = metadata
-        .to_avro()
-        .map_err(|e| avro_err(table, t, &path, e))?;
-    create_if_absent(storage, &path, bytes).await?;
+    write_completed_rollback(table, t, r, completion.as_deref(), &metadata).await?;
     info!(files = metadata.total_files_deleted, "rollback completed");
 
     Ok((mdt, metadata))

@@ -7,8 +7,9 @@ use std::time::Instant as Clock;
 
 use futures::StreamExt;
 
-use super::{Progress, RollbackOptions};
+use super::{avro_err, Progress, RollbackOptions};
 use crate::exec::log_append::{append_block, Slice};
+use crate::exec::timeline_ops::{create_if_absent, timeline_file};
 use crate::format::log_block::{is_rollback_block_for, rollback_command_block};
 use crate::format::rollback::{
     InstantInfo, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan,
@@ -17,7 +18,7 @@ use crate::protocol::markers::marker_dir;
 use crate::storage::{RelPath, Storage};
 use crate::table::files::BasePath;
 use crate::table::Table;
-use crate::timeline::Action;
+use crate::timeline::{Action, State};
 use crate::Error;
 
 /// Deletes between two safe points of a rollback (ten S3 bulk requests).
@@ -230,4 +231,27 @@ async fn write_command_block(
         is_rollback_block_for(bytes, r, t)
     })
     .await
+}
+
+/// The completed rollback `r` of `t` (completed at `completion` in layout 2), recording
+/// `metadata`; left as it is when it exists.
+pub(in crate::exec) async fn write_completed_rollback(
+    table: &Table,
+    t: &str,
+    r: &str,
+    completion: Option<&str>,
+    metadata: &RollbackMetadata,
+) -> Result<(), Error> {
+    let path = timeline_file(
+        table.config(),
+        r,
+        completion,
+        Action::Rollback,
+        State::Completed,
+    )?;
+    let bytes = metadata
+        .to_avro()
+        .map_err(|e| avro_err(table, t, &path, e))?;
+    create_if_absent(table.storage(), &path, bytes).await?;
+    Ok(())
 }

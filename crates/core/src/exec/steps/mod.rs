@@ -23,7 +23,7 @@ use crate::protocol::lock::{acquire_until, LockOptions};
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
 use crate::table::files::DataFile;
 use crate::table::Table;
-use crate::timeline::{Action, State, Timeline};
+use crate::timeline::{Action, State, Timeline, TimelineFile};
 use crate::Error;
 
 /// How rollbacks are chosen and run.
@@ -361,6 +361,19 @@ pub(in crate::exec) async fn delete_folder(storage: &Storage, dir: &RelPath) -> 
     // On the local file system the folder itself, as Hudi's recursive delete: a writer that
     // died before its first marker leaves its marker folder empty.
     storage.remove_empty_dir(dir).await?;
+    Ok(())
+}
+
+/// Delete an instant's timeline files newest state first (completed, inflight, requested):
+/// a stop in between leaves the instant pending, never completed without its earlier files.
+pub(in crate::exec) async fn delete_newest_first(
+    storage: &Storage,
+    mut files: Vec<TimelineFile>,
+) -> Result<(), Error> {
+    files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
+    for f in files {
+        storage.delete(&f.path).await?;
+    }
     Ok(())
 }
 
