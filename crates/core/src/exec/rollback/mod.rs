@@ -7,6 +7,11 @@
 //! `R_C.rollback` in layout 2) → marker folder and heartbeat removed.
 //!
 //! A pending rollback of the same target is always resumed with its own plan, never duplicated.
+//!
+//! Here: [`rollback`] and [`sweep`]; what is rolled back is chosen in `select.rs`, a fresh
+//! rollback planned in `plan.rs`, each one run through its steps in `run.rs`, and the dry run
+//! ([`preview`]) in `preview.rs`. The steps it shares with the restore and the metadata table
+//! are in `exec/steps/`.
 
 mod plan;
 mod preview;

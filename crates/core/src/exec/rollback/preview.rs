@@ -57,7 +57,7 @@ pub struct PartitionPreview {
     pub bytes: u64,
 }
 
-/// How many instants [`rollback`] would roll back (or resume) now: the selection alone, with
+/// How many instants [`rollback`](super::rollback) would roll back (or resume) now: the selection alone, with
 /// its refusals of a named instant, without planning (no listing of the table). Changes nothing.
 pub async fn count_selected(
     table: &Table,
@@ -67,7 +67,7 @@ pub async fn count_selected(
     Ok(select(table, selection, options).await?.len())
 }
 
-/// Preview what [`rollback`] would do, changing nothing.
+/// Preview what [`rollback`](super::rollback) would do, changing nothing.
 pub async fn preview(
     table: &Table,
     selection: &Selection,
