@@ -1,11 +1,20 @@
 //! The executor: runs plans through storage in Hudi's order, resumable after a crash at any
 //! step.
+//!
+//! [`rollback`], [`restore`] and [`savepoint`] are the public entry points; the metadata
+//! table's part in a rollback and a restore is in `metadata_table/`. Below them, `steps/` holds
+//! what a rollback, a restore and the metadata table share (options, listings, a plan's deletes
+//! and command blocks, the rollback metadata, the lock), and `restore_steps/` the restore
+//! procedure's phases, which the data table's restore and the metadata table's own restore
+//! share.
 
 mod log_append;
 mod metadata_table;
 pub mod restore;
+mod restore_steps;
 pub mod rollback;
 pub mod savepoint;
+mod steps;
 mod timeline_ops;
 
 pub use timeline_ops::new_instant_time;

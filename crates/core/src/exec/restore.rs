@@ -30,37 +30,41 @@
 //! partly deleted is deleted) finishes the deletion. The two orders differ only while a run is
 //! stopped between the two steps, and end in the same state; Hudi's readers accept a table whose
 //! metadata table was deleted.
+//!
+//! This module plans, checks and decides (1, 2) and runs the rest as the phases of the restore
+//! procedure the metadata table's own restore shares (`exec::restore_steps`): schedule (3),
+//! undo (5) and complete (7, 8), calling the metadata table's deletion (4) or restore (6)
+//! (`exec::metadata_table::restore`) between them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant as Clock;
 
 use serde::Serialize;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{info, info_span, Instrument};
 
 use super::metadata_table::restore::{
     check_metadata_children, delete_metadata_table, metadata_table_plan, restore_metadata_table,
     MetadataTablePlan,
 };
 pub use super::metadata_table::MetadataTableAction;
-use super::rollback::{
-    action_of_plan, apply_plan, assess_table, avro_err, delete_folder, left_pending,
-    list_data_files, pending_rollbacks, plan_err, refuse_links, refused, rollback_metadata,
-    Changes, PendingRollback, Progress, RollbackOptions, Wanted,
+pub use super::restore_steps::UndoneInstant;
+use super::restore_steps::{
+    child_inputs, child_plan, pending_restores, prepare_children, refusal, remove_rollbacks,
+    Children, RestoreRun,
 };
+use super::rollback::assess_table;
 use super::savepoint::earliest_retained;
-use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
-use crate::format::restore::{RestoreMetadata, RestorePlan};
-use crate::format::rollback::{InstantInfo, RollbackMetadata, RollbackPlan};
-use crate::plan::restore::{
-    plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput, RestoreRefusal, Undo,
-};
-use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
-use crate::protocol::lock::acquire_until;
-use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
-use crate::storage::{FileMeta, RelPath};
-use crate::table::files::{BasePath, DataFile};
-use crate::table::{Table, TableType, TableVersion};
+use super::steps::changes::{refuse_links, Changes};
+use super::steps::RollbackOptions;
+use super::steps::{left_pending, locked, pending_rollbacks, plan_err, refused, Progress};
+use super::timeline_ops::{new_instant_time, timeline_file};
+use crate::format::restore::RestorePlan;
+use crate::plan::restore::{plan_restore, rollbacks_to_remove, PlannedRestore, RestoreInput};
+use crate::plan::rollback::resolve_plan;
+use crate::protocol::markers::marker_dir;
+use crate::storage::RelPath;
+use crate::table::files::BasePath;
+use crate::table::Table;
 use crate::timeline::{Action, State, Timeline};
 use crate::Error;
 
@@ -119,21 +123,6 @@ pub struct RestorePreview {
     pub plan: RestorePlan,
 }
 
-/// One undone instant.
-#[derive(Debug, Clone, Serialize)]
-pub struct UndoneInstant {
-    /// The instant.
-    pub instant: String,
-    /// Its action.
-    pub action: String,
-    /// The child rollback instant (removed at the end).
-    pub rollback_instant: String,
-    /// Files deleted (already-missing files count as deleted).
-    pub files_deleted: usize,
-    /// Rollback command blocks written (v6 MOR).
-    pub log_blocks_written: usize,
-}
-
 /// A finished restore.
 #[derive(Debug, Clone, Serialize)]
 pub struct RestoreDone {
@@ -155,35 +144,6 @@ pub struct RestoreDone {
     pub duration_ms: u64,
     /// How long taking the table lock waited.
     pub lock_wait_ms: u64,
-}
-
-pub(super) fn refusal(table: &Table, target: &str, r: RestoreRefusal) -> Error {
-    refused(table, target, format!("{}; nothing was changed", r.0))
-}
-
-/// The pending restores of a timeline with their plans (`None`: unreadable).
-pub(super) async fn pending_restores(
-    table: &Table,
-    timeline: &Timeline,
-) -> Result<Vec<(String, Option<RestorePlan>)>, Error> {
-    let mut out = Vec::new();
-    for i in timeline.pending().filter(|i| i.action == Action::Restore) {
-        let plan = match i.file(State::Requested) {
-            Some(f) => {
-                let bytes = table.storage().get(&f.path).await?;
-                match RestorePlan::from_avro(&bytes) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        warn!(table = %table.uri(), restore = %i.requested_time, error = %e, "unreadable restore plan");
-                        None
-                    }
-                }
-            }
-            None => None,
-        };
-        out.push((i.requested_time.clone(), plan));
-    }
-    Ok(out)
 }
 
 async fn make_restore_plan(
@@ -278,22 +238,19 @@ pub async fn restore(
     progress: Option<&dyn Progress>,
 ) -> Result<RestoreDone, Error> {
     let started = Clock::now();
-    let lock = options.rollback.lock.for_table(&table.config().name);
-    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
-    let waited = guard.waited;
-    let fence = guard.fence();
-    let fenced = table.fenced(Arc::new(fence.clone()));
     let span = info_span!("restore", table = %table.uri(), target = %target);
-    let result = tokio::select! {
-        r = run(&fenced, target, options, progress, started).instrument(span) => r,
-        lost = fence.lost() => Err(lost),
-    };
-    let released = guard.release().await;
-    let mut done = super::after_release(result, released)?;
+    let (mut done, waited) = locked(table, &options.rollback, |fenced| async move {
+        run(&fenced, target, options, progress, started)
+            .instrument(span)
+            .await
+    })
+    .await?;
     done.lock_wait_ms = waited.as_millis() as u64;
     Ok(done)
 }
 
+/// The restore under the lock: planned, checked before any change, then its phases
+/// ([`RestoreRun`]) with the metadata table's deletion or restore between them.
 async fn run(
     table: &Table,
     target: &str,
@@ -303,48 +260,112 @@ async fn run(
 ) -> Result<RestoreDone, Error> {
     let timeline = table.timeline().await?;
     let planned = make_restore_plan(table, &timeline, target, options).await?;
-
     if planned.undo.is_empty() && planned.resumes.is_none() {
-        // Nothing after the restore point. A restore that completed but stopped before its
-        // final clean-up is finished here; otherwise there is nothing to do.
-        let Some(done) = timeline
-            .after(target)
-            .filter(|i| i.action == Action::Restore && !i.is_pending())
-            .last()
-        else {
-            return Err(refused(
-                table,
-                target,
-                "there is no commit after this instant; nothing to restore and nothing was changed",
-            ));
-        };
-        refuse_links(
+        return finish_completed(table, &timeline, target, &planned, started).await;
+    }
+    let children = check_before_changes(table, &timeline, target, &planned).await?;
+    // The metadata table's fate, decided before the first change. Deleting it comes right after
+    // the restore instant is written, before the children; restoring it comes after the data
+    // table's instants are undone, before the data table's restore completes, as in Hudi.
+    let resumes = planned.resumes.as_deref();
+    let mdt = metadata_table_plan(table, target, resumes).await?;
+    if mdt.action == MetadataTableAction::Restored {
+        check_metadata_children(table, target, resumes).await?;
+    }
+    let new_instant =
+        new_restore_instant(table, &timeline, target, &planned, &mdt, options).await?;
+
+    let phases = RestoreRun {
+        table,
+        target,
+        planned: &planned,
+        options: &options.rollback,
+        progress,
+        started,
+    };
+    let r = phases.schedule(&new_instant).await?;
+    if mdt.action == MetadataTableAction::Deleted {
+        delete_metadata_table_of(table, target, &r, &mdt).await?;
+    }
+    let undone = phases.undo(&r, children).await?;
+    let restored = mdt.action == MetadataTableAction::Restored;
+    if restored {
+        table.stop_point(
+            &format!("restore {r}, before the metadata table's restore"),
+            Some(target),
+        )?;
+        let span = info_span!("metadata_table");
+        restore_metadata_table(table, target, &r, &mdt, &options.rollback)
+            .instrument(span)
+            .await
+            .map_err(|e| left_pending(e, target))?;
+    }
+    let removed = phases.complete(&r, &undone, restored).await?;
+    Ok(RestoreDone {
+        target: target.to_string(),
+        restore_instant: r,
+        resumed: planned.resumes.is_some(),
+        files_deleted: undone.instants.iter().map(|u| u.files_deleted).sum(),
+        undone: undone.instants,
+        rollbacks_removed: removed,
+        metadata_table: mdt.action,
+        duration_ms: started.elapsed().as_millis() as u64,
+        lock_wait_ms: 0,
+    })
+}
+
+/// Nothing after the restore point. A restore that completed but stopped before its final
+/// clean-up is finished here; otherwise there is nothing to do.
+async fn finish_completed(
+    table: &Table,
+    timeline: &Timeline,
+    target: &str,
+    planned: &PlannedRestore,
+    started: Clock,
+) -> Result<RestoreDone, Error> {
+    let Some(done) = timeline
+        .after(target)
+        .filter(|i| i.action == Action::Restore && !i.is_pending())
+        .last()
+    else {
+        return Err(refused(
             table,
             target,
-            &restore_changes(table, &timeline, target, &planned)?,
-        )
-        .await?;
-        let removed = remove_rollbacks(table, target).await?;
-        return Ok(RestoreDone {
-            target: target.to_string(),
-            restore_instant: done.requested_time.clone(),
-            resumed: true,
-            undone: vec![],
-            rollbacks_removed: removed,
-            files_deleted: 0,
-            metadata_table: MetadataTableAction::NotInUse,
-            duration_ms: started.elapsed().as_millis() as u64,
-            lock_wait_ms: 0,
-        });
-    }
+            "there is no commit after this instant; nothing to restore and nothing was changed",
+        ));
+    };
+    refuse_links(
+        table,
+        target,
+        &restore_changes(table, timeline, target, planned)?,
+    )
+    .await?;
+    let removed = remove_rollbacks(table, target).await?;
+    Ok(RestoreDone {
+        target: target.to_string(),
+        restore_instant: done.requested_time.clone(),
+        resumed: true,
+        undone: vec![],
+        rollbacks_removed: removed,
+        files_deleted: 0,
+        metadata_table: MetadataTableAction::NotInUse,
+        duration_ms: started.elapsed().as_millis() as u64,
+        lock_wait_ms: 0,
+    })
+}
 
-    // Every child rollback plan is made before the first change: one that cannot be made
-    // refuses the restore while the table is as it was.
-    let children = prepare_children(table, &timeline, &planned.undo).await?;
-    // No delete or write through a symbolic link below the table's base path, nor in a table
-    // folder swapped for one since it was opened: checked under the lock, before the first
-    // change, for every child plan.
-    let mut changes = restore_changes(table, &timeline, target, &planned)?;
+/// Every check before the restore's first change: every child rollback plan made (one that
+/// cannot be made refuses the restore while the table is as it was), no delete or write through
+/// a symbolic link below the table's base path, nor in a table folder swapped for one since it
+/// was opened (checked under the lock for every child plan). Returns the children.
+async fn check_before_changes(
+    table: &Table,
+    timeline: &Timeline,
+    target: &str,
+    planned: &PlannedRestore,
+) -> Result<Children, Error> {
+    let children = prepare_children(table, timeline, &planned.undo).await?;
+    let mut changes = restore_changes(table, timeline, target, planned)?;
     let base = BasePath::from_uri(table.uri());
     let plans = children
         .pending
@@ -359,17 +380,22 @@ async fn run(
         "under the lock, before the restore changes anything",
         planned.resumes.as_ref().map(|_| target),
     )?;
-    // The metadata table's fate, decided before the first change. Deleting it comes right after
-    // the restore instant is written (`execute_restore`), before the children; restoring it
-    // comes after the data table's instants are undone, before the data table's restore
-    // completes, as in Hudi.
-    let resumes = planned.resumes.as_deref();
-    let mdt = metadata_table_plan(table, target, resumes).await?;
-    if mdt.action == MetadataTableAction::Restored {
-        check_metadata_children(table, target, resumes).await?;
-    }
-    // A new restore's time sorts after every time of the metadata table it restores too: a
-    // metadata-table restore after it is then its own (an earlier restore's is before it).
+    Ok(children)
+}
+
+/// The instant of a new restore, recorded in the change journal before the first change (the
+/// restore instant, which the metadata table's deletion follows): a journal that cannot be
+/// written refuses the restore with the table as it was. A new restore's time sorts after every
+/// time of the metadata table it restores too: a metadata-table restore after it is then its
+/// own (an earlier restore's is before it).
+async fn new_restore_instant(
+    table: &Table,
+    timeline: &Timeline,
+    target: &str,
+    planned: &PlannedRestore,
+    mdt: &MetadataTablePlan,
+    options: &RestoreOptions,
+) -> Result<String, Error> {
     let mdt_timeline = match (mdt.action, &planned.resumes) {
         (MetadataTableAction::Restored, None) => match table.metadata_table().await? {
             Some(m) => Some(m.timeline().await?),
@@ -377,13 +403,10 @@ async fn run(
         },
         _ => None,
     };
-    let mut timelines = vec![&timeline];
+    let mut timelines = vec![timeline];
     timelines.extend(mdt_timeline.iter());
     let new_instant = new_instant_time(&timelines, table.zone());
     if planned.resumes.is_none() {
-        // Recorded before the first change (the restore instant, which the metadata table's
-        // deletion follows): a journal that cannot be written refuses the restore with the
-        // table as it was.
         super::journal_start(
             options.rollback.journal.as_ref(),
             table,
@@ -395,191 +418,32 @@ async fn run(
         )
         .await?;
     }
-    let mut done = execute_restore(
-        table,
-        target,
-        &planned,
-        &options.rollback,
-        progress,
-        started,
-        Some(&mdt),
-        &new_instant,
-        children,
-    )
-    .await?;
-    done.metadata_table = mdt.action;
-    Ok(done)
+    Ok(new_instant)
 }
 
-/// Run a planned restore on `table` (the data table, or its metadata table): the plan and
-/// inflight, (for the data table, the metadata table's deletion,) one child per instant, (for
-/// the data table, the metadata table's restore,) the completed restore, rollbacks after the
-/// point removed. `mdt` is the data table's metadata-table plan (`None` for the metadata
-/// table's own restore). The caller holds the lock.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn execute_restore(
+/// Delete the metadata table, once restore `r` is on the timeline: a run stopped during (or
+/// right before) its deletion leaves a pending restore, which a rerun continues; its plan,
+/// recomputed then, names the deletion again (the metadata table is untouched, or partly
+/// deleted, which `metadata_table_plan` deletes), and deleting is idempotent. Before the restore
+/// instant, a stop would leave the metadata table gone with nothing recorded to finish the
+/// restore. (Hudi's restoreToSavepoint deletes it before scheduling the restore: the orders
+/// differ only while a run is stopped in between, and end alike.)
+async fn delete_metadata_table_of(
     table: &Table,
     target: &str,
-    planned: &PlannedRestore,
-    options: &RollbackOptions,
-    progress: Option<&dyn Progress>,
-    started: Clock,
-    mdt: Option<&MetadataTablePlan>,
-    new_instant: &str,
-    children: Children,
-) -> Result<RestoreDone, Error> {
-    let storage = table.storage();
-    let config = table.config();
-    let r = match &planned.resumes {
-        Some(r) => r.clone(),
-        None => {
-            // Chosen (and for the data table recorded in the caller's journal) by the caller,
-            // before anything changed.
-            let r = new_instant.to_string();
-            let path = timeline_file(config, &r, None, Action::Restore, State::Requested)?;
-            let bytes = planned
-                .plan
-                .to_avro()
-                .map_err(|e| avro_err(table, &r, &path, e))?;
-            if !create_if_absent(storage, &path, bytes).await? {
-                return Err(refused(
-                    table,
-                    target,
-                    format!("restore instant {r} already exists; nothing was changed, try again"),
-                ));
-            }
-            info!(table = %table.uri(), restore_instant = %r, instants = planned.undo.len(), "scheduled restore");
-            r
-        }
-    };
-    let inflight = timeline_file(config, &r, None, Action::Restore, State::Inflight)?;
-    create_if_absent(storage, &inflight, Vec::new()).await?;
-
-    // The metadata table goes only now that the restore is on the timeline: a run stopped
-    // during (or right before) its deletion leaves a pending restore, which a rerun continues;
-    // its plan, recomputed then, names the deletion again (the metadata table is untouched, or
-    // partly deleted, which `metadata_table_plan` deletes), and deleting is idempotent. Before
-    // the restore instant, a stop would leave the metadata table gone with nothing recorded to
-    // finish the restore. (Hudi's restoreToSavepoint deletes it before scheduling the restore:
-    // the orders differ only while a run is stopped in between, and end alike.)
-    if let Some(m) = mdt.filter(|m| m.action == MetadataTableAction::Deleted) {
-        table.stop_point(
-            &format!("restore {r}, before deleting the metadata table"),
-            Some(target),
-        )?;
-        if let Some(why) = &m.why {
-            info!(reason = %why, "deleting the metadata table");
-        }
-        delete_metadata_table(table)
-            .await
-            .map_err(|e| left_pending(e, target))?;
-    }
-    let mdt = mdt.filter(|m| m.action == MetadataTableAction::Restored);
-
-    let Children {
-        pending: pending_rb,
-        mut inputs,
-        mut plans,
-    } = children;
-    let mut undone = Vec::new();
-    let mut per_instant: BTreeMap<String, Vec<RollbackMetadata>> = BTreeMap::new();
-    let mut infos = Vec::new();
-    for u in &planned.undo {
-        let span = info_span!("undo", instant = %u.instant);
-        table.stop_point(
-            &format!("restore {r}, before undoing {}", u.instant),
-            Some(target),
-        )?;
-        let child = undo_one(
-            table,
-            u,
-            pending_rb.get(&u.instant),
-            plans.remove(&u.instant),
-            &mut inputs,
-            options,
-            progress,
-        )
-        .instrument(span)
-        .await
-        .map_err(|e| left_pending(e, target))?;
-        let Some((rb, metadata, blocks)) = child else {
-            continue;
-        };
-        undone.push(UndoneInstant {
-            instant: u.instant.clone(),
-            action: u.action.as_str().to_string(),
-            rollback_instant: rb,
-            files_deleted: metadata.total_files_deleted as usize,
-            log_blocks_written: blocks,
-        });
-        infos.push(InstantInfo {
-            commit_time: u.instant.clone(),
-            action: u.action.as_str().to_string(),
-        });
-        per_instant.insert(u.instant.clone(), vec![metadata]);
-    }
-
-    if let Some(m) = mdt {
-        table.stop_point(
-            &format!("restore {r}, before the metadata table's restore"),
-            Some(target),
-        )?;
-        let span = info_span!("metadata_table");
-        restore_metadata_table(table, target, &r, m, options)
-            .instrument(span)
-            .await
-            .map_err(|e| left_pending(e, target))?;
-    }
-
-    // The completed restore.
-    let metadata = RestoreMetadata {
-        start_restore_time: r.clone(),
-        time_taken_in_millis: started.elapsed().as_millis() as i64,
-        instants_to_rollback: infos.iter().map(|i| i.commit_time.clone()).collect(),
-        hoodie_restore_metadata: per_instant,
-        version: Some(1),
-        restore_instant_info: infos,
-    };
-    let completion = match config.timeline_layout {
-        crate::table::TimelineLayout::V1 => None,
-        crate::table::TimelineLayout::V2 => {
-            let now = table.timeline().await?;
-            let mut timelines = vec![&now];
-            let inner;
-            if mdt.is_some() {
-                if let Some(m) = table.metadata_table().await? {
-                    inner = m.timeline().await?;
-                    timelines.push(&inner);
-                }
-            }
-            Some(new_instant_time(&timelines, table.zone()))
-        }
-    };
-    let path = timeline_file(
-        config,
-        &r,
-        completion.as_deref(),
-        Action::Restore,
-        State::Completed,
+    r: &str,
+    mdt: &MetadataTablePlan,
+) -> Result<(), Error> {
+    table.stop_point(
+        &format!("restore {r}, before deleting the metadata table"),
+        Some(target),
     )?;
-    let bytes = metadata
-        .to_avro()
-        .map_err(|e| avro_err(table, &r, &path, e))?;
-    create_if_absent(storage, &path, bytes).await?;
-    info!(table = %table.uri(), restore_instant = %r, undone = undone.len(), "restore completed");
-
-    let removed = remove_rollbacks(table, target).await?;
-    Ok(RestoreDone {
-        target: target.to_string(),
-        restore_instant: r,
-        resumed: planned.resumes.is_some(),
-        files_deleted: undone.iter().map(|u| u.files_deleted).sum(),
-        undone,
-        rollbacks_removed: removed,
-        metadata_table: MetadataTableAction::NotInUse,
-        duration_ms: started.elapsed().as_millis() as u64,
-        lock_wait_ms: 0,
-    })
+    if let Some(why) = &mdt.why {
+        info!(reason = %why, "deleting the metadata table");
+    }
+    delete_metadata_table(table)
+        .await
+        .map_err(|e| left_pending(e, target))
 }
 
 /// What a restore to `target` changes besides its child plans' files: its timeline files, the
@@ -608,311 +472,4 @@ fn restore_changes(
         State::Requested,
     )?);
     Ok(changes)
-}
-
-/// A restore's children, prepared before it changes anything (and again on every resume,
-/// from the table as it is then).
-pub(super) struct Children {
-    /// Child rollbacks an earlier attempt scheduled, by the instant they undo.
-    pending: BTreeMap<String, PendingRollback>,
-    inputs: ChildInputs,
-    /// The child rollback plan of every instant still to plan, made from `inputs` before the
-    /// restore's first change: one that cannot be made refuses the restore up front.
-    plans: BTreeMap<String, RollbackPlan>,
-}
-
-/// Read what the children of a restore undoing `undo` are made from and make every child
-/// plan not yet scheduled. Reads only.
-pub(super) async fn prepare_children(
-    table: &Table,
-    timeline: &Timeline,
-    undo: &[Undo],
-) -> Result<Children, Error> {
-    let (pending, _) = pending_rollbacks(table, timeline).await?;
-    let inputs = child_inputs(table, timeline, undo, &pending).await?;
-    let mut plans = BTreeMap::new();
-    for u in undo {
-        if inputs.markers.contains_key(&u.instant) {
-            plans.insert(u.instant.clone(), child_plan(table, u, &inputs)?);
-        }
-    }
-    Ok(Children {
-        pending,
-        inputs,
-        plans,
-    })
-}
-
-/// What the child plans of a restore are made from.
-struct ChildInputs {
-    /// Per instant still to plan, what tells its files apart ([`child_markers`]).
-    markers: BTreeMap<String, Option<Markers>>,
-    /// The data files those plans can use: files named with an instant the restore undoes,
-    /// and files the markers name. Nothing else of the table is held.
-    files: Vec<FileMeta>,
-    /// Whether `files` gained files an earlier child wrote (command-block log files) since
-    /// the plans were made: a later instant's plan is then made again.
-    grown: bool,
-}
-
-/// Read the markers of every instant of `undo` that still needs a plan (no pending child
-/// rollback, still on the timeline), then list the table keeping only the files their plans
-/// can use, so memory follows the instants undone, not the size of the table.
-async fn child_inputs(
-    table: &Table,
-    timeline: &Timeline,
-    undo: &[Undo],
-    pending: &BTreeMap<String, PendingRollback>,
-) -> Result<ChildInputs, Error> {
-    let mut markers = BTreeMap::new();
-    for u in undo {
-        let on_timeline = timeline.find(&u.instant).any(|i| i.action.is_write());
-        if pending.contains_key(&u.instant) || !on_timeline {
-            continue;
-        }
-        markers.insert(u.instant.clone(), child_markers(table, u).await?);
-    }
-    let named = markers
-        .values()
-        .flatten()
-        .flat_map(|m| m.markers.iter().filter_map(|m| m.data_path().ok()));
-    let wanted = Wanted::of(undo.iter().map(|u| u.instant.clone()), named);
-    let files = list_data_files(table.storage(), &wanted).await?;
-    Ok(ChildInputs {
-        markers,
-        files,
-        grown: false,
-    })
-}
-
-/// What ties files to an instant a restore undoes, besides their names: on v6 merge-on-read
-/// tables the log files a completed deltacommit appended to (from its commit metadata), a
-/// pending instant's markers; `None` for other completed instants.
-async fn child_markers(table: &Table, u: &Undo) -> Result<Option<Markers>, Error> {
-    let config = table.config();
-    let v6_mor = config.version == TableVersion::V6 && config.table_type == TableType::MergeOnRead;
-    Ok(match u.state {
-        State::Completed if v6_mor && u.action == Action::DeltaCommit => {
-            Some(appended_by(table, &u.instant).await?)
-        }
-        State::Completed => None,
-        _ => {
-            let m = read_markers(table.storage(), &u.instant).await?;
-            m.kind.is_some().then_some(m)
-        }
-    })
-}
-
-/// The rollback plan of one instant a restore undoes. A completed instant's is listing-based,
-/// as Hudi's restore makes it: every data file named with the instant, and on v6 merge-on-read
-/// tables the log files its commit metadata says it appended to (they get command blocks). A
-/// pending instant's comes from its markers, cross-checked against the listing.
-fn child_plan(
-    table: &Table,
-    u: &Undo,
-    inputs: &ChildInputs,
-) -> Result<crate::format::rollback::RollbackPlan, Error> {
-    let config = table.config();
-    let Some(markers) = inputs.markers.get(&u.instant) else {
-        return Err(refused(
-            table,
-            &u.instant,
-            "its markers were not read before the listing; run the restore again",
-        ));
-    };
-    let base = BasePath::from_uri(table.uri());
-    let target = PlanTarget {
-        requested_time: u.instant.clone(),
-        action: u.action,
-        state: match u.state {
-            State::Completed => State::Inflight,
-            s => s,
-        },
-    };
-    let planned = plan_rollback(&PlanInput {
-        version: config.version,
-        table_type: config.table_type,
-        base: &base,
-        target: &target,
-        markers: markers.as_ref(),
-        data_files: &inputs.files,
-        cross_check: true,
-    })
-    .map_err(|e| plan_err(table, e))?;
-    Ok(planned.plan)
-}
-
-/// The files a completed v6 merge-on-read deltacommit wrote, from its commit metadata (JSON in
-/// layout 1), as markers: the log files it appended to older file slices are named by their
-/// base instant, so only the commit metadata ties them to the instant.
-async fn appended_by(table: &Table, instant: &str) -> Result<Markers, Error> {
-    let timeline = table.timeline().await?;
-    let file = timeline
-        .find(instant)
-        .find(|i| !i.is_pending())
-        .and_then(|i| i.file(State::Completed).cloned())
-        .ok_or_else(|| {
-            refused(
-                table,
-                instant,
-                "its completed file disappeared while planning",
-            )
-        })?;
-    let bytes = table.storage().get(&file.path).await?;
-    let bad = |why: String| {
-        refused(
-            table,
-            instant,
-            format!(
-                "its commit metadata `{}` is unreadable ({why}), so the log files it appended to cannot be found; nothing was changed",
-                file.path
-            ),
-        )
-    };
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-    let stats = v
-        .get("partitionToWriteStats")
-        .and_then(|s| s.as_object())
-        .ok_or_else(|| bad("no partitionToWriteStats".into()))?;
-    let mut markers = Vec::new();
-    for (partition, list) in stats {
-        for stat in list.as_array().into_iter().flatten() {
-            let Some(path) = stat.get("path").and_then(|p| p.as_str()) else {
-                continue;
-            };
-            let name = path.rsplit('/').next().unwrap_or(path);
-            let io_type = match DataFile::parse(name) {
-                Some(DataFile::Log { .. }) => IoType::Append,
-                Some(DataFile::Base { .. }) => IoType::Create,
-                None => return Err(bad(format!("`{path}` is not a data file name"))),
-            };
-            markers.push(Marker {
-                partition: partition.clone(),
-                file_name: name.to_string(),
-                io_type,
-            });
-        }
-    }
-    markers.sort_by(|a, b| (&a.partition, &a.file_name).cmp(&(&b.partition, &b.file_name)));
-    markers.dedup();
-    Ok(Markers {
-        kind: Some(MarkerKind::Direct),
-        markers,
-        folders: Default::default(),
-    })
-}
-
-/// Undo one instant with a child rollback that is never completed. `None` when it was undone
-/// by an earlier attempt. Returns the child rollback instant, its metadata and the number of
-/// command blocks written; `files` gains the command-block log files written. `planned` is the
-/// plan made before the restore changed anything; it is used unless earlier children wrote
-/// files since (then the plan is made again, from the inputs with those files).
-async fn undo_one(
-    table: &Table,
-    u: &Undo,
-    pending: Option<&PendingRollback>,
-    planned: Option<RollbackPlan>,
-    inputs: &mut ChildInputs,
-    options: &RollbackOptions,
-    progress: Option<&dyn Progress>,
-) -> Result<Option<(String, RollbackMetadata, usize)>, Error> {
-    let started = Clock::now();
-    let storage = table.storage();
-    let config = table.config();
-    let t = u.instant.as_str();
-    let timeline = table.timeline().await?;
-    let (r, plan, r_state) = match pending {
-        Some(p) => (p.instant.clone(), p.plan.clone(), p.state),
-        None => {
-            if timeline.find(t).all(|i| !i.action.is_write()) {
-                return Ok(None);
-            }
-            let plan = match planned {
-                Some(plan) if !inputs.grown => plan,
-                _ => child_plan(table, u, inputs)?,
-            };
-            let r = new_instant_time(&[&timeline], table.zone());
-            let path = timeline_file(config, &r, None, Action::Rollback, State::Requested)?;
-            let bytes = plan.to_avro().map_err(|e| avro_err(table, t, &path, e))?;
-            if !create_if_absent(storage, &path, bytes).await? {
-                return Err(refused(
-                    table,
-                    t,
-                    format!("rollback instant {r} already exists; run the restore again"),
-                ));
-            }
-            (r, plan, State::Requested)
-        }
-    };
-    if r_state == State::Requested {
-        let inflight = timeline_file(config, &r, None, Action::Rollback, State::Inflight)?;
-        create_if_absent(storage, &inflight, Vec::new()).await?;
-    }
-    let base = BasePath::from_uri(table.uri());
-    let resolved = resolve_plan(&plan, &base).map_err(|e| plan_err(table, e))?;
-
-    // The instant's timeline files: its completed file first (from here on readers ignore it),
-    // and its inflight and requested files once its data is gone.
-    let mut own: Vec<_> = table
-        .timeline()
-        .await?
-        .find(t)
-        .filter(|i| i.action.is_write())
-        .flat_map(|i| i.files.clone())
-        .collect();
-    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
-    if let Some(done) = own.iter().find(|f| f.name.state == State::Completed) {
-        storage.delete(&done.path).await?;
-    }
-    let log_files = apply_plan(table, t, &r, &resolved, options, progress).await?;
-    for (partition, logs) in &log_files {
-        for abs in logs.keys() {
-            if let Ok(rel) = base.resolve(abs) {
-                if let Some(meta) = storage.head(&rel).await? {
-                    inputs.files.push(meta);
-                    inputs.grown = true;
-                }
-            } else {
-                warn!(partition, log = %abs, "command block outside the table?");
-            }
-        }
-    }
-    // Its markers go; its heartbeat stays, as Hudi's restore leaves it (a dead writer's
-    // heartbeat names an instant that no longer exists, which nothing reads).
-    delete_folder(storage, &marker_dir(t)?).await?;
-    for f in own.iter().filter(|f| f.name.state != State::Completed) {
-        storage.delete(&f.path).await?;
-    }
-    let metadata = rollback_metadata(
-        &r,
-        t,
-        action_of_plan(&plan),
-        &plan,
-        &resolved,
-        &log_files,
-        started,
-    );
-    info!(rollback_instant = %r, files = metadata.total_files_deleted, "undone");
-    Ok(Some((r, metadata, resolved.log_blocks.len())))
-}
-
-/// Remove every rollback instant after `target`, newest first: its marker folder (v6 MOR
-/// command blocks), then its completed file, inflight and requested.
-pub(super) async fn remove_rollbacks(table: &Table, target: &str) -> Result<usize, Error> {
-    let timeline = table.timeline().await?;
-    let list = rollbacks_to_remove(&timeline, target);
-    for rb in &list {
-        let mut files: Vec<_> = timeline
-            .find(rb)
-            .filter(|i| i.action == Action::Rollback)
-            .flat_map(|i| i.files.clone())
-            .collect();
-        files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
-        // Its marker folder first: once its timeline files are gone, nothing names it.
-        delete_folder(table.storage(), &marker_dir(rb)?).await?;
-        for f in files {
-            table.storage().delete(&f.path).await?;
-        }
-    }
-    Ok(list.len())
 }

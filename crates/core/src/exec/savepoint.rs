@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::info;
 
-use super::rollback::{list_data_files, Wanted};
+use super::steps::{delete_newest_first, list_data_files, Wanted};
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::avro::{read_single_record, string_field};
 use crate::format::savepoint::SavepointMetadata;
@@ -253,11 +253,7 @@ pub async fn delete_savepoint(
             });
         };
         fenced.stop_point("before deleting the savepoint", None)?;
-        let mut files = sp.files.clone();
-        files.sort_by_key(|f| std::cmp::Reverse(f.name.state));
-        for f in files {
-            fenced.storage().delete(&f.path).await?;
-        }
+        delete_newest_first(fenced.storage(), sp.files.clone()).await?;
         info!(table = %table.uri(), instant, "deleted savepoint");
         Ok(())
     }

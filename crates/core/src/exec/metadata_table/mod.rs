@@ -1,6 +1,8 @@
 //! The metadata table (`.hoodie/metadata`): everything a rollback or a restore of the data table
 //! does to it, in one place (hudi-format.md §7, `../shared/v6-metadata-table.md`).
 //!
+//! - [`execute`]: what [`rollback`] and [`v6`] share: a rollback run on the metadata table
+//!   itself, and its outcome.
 //! - [`rollback`]: the metadata table's part of a data-table rollback of instant T with rollback
 //!   instant R: refuse when a compaction covers T, else roll back its deltacommit T (Hudi 1.x:
 //!   with the same R).
@@ -10,14 +12,18 @@
 //! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x; on table
 //!   version 6 as Hudi 0.15 does, with [`v6_restore`]'s sync deltacommit), or delete it for the
 //!   next writer to rebuild.
+//! - [`sync`]: the start of the deltacommit Hudi writes after the metadata table's own restore,
+//!   which [`restore`] (1.x) and [`v6_restore`] (version 6) both finish their way.
 
+pub(super) mod execute;
 pub(super) mod restore;
 pub(super) mod rollback;
+mod sync;
 pub(super) mod v6;
 pub(super) mod v6_restore;
 
+pub use execute::MetadataTableOutcome;
 pub use restore::MetadataTableAction;
-pub use rollback::MetadataTableOutcome;
 
 /// The metadata table's folder, relative to the data table's base path.
 pub(super) const METADATA_DIR: &str = ".hoodie/metadata";

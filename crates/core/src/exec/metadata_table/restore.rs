@@ -7,11 +7,12 @@ use std::time::Instant as Clock;
 use serde::Serialize;
 use tracing::{info, warn};
 
+use super::sync::{start_sync_deltacommit, SyncDeltacommit};
 use super::METADATA_DIR;
-use crate::exec::restore::{
-    execute_restore, pending_restores, prepare_children, refusal, remove_rollbacks,
+use crate::exec::restore_steps::{
+    pending_restores, prepare_children, refusal, remove_rollbacks, RestoreRun,
 };
-use crate::exec::rollback::{avro_err, delete_folder, refused, RollbackOptions};
+use crate::exec::steps::{avro_err, delete_folder, refused, RollbackOptions};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::RestorePlan;
 use crate::plan::restore::{plan_restore, PlannedRestore, RestoreInput, RestoreRefusal};
@@ -329,19 +330,15 @@ pub(in crate::exec) async fn restore_metadata_table(
             // After every time of the metadata table and of the data table (whose restore is
             // pending, its instant recorded by the caller's journal: none is kept for this one).
             let new_instant = new_instant_time(&[&tl, &parent], mdt.zone());
-            let done = Box::pin(execute_restore(
-                &mdt,
+            let run = RestoreRun {
+                table: &mdt,
                 target,
-                &planned,
+                planned: &planned,
                 options,
-                None,
-                Clock::now(),
-                None,
-                &new_instant,
-                children,
-            ))
-            .await?;
-            done.restore_instant
+                progress: None,
+                started: Clock::now(),
+            };
+            Box::pin(run.execute(&new_instant, children)).await?
         }
     };
     if table.config().version == TableVersion::V6 {
@@ -354,25 +351,12 @@ pub(in crate::exec) async fn restore_metadata_table(
 /// after the metadata table's restore `m`), reusing an earlier attempt's.
 async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Error> {
     let tl = mdt.timeline().await?;
-    let existing = tl
-        .after(m)
-        .find(|i| i.action == Action::DeltaCommit)
-        .cloned();
-    let config = mdt.config();
-    let storage = mdt.storage();
-    let s = match &existing {
-        Some(i) if !i.is_pending() => return Ok(()),
-        Some(i) => i.requested_time.clone(),
-        None => {
-            let parent = table.timeline().await?;
-            let s = new_instant_time(&[&tl, &parent], mdt.zone());
-            let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Requested)?;
-            create_if_absent(storage, &path, Vec::new()).await?;
-            s
-        }
+    let s = match start_sync_deltacommit(table, mdt, &tl, m, "").await? {
+        SyncDeltacommit::Completed(_) => return Ok(()),
+        SyncDeltacommit::Started(s) => s,
     };
+    let config = mdt.config();
     let inflight = timeline_file(config, &s, None, Action::DeltaCommit, State::Inflight)?;
-    create_if_absent(storage, &inflight, Vec::new()).await?;
     let Some(schema) = sync_schema(mdt, &tl).await? else {
         return Err(refused(
             table,
@@ -386,7 +370,7 @@ async fn sync_deltacommit(table: &Table, mdt: &Table, m: &str) -> Result<(), Err
     let parent = table.timeline().await?;
     let c = new_instant_time(&[&now, &parent], mdt.zone());
     let path = timeline_file(config, &s, Some(&c), Action::DeltaCommit, State::Completed)?;
-    create_if_absent(storage, &path, bytes).await?;
+    create_if_absent(mdt.storage(), &path, bytes).await?;
     info!(deltacommit = %s, "metadata table synced after its restore");
     Ok(())
 }

@@ -3,38 +3,18 @@
 use std::collections::BTreeMap;
 use std::time::Instant as Clock;
 
-use serde::Serialize;
 use tracing::{info_span, Instrument};
 
-use crate::exec::rollback::{
-    apply_plan, avro_err, delete_folder, list_data_files, pending_rollbacks, plan_err, refused,
-    rollback_metadata, RollbackOptions, Wanted,
+use super::execute::{execute_mdt, revert_to_inflight, MetadataTableOutcome};
+use crate::exec::steps::{
+    avro_err, list_data_files, pending_rollbacks, plan_err, refused, RollbackOptions, Wanted,
 };
-use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
-use crate::format::rollback::RollbackPlan;
-use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
-use crate::protocol::markers::marker_dir;
+use crate::exec::timeline_ops::{create_if_absent, timeline_file};
+use crate::plan::rollback::{plan_rollback, PlanInput, PlanTarget};
 use crate::table::files::BasePath;
-use crate::table::{Table, TableType, TableVersion, TimelineLayout};
-use crate::timeline::{Action, Instant, State, Timeline};
+use crate::table::{Table, TableType, TableVersion};
+use crate::timeline::{Action, State, Timeline};
 use crate::Error;
-
-/// What a rollback did to the metadata table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MetadataTableOutcome {
-    /// The table has no metadata table in use.
-    NotInUse,
-    /// The metadata table had no completed deltacommit of the instant: nothing to undo there
-    /// (its own next write rolls back a pending one).
-    NothingToUndo,
-    /// The metadata table's deltacommit of the instant was rolled back (Hudi 1.x: with the same
-    /// instant; table version 6: after a deltacommit recording the rollback, at `R006`).
-    RolledBack,
-    /// Table version 6: the rollback was recorded in the metadata table (a deltacommit at the
-    /// rollback instant), which had no completed deltacommit of the instant to undo.
-    Recorded,
-}
 
 /// Why the metadata table's deltacommit of `t` cannot be rolled back: Hudi refuses when a
 /// metadata-table compaction completed after it (undoing it needs a restore). `None` when
@@ -192,85 +172,4 @@ pub(in crate::exec) async fn rollback_metadata_table(
     .instrument(span)
     .await?;
     Ok(MetadataTableOutcome::RolledBack)
-}
-
-/// Layout 2 `revertCompleteToInflight`: make sure requested and inflight files exist, then
-/// delete the completed file.
-pub(super) async fn revert_to_inflight(mdt: &Table, instant: &Instant) -> Result<(), Error> {
-    let config = mdt.config();
-    let t = &instant.requested_time;
-    for state in [State::Requested, State::Inflight] {
-        if instant.file(state).is_none() {
-            let path = timeline_file(config, t, None, instant.pending_action, state)?;
-            create_if_absent(mdt.storage(), &path, Vec::new()).await?;
-        }
-    }
-    if let Some(done) = instant.file(State::Completed) {
-        mdt.storage().delete(&done.path).await?;
-    }
-    Ok(())
-}
-
-pub(super) async fn execute_mdt(
-    mdt: &Table,
-    t: &str,
-    r: &str,
-    plan: &RollbackPlan,
-    r_state: State,
-    options: &RollbackOptions,
-    started: Clock,
-) -> Result<(), Error> {
-    let storage = mdt.storage();
-    let config = mdt.config();
-    let base = BasePath::from_uri(mdt.uri());
-    let resolved = resolve_plan(plan, &base).map_err(|e| plan_err(mdt, e))?;
-    if r_state == State::Requested {
-        let inflight = timeline_file(config, r, None, Action::Rollback, State::Inflight)?;
-        create_if_absent(storage, &inflight, Vec::new()).await?;
-    }
-    // A resumed rollback may find the completed deltacommit still there.
-    let timeline = mdt.timeline().await?;
-    if let Some(done) = timeline.find(t).find(|i| !i.is_pending()) {
-        revert_to_inflight(mdt, done).await?;
-    }
-    mdt.stop_point("before the metadata table's deletes", None)?;
-    // Deletes (proven gone), then command blocks for the log files it appended to older file
-    // slices (table version 6).
-    let rollback_log_files = apply_plan(mdt, t, r, &resolved, options, None).await?;
-    let timeline = mdt.timeline().await?;
-    let mut own: Vec<_> = timeline
-        .find(t)
-        .filter(|i| i.is_pending() && i.action == Action::DeltaCommit)
-        .flat_map(|i| i.files.clone())
-        .collect();
-    own.sort_by_key(|f| std::cmp::Reverse(f.name.state));
-    for f in own {
-        storage.delete(&f.path).await?;
-    }
-    let metadata = rollback_metadata(
-        r,
-        t,
-        Action::DeltaCommit,
-        plan,
-        &resolved,
-        &rollback_log_files,
-        started,
-    );
-    let completion = match config.timeline_layout {
-        TimelineLayout::V1 => None,
-        TimelineLayout::V2 => Some(new_instant_time(&[&timeline], mdt.zone())),
-    };
-    let path = timeline_file(
-        config,
-        r,
-        completion.as_deref(),
-        Action::Rollback,
-        State::Completed,
-    )?;
-    let bytes = metadata.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
-    create_if_absent(storage, &path, bytes).await?;
-    if !rollback_log_files.is_empty() {
-        delete_folder(storage, &marker_dir(r)?).await?;
-    }
-    Ok(())
 }

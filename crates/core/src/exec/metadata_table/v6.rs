@@ -24,9 +24,9 @@ use std::time::Instant as Clock;
 
 use tracing::{info, info_span, Instrument};
 
-use super::rollback::{execute_mdt, revert_to_inflight, MetadataTableOutcome};
+use super::execute::{execute_mdt, revert_to_inflight, MetadataTableOutcome};
 use crate::exec::log_append::{append_block, Slice};
-use crate::exec::rollback::{
+use crate::exec::steps::{
     avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};

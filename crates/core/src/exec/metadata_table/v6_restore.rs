@@ -24,9 +24,9 @@ use apache_avro::Schema;
 use bytes::Bytes;
 use tracing::info;
 
+use super::sync::{start_sync_deltacommit, SyncDeltacommit};
 use super::v6::{complete_files_deltacommit, files_slice, FILES};
-use crate::exec::rollback::{delete_folder, list_data_files, refused, Wanted};
-use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::exec::steps::{delete_folder, list_data_files, refused, Wanted};
 use crate::format::hfile;
 use crate::format::log_block::{read_blocks, BLOCK_TYPE_HFILE_DATA};
 use crate::format::metadata_record::{decode_files_record, file_list_record};
@@ -134,31 +134,13 @@ pub(in crate::exec) async fn refusal(
 /// The sync deltacommit after the metadata table's restore `m` (see the module docs).
 pub(in crate::exec) async fn sync(table: &Table, mdt: &Table, m: &str) -> Result<(), Error> {
     let tl = mdt.timeline().await?;
-    let existing = tl
-        .after(m)
-        .find(|i| i.action == Action::DeltaCommit)
-        .cloned();
-    let config = mdt.config();
-    let storage = mdt.storage();
-    let s = match &existing {
-        Some(i) if !i.is_pending() => {
+    let s = match start_sync_deltacommit(table, mdt, &tl, m, RESTORE_SUFFIX).await? {
+        SyncDeltacommit::Completed(s) => {
             // (Its marker folder, if a run stopped right after completing it.)
-            return delete_folder(storage, &marker_dir(&i.requested_time)?).await;
+            return delete_folder(mdt.storage(), &marker_dir(&s)?).await;
         }
-        Some(i) => i.requested_time.clone(),
-        None => {
-            let parent = table.timeline().await?;
-            let s = format!(
-                "{}{RESTORE_SUFFIX}",
-                new_instant_time(&[&tl, &parent], mdt.zone())
-            );
-            let path = timeline_file(config, &s, None, Action::DeltaCommit, State::Requested)?;
-            create_if_absent(storage, &path, Vec::new()).await?;
-            s
-        }
+        SyncDeltacommit::Started(s) => s,
     };
-    let inflight = timeline_file(config, &s, None, Action::DeltaCommit, State::Inflight)?;
-    create_if_absent(storage, &inflight, Vec::new()).await?;
 
     // The records: what the metadata table lists against what storage holds.
     let merged = read_files_partition(table, mdt)
@@ -205,7 +187,71 @@ async fn read_files_partition(
 ) -> Result<Result<BTreeMap<String, FilesRecord>, String>, Error> {
     let data_tl = table.timeline().await?;
     let mdt_tl = mdt.timeline().await?;
-    // What the data table's completed rollbacks and restores undid.
+    let rolled_back = match rolled_back(table, &data_tl).await? {
+        Ok(r) => r,
+        Err(why) => return Ok(Err(why)),
+    };
+    let filter = block_filter(&data_tl, &mdt_tl, &rolled_back);
+
+    let slice = match files_slice(mdt).await? {
+        Ok(s) => s,
+        Err(why) => return Ok(Err(why)),
+    };
+    let base_ok = filter.completed.contains(&slice.base_instant)
+        || filter
+            .completed
+            .first()
+            .is_some_and(|f| slice.base_instant.as_str() < f.as_str());
+    if !base_ok {
+        return Ok(Err(format!(
+            "its latest `files` file slice starts at {}, which is not a completed instant",
+            slice.base_instant
+        )));
+    }
+    let part = RelPath::parse(FILES).map_err(StorageError::from)?;
+    let mut reading = SliceReading {
+        schemas: BTreeMap::new(),
+        // One budget for every HFile of the slice, so that many log files cannot exceed it
+        // either.
+        budget: hfile::DecompressionBudget::new(MAX_FILES_SLICE_DECOMPRESSED_BYTES),
+        // And one for the bytes of its files: the slice's size was checked when the restore
+        // was decided, but a file read later may have grown.
+        unread: MAX_FILES_SLICE_BYTES,
+    };
+    let base = match &slice.base_file {
+        None => Vec::new(),
+        Some(name) => {
+            let rel = part.join(name).map_err(StorageError::from)?;
+            let bytes = match read_slice_file(mdt.storage(), &rel, &mut reading.unread).await? {
+                Ok(b) => b,
+                Err(why) => return Ok(Err(why)),
+            };
+            match hfile_records(&bytes, None, &mut reading.schemas, &mut reading.budget) {
+                Ok(r) => r,
+                Err(why) => return Ok(Err(format!("base file `{name}`: {why}"))),
+            }
+        }
+    };
+    let mut blocks = Vec::new();
+    for (_, name) in &slice.logs {
+        let rel = part.join(name).map_err(StorageError::from)?;
+        let bytes = match read_slice_file(mdt.storage(), &rel, &mut reading.unread).await? {
+            Ok(b) => b,
+            Err(why) => return Ok(Err(why)),
+        };
+        if let Err(why) = reading.log_blocks(name, &bytes, &mut blocks) {
+            return Ok(Err(why));
+        }
+    }
+    Ok(merge_files_partition(base, &blocks, &filter))
+}
+
+/// What the data table's completed rollbacks and restores undid, by their instant, or why one
+/// cannot be read.
+async fn rolled_back(
+    table: &Table,
+    data_tl: &Timeline,
+) -> Result<Result<BTreeMap<String, Vec<String>>, String>, Error> {
     let mut rolled_back = BTreeMap::new();
     for i in data_tl
         .completed()
@@ -233,8 +279,18 @@ async fn read_files_partition(
         };
         rolled_back.insert(i.requested_time.clone(), undone);
     }
+    Ok(Ok(rolled_back))
+}
+
+/// Which blocks of the `files` slice Hudi 0.15 reads, from both timelines and what the data
+/// table's rollbacks and restores undid.
+fn block_filter(
+    data_tl: &Timeline,
+    mdt_tl: &Timeline,
+    rolled_back: &BTreeMap<String, Vec<String>>,
+) -> BlockFilter {
     let commits: Vec<_> = mdt_tl.commits().collect();
-    let filter = BlockFilter {
+    BlockFilter {
         latest: mdt_tl
             .completed()
             .map(|i| i.requested_time.clone())
@@ -251,59 +307,33 @@ async fn read_files_partition(
             .map(|i| i.requested_time.clone())
             .collect(),
         valid: valid_instants(
-            &timeline_instants(&data_tl),
-            &rolled_back,
-            &timeline_instants(&mdt_tl),
+            &timeline_instants(data_tl),
+            rolled_back,
+            &timeline_instants(mdt_tl),
         ),
-    };
-
-    let slice = match files_slice(mdt).await? {
-        Ok(s) => s,
-        Err(why) => return Ok(Err(why)),
-    };
-    let base_ok = filter.completed.contains(&slice.base_instant)
-        || filter
-            .completed
-            .first()
-            .is_some_and(|f| slice.base_instant.as_str() < f.as_str());
-    if !base_ok {
-        return Ok(Err(format!(
-            "its latest `files` file slice starts at {}, which is not a completed instant",
-            slice.base_instant
-        )));
     }
-    let part = RelPath::parse(FILES).map_err(StorageError::from)?;
-    let mut schemas: BTreeMap<String, Schema> = BTreeMap::new();
-    // One budget for every HFile of the slice, so that many log files cannot exceed it either.
-    let mut budget = hfile::DecompressionBudget::new(MAX_FILES_SLICE_DECOMPRESSED_BYTES);
-    // And one for the bytes of its files: the slice's size was checked when the restore was
-    // decided, but a file read later may have grown.
-    let mut unread = MAX_FILES_SLICE_BYTES;
-    let base = match &slice.base_file {
-        None => Vec::new(),
-        Some(name) => {
-            let rel = part.join(name).map_err(StorageError::from)?;
-            let bytes = match read_slice_file(mdt.storage(), &rel, &mut unread).await? {
-                Ok(b) => b,
-                Err(why) => return Ok(Err(why)),
-            };
-            match hfile_records(&bytes, None, &mut schemas, &mut budget) {
-                Ok(r) => r,
-                Err(why) => return Ok(Err(format!("base file `{name}`: {why}"))),
-            }
-        }
-    };
-    let mut blocks = Vec::new();
-    for (_, name) in &slice.logs {
-        let rel = part.join(name).map_err(StorageError::from)?;
-        let bytes = match read_slice_file(mdt.storage(), &rel, &mut unread).await? {
-            Ok(b) => b,
-            Err(why) => return Ok(Err(why)),
-        };
-        let Some(read) = read_blocks(&bytes) else {
-            return Ok(Err(format!(
+}
+
+/// The state of reading one `files` file slice: the schemas parsed so far, and what may still
+/// be decompressed and read.
+struct SliceReading {
+    schemas: BTreeMap<String, Schema>,
+    budget: hfile::DecompressionBudget,
+    unread: u64,
+}
+
+impl SliceReading {
+    /// The blocks of log file `name` (its `bytes`), added to `blocks`, or why they do not read.
+    fn log_blocks(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+        blocks: &mut Vec<LogBlock>,
+    ) -> Result<(), String> {
+        let Some(read) = read_blocks(bytes) else {
+            return Err(format!(
                 "log file `{name}` has blocks hudi-keeper cannot read"
-            )));
+            ));
         };
         for b in read {
             let get = |k: i32| {
@@ -314,25 +344,27 @@ async fn read_files_partition(
                     .map(|(_, v)| v.clone())
             };
             let Some(instant) = get(HEADER_INSTANT_TIME) else {
-                return Ok(Err(format!(
-                    "log file `{name}` has a block without an instant"
-                )));
+                return Err(format!("log file `{name}` has a block without an instant"));
             };
             match b.header.block_type {
                 BLOCK_TYPE_COMMAND if get(HEADER_COMMAND_BLOCK_TYPE).as_deref() == Some("0") => {
                     let Some(target) = get(HEADER_TARGET_INSTANT_TIME) else {
-                        return Ok(Err(format!("log file `{name}` has a rollback block without a target")));
+                        return Err(format!(
+                            "log file `{name}` has a rollback block without a target"
+                        ));
                     };
                     blocks.push(LogBlock::Rollback { instant, target });
                 }
                 BLOCK_TYPE_HFILE_DATA => {
                     let schema = get(HEADER_SCHEMA);
-                    match hfile_records(b.content, schema.as_deref(), &mut schemas, &mut budget) {
-                        Ok(records) => blocks.push(LogBlock::Data { instant, records }),
-                        Err(why) => {
-                            return Ok(Err(format!("log file `{name}`, block of {instant}: {why}")))
-                        }
-                    }
+                    let records = hfile_records(
+                        b.content,
+                        schema.as_deref(),
+                        &mut self.schemas,
+                        &mut self.budget,
+                    )
+                    .map_err(|why| format!("log file `{name}`, block of {instant}: {why}"))?;
+                    blocks.push(LogBlock::Data { instant, records });
                 }
                 // The empty delete block Hudi writes when it creates a file group: no keys.
                 BLOCK_TYPE_DELETE if b.content == EMPTY_DELETE_BLOCK => {
@@ -342,14 +374,14 @@ async fn read_files_partition(
                     });
                 }
                 other => {
-                    return Ok(Err(format!(
+                    return Err(format!(
                         "log file `{name}` has a block of type {other}, which hudi-keeper does not read"
-                    )))
+                    ))
                 }
             }
         }
+        Ok(())
     }
-    Ok(merge_files_partition(base, &blocks, &filter))
 }
 
 /// One file of the `files` file slice, charged to `unread` (what may still be read of the
