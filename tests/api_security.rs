@@ -7,7 +7,7 @@
 //! inside a table's base path, no path of the host in `/readyz`. And the HTTP server's own
 //! limits: request body, connections, requests in flight, slow clients.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,6 +1,6 @@
 //! `hudi-keeper rollback` end to end on a hand-made table: dry run, confirmation, JSON.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use common::{bin, run, stderr, stdout, TableDir};
 use std::process::Stdio;

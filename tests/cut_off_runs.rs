@@ -3,7 +3,7 @@
 //! ends where an uninterrupted run ends. Against the S3-compatible server on loopback (moto),
 //! slowed down by a proxy in front of it, with Hudi's storage-based lock.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::io::Write;
 use std::process::{Child, Stdio};

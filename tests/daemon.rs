@@ -1,7 +1,7 @@
 //! `hudi-keeper serve`, end to end: the real binary against tables on the local file system and
 //! on an S3-compatible server on loopback (moto, started by `scripts/test`).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! serves the probes and `/metrics` on a listener of its own (`server.probe_listen`, issue #30),
 //! the one the manifests' probes and monitors use (`scripts/check-deploy` checks those).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

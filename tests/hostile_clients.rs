@@ -3,7 +3,7 @@
 //! listener (`server.probe_listen`), and the listing of tables is paged. The memory a flood
 //! costs is measured by `scripts/hostile-client` (figures in BENCHMARKS.md), not asserted here.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! lock. At the end every commit a Java writer saw succeed must be intact and readable, no rollback
 //! may have touched a live or committed instant, and Hudi's validator must pass.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

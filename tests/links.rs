@@ -4,7 +4,7 @@
 //! (rollback and restore, dry run included), in the executors (a folder swapped before or
 //! while they run) and in the daemon (its cached table handle, its polls).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! A real Prometheus (Debian's `prometheus` package, installed by `scripts/test`) scrapes the
 //! daemon, and `promtool check metrics` lints what it exports.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -10,7 +10,7 @@
 //! #29): a replica taking a table over, a poll interval longer than the minimum age, and a
 //! state file that cannot be read all leave such a write alone.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::{Duration, SystemTime};
 

@@ -14,6 +14,7 @@ mod links;
 mod open;
 mod relpath;
 mod requests;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 use std::collections::HashMap;

@@ -1,7 +1,5 @@
 //! Shared by the interop suites: whether they run, and how to call the Java harness.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
