@@ -242,11 +242,17 @@ fn the_rollback_proceeds_once_the_writer_releases_the_lock() {
     assert!(!t.path().join(".hoodie/lock").exists());
 }
 
-#[test]
-fn an_expired_file_system_lock_is_taken_over() {
+/// The failed table with a writer's file-system lock file last written `secs` ago, and
+/// `rollback --yes` under the file-system lock with `--lock-filesystem-expire expire` and
+/// `--lock-timeout timeout`: the table, the lock file and the run.
+fn rollback_past_a_lock_file_written_ago(
+    secs: u64,
+    expire: &str,
+    timeout: &str,
+) -> (TableDir, std::path::PathBuf, std::process::Output) {
     let t = failed_table();
     let lock = t.write(".hoodie/lock", b"");
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
     std::fs::File::options()
         .write(true)
         .open(&lock)
@@ -260,10 +266,16 @@ fn an_expired_file_system_lock_is_taken_over() {
         "--lock",
         "filesystem",
         "--lock-filesystem-expire",
-        "5m",
+        expire,
         "--lock-timeout",
-        "5s",
+        timeout,
     ]);
+    (t, lock, out)
+}
+
+#[test]
+fn an_expired_file_system_lock_is_taken_over() {
+    let (t, _lock, out) = rollback_past_a_lock_file_written_ago(600, "5m", "5s");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!t.path().join(".hoodie/lock").exists());
 }
@@ -272,26 +284,7 @@ fn an_expired_file_system_lock_is_taken_over() {
 fn a_bare_file_system_lock_expiry_is_in_minutes_as_in_hudi() {
     // A writer's lock file written 30 s ago, with the writers' hoodie.write.lock.filesystem.expire=1
     // (one minute): the lock is still the writer's.
-    let t = failed_table();
-    let lock = t.write(".hoodie/lock", b"");
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
-    std::fs::File::options()
-        .write(true)
-        .open(&lock)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
-    let out = run(&[
-        "rollback",
-        &t.uri(),
-        "--yes",
-        "--lock",
-        "filesystem",
-        "--lock-filesystem-expire",
-        "1",
-        "--lock-timeout",
-        "1s",
-    ]);
+    let (t, lock, out) = rollback_past_a_lock_file_written_ago(30, "1", "1s");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("could not take the lock"), "{err}");

@@ -35,6 +35,16 @@ pub fn run_sh(args: &[&str]) -> Output {
         .expect("run tests/interop/run.sh")
 }
 
+/// `tests/interop/run.sh` as a command to complete (its arguments, its spawning), with `env` set.
+pub fn run_sh_command(env: &[(String, String)]) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(workspace().join("tests/interop/run.sh"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
 /// The standard output of a harness command that must have succeeded; on failure the panic
 /// names `what` and shows both outputs.
 pub fn must(out: Output, what: &str) -> String {

@@ -151,6 +151,7 @@ pub fn storage_option_args(options: &hudi_keeper_core::storage::StorageOptions) 
         .collect()
 }
 
+pub mod api;
 pub mod azure;
 pub mod config;
 pub mod crash;
