@@ -240,10 +240,10 @@ fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() 
     let work2 = tempfile::tempdir().unwrap();
     let d = Daemon::start(
         work2.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            table_dir.display()
-        ),
+        &DaemonConfig::new()
+            .defaults("failed_writes_policy", "observe")
+            .table("t", &table_dir.display().to_string())
+            .to_string(),
     );
     let off = request(&d.addr, "POST", path, Some(TOKEN), Some("{}"));
     assert_eq!(off.status, 403, "{}", off.body);

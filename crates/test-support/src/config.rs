@@ -121,3 +121,34 @@ impl fmt::Display for DaemonConfig {
         f.write_str(&out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DaemonConfig;
+
+    #[test]
+    fn the_sections_come_in_order_and_values_are_written_as_toml_wants() {
+        let c = DaemonConfig::new()
+            .server("auth_token", "tok")
+            .server("halt_after_failures", "2")
+            .cluster("mode", "static")
+            .defaults("poll_interval", "1h")
+            .defaults("assume_lazy_writers", "true")
+            .raw("[defaults.storage_options]\nx = \"y\"\n")
+            .lock("provider", "filesystem")
+            .table("t", "/tmp/t")
+            .table_with("u", "s3://b/u", &[("failed_writes_policy", "observe")]);
+        assert_eq!(
+            c.to_string(),
+            "[server]\nstate_dir = \"state\"\nauth_token = \"tok\"\nhalt_after_failures = 2\n[cluster]\nmode = \"static\"\n[defaults]\npoll_interval = \"1h\"\nassume_lazy_writers = true\n[defaults.storage_options]\nx = \"y\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"/tmp/t\"\n[[tables]]\nname = \"u\"\nuri = \"s3://b/u\"\nfailed_writes_policy = \"observe\"\n"
+        );
+    }
+
+    #[test]
+    fn a_bare_config_is_the_server_section_and_its_state_dir() {
+        assert_eq!(
+            DaemonConfig::new().to_string(),
+            "[server]\nstate_dir = \"state\"\n"
+        );
+    }
+}
