@@ -26,6 +26,12 @@ fn failed_table() -> TableDir {
     t
 }
 
+/// The run failed with status 1, saying `why` on stderr.
+fn assert_refused(out: &std::process::Output, why: &str) {
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(out).contains(why), "{}", stderr(out));
+}
+
 #[test]
 fn dry_run_prints_the_plan_and_changes_nothing() {
     let t = failed_table();
@@ -156,12 +162,7 @@ fn the_demo_makes_a_failed_write_and_rolls_it_back() {
 fn the_demo_never_replaces_a_folder_it_did_not_make() {
     let t = failed_table();
     let out = run(&["demo", "--dir", &t.uri()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("not a hudi-keeper demo table"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "not a hudi-keeper demo table");
     assert!(t
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
@@ -172,12 +173,7 @@ fn the_demo_never_replaces_a_folder_it_did_not_make() {
 fn changing_a_table_needs_a_lock_decision() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("--lock storage|filesystem|zookeeper"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "--lock storage|filesystem|zookeeper");
     assert!(t
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
@@ -303,30 +299,33 @@ fn failed_file_still_there(t: &TableDir) -> bool {
 fn the_zookeeper_lock_needs_its_url_and_base_path() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes", "--lock", "zookeeper"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("--lock-zookeeper-url"),
-        "{}",
-        stderr(&out)
-    );
-    let out = run(&[
+    assert_refused(&out, "--lock-zookeeper-url");
+    let out = rollback_under_zookeeper(&t, "127.0.0.1:2181", "hudi/locks/", &[]);
+    assert_refused(&out, "must start with `/`");
+    assert!(failed_file_still_there(&t));
+}
+
+/// `rollback --yes` of `t` under the ZooKeeper lock at `url`, `base_path`, then `extra`.
+fn rollback_under_zookeeper(
+    t: &TableDir,
+    url: &str,
+    base_path: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let uri = t.uri();
+    let mut args = vec![
         "rollback",
-        &t.uri(),
+        uri.as_str(),
         "--yes",
         "--lock",
         "zookeeper",
         "--lock-zookeeper-url",
-        "127.0.0.1:2181",
+        url,
         "--lock-zookeeper-base-path",
-        "hudi/locks/",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("must start with `/`"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(failed_file_still_there(&t));
+        base_path,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
 }
 
 #[test]
@@ -337,25 +336,13 @@ fn an_unreachable_zookeeper_is_an_error_and_nothing_changes() {
         l.local_addr().unwrap().port()
     };
     let url = format!("127.0.0.1:{port}");
-    let out = run(&[
-        "rollback",
-        &t.uri(),
-        "--yes",
-        "--lock",
-        "zookeeper",
-        "--lock-zookeeper-url",
+    let out = rollback_under_zookeeper(
+        &t,
         &url,
-        "--lock-zookeeper-base-path",
         "/hudi/locks",
-        "--lock-zookeeper-connection-timeout",
-        "2s",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cannot connect to ZooKeeper"),
-        "{}",
-        stderr(&out)
+        &["--lock-zookeeper-connection-timeout", "2s"],
     );
+    assert_refused(&out, "cannot connect to ZooKeeper");
     assert!(failed_file_still_there(&t));
 }
 
@@ -363,12 +350,7 @@ fn an_unreachable_zookeeper_is_an_error_and_nothing_changes() {
 fn the_storage_lock_is_refused_on_the_local_file_system() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes", "--lock", "storage"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("conditional writes"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "conditional writes");
     assert!(failed_file_still_there(&t));
     assert!(!t.path().join(".hoodie/.locks/table_lock.json").exists());
 }
