@@ -4,7 +4,7 @@
 //! and `abfss://container@account.dfs.core.windows.net/path`, Hudi's), and the daemon polling an
 //! Azure table with the storage-based lock kept on Azure.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::Duration;
 

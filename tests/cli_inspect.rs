@@ -1,6 +1,6 @@
 //! `hudi-keeper inspect` end to end: the real binary on hand-made tables, including bad input.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use common::{run, stderr, stdout, TableDir};
 use serde_json::Value;
@@ -12,6 +12,21 @@ fn inspect_json(t: &TableDir, extra: &[&str]) -> Value {
     let out = run(&args);
     assert!(out.status.success(), "inspect failed: {}", stderr(&out));
     serde_json::from_str(&stdout(&out)).expect("inspect --json prints one JSON document")
+}
+
+/// The helpers (test-support, a library compiled without `CARGO_BIN_EXE_hudi-keeper`) find the
+/// binary cargo built for these suites.
+#[test]
+fn the_helpers_run_the_binary_cargo_built_for_the_tests() {
+    let cargo = std::path::Path::new(env!("CARGO_BIN_EXE_hudi-keeper"));
+    let found = common::bin_path();
+    assert_eq!(
+        std::fs::canonicalize(&found).unwrap(),
+        std::fs::canonicalize(cargo).unwrap(),
+        "{} is not {}",
+        found.display(),
+        cargo.display()
+    );
 }
 
 #[test]

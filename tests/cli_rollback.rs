@@ -1,6 +1,6 @@
 //! `hudi-keeper rollback` end to end on a hand-made table: dry run, confirmation, JSON.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use common::{bin, run, stderr, stdout, TableDir};
 use std::process::Stdio;
@@ -24,6 +24,12 @@ fn failed_table() -> TableDir {
     ]);
     t.age_all(std::time::Duration::from_secs(3600));
     t
+}
+
+/// The run failed with status 1, saying `why` on stderr.
+fn assert_refused(out: &std::process::Output, why: &str) {
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(out).contains(why), "{}", stderr(out));
 }
 
 #[test]
@@ -156,12 +162,7 @@ fn the_demo_makes_a_failed_write_and_rolls_it_back() {
 fn the_demo_never_replaces_a_folder_it_did_not_make() {
     let t = failed_table();
     let out = run(&["demo", "--dir", &t.uri()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("not a hudi-keeper demo table"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "not a hudi-keeper demo table");
     assert!(t
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
@@ -172,12 +173,7 @@ fn the_demo_never_replaces_a_folder_it_did_not_make() {
 fn changing_a_table_needs_a_lock_decision() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("--lock storage|filesystem|zookeeper"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "--lock storage|filesystem|zookeeper");
     assert!(t
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
@@ -242,11 +238,17 @@ fn the_rollback_proceeds_once_the_writer_releases_the_lock() {
     assert!(!t.path().join(".hoodie/lock").exists());
 }
 
-#[test]
-fn an_expired_file_system_lock_is_taken_over() {
+/// The failed table with a writer's file-system lock file last written `secs` ago, and
+/// `rollback --yes` under the file-system lock with `--lock-filesystem-expire expire` and
+/// `--lock-timeout timeout`: the table, the lock file and the run.
+fn rollback_past_a_lock_file_written_ago(
+    secs: u64,
+    expire: &str,
+    timeout: &str,
+) -> (TableDir, std::path::PathBuf, std::process::Output) {
     let t = failed_table();
     let lock = t.write(".hoodie/lock", b"");
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
     std::fs::File::options()
         .write(true)
         .open(&lock)
@@ -260,10 +262,16 @@ fn an_expired_file_system_lock_is_taken_over() {
         "--lock",
         "filesystem",
         "--lock-filesystem-expire",
-        "5m",
+        expire,
         "--lock-timeout",
-        "5s",
+        timeout,
     ]);
+    (t, lock, out)
+}
+
+#[test]
+fn an_expired_file_system_lock_is_taken_over() {
+    let (t, _lock, out) = rollback_past_a_lock_file_written_ago(600, "5m", "5s");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!t.path().join(".hoodie/lock").exists());
 }
@@ -272,26 +280,7 @@ fn an_expired_file_system_lock_is_taken_over() {
 fn a_bare_file_system_lock_expiry_is_in_minutes_as_in_hudi() {
     // A writer's lock file written 30 s ago, with the writers' hoodie.write.lock.filesystem.expire=1
     // (one minute): the lock is still the writer's.
-    let t = failed_table();
-    let lock = t.write(".hoodie/lock", b"");
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(30);
-    std::fs::File::options()
-        .write(true)
-        .open(&lock)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
-    let out = run(&[
-        "rollback",
-        &t.uri(),
-        "--yes",
-        "--lock",
-        "filesystem",
-        "--lock-filesystem-expire",
-        "1",
-        "--lock-timeout",
-        "1s",
-    ]);
+    let (t, lock, out) = rollback_past_a_lock_file_written_ago(30, "1", "1s");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("could not take the lock"), "{err}");
@@ -310,30 +299,33 @@ fn failed_file_still_there(t: &TableDir) -> bool {
 fn the_zookeeper_lock_needs_its_url_and_base_path() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes", "--lock", "zookeeper"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("--lock-zookeeper-url"),
-        "{}",
-        stderr(&out)
-    );
-    let out = run(&[
+    assert_refused(&out, "--lock-zookeeper-url");
+    let out = rollback_under_zookeeper(&t, "127.0.0.1:2181", "hudi/locks/", &[]);
+    assert_refused(&out, "must start with `/`");
+    assert!(failed_file_still_there(&t));
+}
+
+/// `rollback --yes` of `t` under the ZooKeeper lock at `url`, `base_path`, then `extra`.
+fn rollback_under_zookeeper(
+    t: &TableDir,
+    url: &str,
+    base_path: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let uri = t.uri();
+    let mut args = vec![
         "rollback",
-        &t.uri(),
+        uri.as_str(),
         "--yes",
         "--lock",
         "zookeeper",
         "--lock-zookeeper-url",
-        "127.0.0.1:2181",
+        url,
         "--lock-zookeeper-base-path",
-        "hudi/locks/",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("must start with `/`"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(failed_file_still_there(&t));
+        base_path,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
 }
 
 #[test]
@@ -344,25 +336,13 @@ fn an_unreachable_zookeeper_is_an_error_and_nothing_changes() {
         l.local_addr().unwrap().port()
     };
     let url = format!("127.0.0.1:{port}");
-    let out = run(&[
-        "rollback",
-        &t.uri(),
-        "--yes",
-        "--lock",
-        "zookeeper",
-        "--lock-zookeeper-url",
+    let out = rollback_under_zookeeper(
+        &t,
         &url,
-        "--lock-zookeeper-base-path",
         "/hudi/locks",
-        "--lock-zookeeper-connection-timeout",
-        "2s",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cannot connect to ZooKeeper"),
-        "{}",
-        stderr(&out)
+        &["--lock-zookeeper-connection-timeout", "2s"],
     );
+    assert_refused(&out, "cannot connect to ZooKeeper");
     assert!(failed_file_still_there(&t));
 }
 
@@ -370,12 +350,7 @@ fn an_unreachable_zookeeper_is_an_error_and_nothing_changes() {
 fn the_storage_lock_is_refused_on_the_local_file_system() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes", "--lock", "storage"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("conditional writes"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "conditional writes");
     assert!(failed_file_still_there(&t));
     assert!(!t.path().join(".hoodie/.locks/table_lock.json").exists());
 }

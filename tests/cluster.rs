@@ -4,7 +4,7 @@
 //! believe they own every table still roll each failed write back exactly once, because every
 //! change takes the table's lock and re-checks the timeline under it.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! ends where an uninterrupted run ends. Against the S3-compatible server on loopback (moto),
 //! slowed down by a proxy in front of it, with Hudi's storage-based lock.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::io::Write;
 use std::process::{Child, Stdio};
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
 use common::fixtures::{Fixture, Kind, T1, TF};
+use common::normalize::Snapshot;
 use common::proxy::SlowProxy;
 use common::runs::{
     daemon_store_toml, finishing, held, keys, lease, normalize, rollback_cli,
@@ -330,10 +331,9 @@ fn restorable(rt: &tokio::runtime::Runtime, name: &str) -> (Fixture, String) {
     (f, root)
 }
 
-#[test]
-fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_a_restart() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (reference, _) = restorable(&rt, "kill-restore-ref");
+/// What an uninterrupted restore to T1 of a [`restorable`] table named `name` leaves, normalized.
+fn restored_reference(rt: &tokio::runtime::Runtime, name: &str) -> Snapshot {
+    let (reference, _) = restorable(rt, name);
     rt.block_on(async {
         let t = Table::open(&reference.uri, &options()).await.unwrap();
         let opts = RestoreOptions {
@@ -342,7 +342,13 @@ fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_
         };
         restore(&t, T1, &opts, None).await.unwrap();
     });
-    let expected = normalize(&rt.block_on(reference.snapshot()));
+    normalize(&rt.block_on(reference.snapshot()))
+}
+
+#[test]
+fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_a_restart() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let expected = restored_reference(&rt, "kill-restore-ref");
 
     let (f, _root) = restorable(&rt, "kill-restore");
     let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
@@ -398,16 +404,7 @@ fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_
 #[test]
 fn a_client_that_drops_the_connection_mid_restore_does_not_cut_it_short_and_the_lock_is_released() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (reference, _) = restorable(&rt, "cut-restore-ref");
-    rt.block_on(async {
-        let t = Table::open(&reference.uri, &options()).await.unwrap();
-        let opts = RestoreOptions {
-            rollback: RollbackOptions::default(),
-            require_savepoint: true,
-        };
-        restore(&t, T1, &opts, None).await.unwrap();
-    });
-    let expected = normalize(&rt.block_on(reference.snapshot()));
+    let expected = restored_reference(&rt, "cut-restore-ref");
 
     let (f, root) = restorable(&rt, "cut-restore");
     let proxy = SlowProxy::start(&endpoint(), Duration::from_millis(300));

@@ -1,10 +1,11 @@
 //! `hudi-keeper serve`, end to end: the real binary against tables on the local file system and
 //! on an S3-compatible server on loopback (moto, started by `scripts/test`).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::{Duration, Instant};
 
+use common::config::DaemonConfig;
 use common::daemon::Daemon;
 use common::fixtures::{build_local, instant_now, Fixture, Kind, T1, T2, TF};
 use common::http::request;
@@ -140,22 +141,34 @@ fn a_dead_writer_is_rolled_back_within_a_poll_of_expiry_and_live_writers_never_a
     assert!(d.terminate(Duration::from_secs(20)).success());
 }
 
+/// `serve` with the API token, the file-system lock and table `t` at `table_dir` (the fixture
+/// `f`, its writers lazy) polled once an hour, once its first poll rolled back the failed write.
+fn serve_one_table_with_the_token(
+    dir: &std::path::Path,
+    table_dir: &std::path::Path,
+    f: &Fixture,
+    rt: &tokio::runtime::Runtime,
+) -> Daemon {
+    let config = DaemonConfig::new()
+        .server("auth_token", TOKEN)
+        .defaults("poll_interval", "1h")
+        .defaults("assume_lazy_writers", "true")
+        .lock("provider", "filesystem")
+        .table("t", &table_dir.display().to_string());
+    let d = Daemon::start(dir, &config.to_string());
+    d.wait_for("the first poll", Duration::from_secs(20), || {
+        rolled_back(f, rt, TF).then_some(())
+    });
+    d
+}
+
 #[test]
 fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let work = tempfile::tempdir().unwrap();
     let table_dir = work.path().join("t");
     let f = build_local(&rt, &table_dir, Kind::CowV8);
-    let d = Daemon::start(
-        work.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            table_dir.display()
-        ),
-    );
-    d.wait_for("the first poll", Duration::from_secs(20), || {
-        rolled_back(&f, &rt, TF).then_some(())
-    });
+    let d = serve_one_table_with_the_token(work.path(), &table_dir, &f, &rt);
     // A new failed write, which the next scheduled poll (an hour away) would find.
     let t2 = "20240101030000000";
     rt.block_on(f.start_write(t2));
@@ -227,10 +240,10 @@ fn the_manual_rollback_api_needs_the_token_and_returns_the_plan_or_the_result() 
     let work2 = tempfile::tempdir().unwrap();
     let d = Daemon::start(
         work2.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            table_dir.display()
-        ),
+        &DaemonConfig::new()
+            .defaults("failed_writes_policy", "observe")
+            .table("t", &table_dir.display().to_string())
+            .to_string(),
     );
     let off = request(&d.addr, "POST", path, Some(TOKEN), Some("{}"));
     assert_eq!(off.status, 403, "{}", off.body);
@@ -243,16 +256,7 @@ fn the_savepoint_and_restore_api_need_the_token_preview_and_take_the_table_back(
     let work = tempfile::tempdir().unwrap();
     let table_dir = work.path().join("t");
     let f = build_local(&rt, &table_dir, Kind::CowV6);
-    let d = Daemon::start(
-        work.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1h\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            table_dir.display()
-        ),
-    );
-    d.wait_for("the first poll", Duration::from_secs(20), || {
-        rolled_back(&f, &rt, TF).then_some(())
-    });
+    let d = serve_one_table_with_the_token(work.path(), &table_dir, &f, &rt);
     let sp = "/api/v1/tables/t/savepoints";
     let body = format!(r#"{{"instant": "{T1}", "user": "ops", "comment": "before the bad load"}}"#);
     assert_eq!(request(&d.addr, "POST", sp, None, Some(&body)).status, 401);

@@ -3,7 +3,7 @@
 //! answers while a long change holds the table. The real `hudi-keeper serve` against the
 //! S3-compatible server on loopback (moto) behind a proxy that can hang requests.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::Duration;
 

@@ -3,11 +3,12 @@
 //! serves the probes and `/metrics` on a listener of its own (`server.probe_listen`, issue #30),
 //! the one the manifests' probes and monitors use (`scripts/check-deploy` checks those).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use common::config::DaemonConfig;
 use common::daemon::Daemon;
 use common::fixtures::{build_local, Kind};
 use common::http::get;
@@ -186,10 +187,12 @@ fn the_dashboard_and_the_alerts_cover_exactly_the_exported_metrics() {
     build_local(&rt, &dir, Kind::CowV8);
     let d = Daemon::start(
         work.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            dir.display()
-        ),
+        &DaemonConfig::new()
+            .defaults("poll_interval", "500ms")
+            .defaults("assume_lazy_writers", "true")
+            .lock("provider", "filesystem")
+            .table("t", &dir.display().to_string())
+            .to_string(),
     );
     d.wait_for("the rollback", Duration::from_secs(20), || {
         (d.table("t")["status"]["rollbacks"] == 1).then_some(())

@@ -3,12 +3,13 @@
 //! listener (`server.probe_listen`), and the listing of tables is paged. The memory a flood
 //! costs is measured by `scripts/hostile-client` (figures in BENCHMARKS.md), not asserted here.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use common::config::DaemonConfig;
 use common::daemon::Daemon;
 use common::http::get;
 use common::TableDir;
@@ -46,10 +47,12 @@ fn probes_answer_on_their_own_listener_while_300_idle_connections_hold_every_api
     let t = TableDir::v8_mor();
     let d = Daemon::start(
         work.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\nprobe_listen = \"127.0.0.1:0\"\n[defaults]\npoll_interval = \"1s\"\nfailed_writes_policy = \"observe\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            t.uri()
-        ),
+        &DaemonConfig::new()
+            .server("probe_listen", "127.0.0.1:0")
+            .defaults("poll_interval", "1s")
+            .defaults("failed_writes_policy", "observe")
+            .table("t", &t.uri())
+            .to_string(),
     );
     let probes = probe_addr(&d);
     assert!(healthz_within(&d.addr, Duration::from_secs(2)));

@@ -18,7 +18,7 @@
 //! and written to `$HUDI_KEEPER_CLUSTER_REPORT` when set (`BENCHMARKS.md`, "Several replicas").
 //! `HUDI_KEEPER_CLUSTER_TABLES` changes the number of idle tables (default 3,000).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The daemon's automatic rollbacks on tables real Hudi wrote and broke (a writer SIGKILLed
 //! mid-commit), validated by Hudi's own code afterwards.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! tables real Hudi wrote (table versions 6, 8 and 9; copy-on-write and merge-on-read; the
 //! metadata table too), before and after Hudi's own rollback.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,7 @@
 //! Run by `scripts/test` (HUDI_KEEPER_INTEROP=1). HUDI_KEEPER_INTEROP_TABLES=<dir> reuses tables
 //! generated earlier into <dir>/<version>/.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

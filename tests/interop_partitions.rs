@@ -17,7 +17,7 @@
 //! Run by `scripts/test` (HUDI_KEEPER_INTEROP=1, and the S3 server for the last case).
 //! HUDI_KEEPER_INTEROP_TABLES=<dir> reuses tables generated earlier into <dir>/partitions/.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

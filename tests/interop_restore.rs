@@ -7,7 +7,7 @@
 //! * Hudi's validator reads exactly c2's records from each copy, writes to it, cleans it (the
 //!   savepointed files stay) and archives it.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 

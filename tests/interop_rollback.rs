@@ -6,7 +6,7 @@
 //! Run by `scripts/test` (which builds the harness and sets HUDI_KEEPER_INTEROP=1).
 //! HUDI_KEEPER_INTEROP_TABLES=<dir> reuses tables generated earlier into <dir>/<version>/.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 

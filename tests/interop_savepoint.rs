@@ -2,7 +2,7 @@
 //! savepoints a commit, `savepoint list` shows exactly what it keeps, `savepoint delete` removes it,
 //! and Hudi's timeline loader and validator (follow-up writes, clean, archival) accept the table.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use common::interop::{enabled, run_sh, tables_root};
 use common::{run, stderr, stdout};

@@ -22,7 +22,7 @@
 //! than CI can spare). Needs `HUDI_KEEPER_INTEROP=1` and ZooKeeper (`HUDI_KEEPER_ZK`), as the
 //! other real-Hudi suites, and for S3 the server (`HUDI_KEEPER_S3_ENDPOINT`).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

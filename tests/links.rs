@@ -4,7 +4,7 @@
 //! (rollback and restore, dry run included), in the executors (a folder swapped before or
 //! while they run) and in the daemon (its cached table handle, its polls).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,6 +53,32 @@ fn snapshot(dir: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// Neither the table nor the folder outside it changed since their snapshots `before` and
+/// `outside_before`.
+fn assert_unchanged(
+    table: &Path,
+    before: &BTreeMap<String, String>,
+    outside: &Path,
+    outside_before: &BTreeMap<String, String>,
+) {
+    assert_eq!(&snapshot(table), before, "the table changed");
+    assert_eq!(
+        &snapshot(outside),
+        outside_before,
+        "the outside folder changed"
+    );
+}
+
+/// A runtime, a canonical work folder and the fixture's copy-on-write table built in its
+/// folder `rel`.
+fn local_table(rel: &str) -> (tokio::runtime::Runtime, tempfile::TempDir, PathBuf, PathBuf) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (tmp, w) = work();
+    let table = w.join(rel);
+    build_local(&rt, &table, Kind::CowV8);
+    (rt, tmp, w, table)
+}
+
 /// A canonical work folder (temp folders may lie below a link themselves).
 fn work() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -96,10 +122,7 @@ fn assert_refused_naming(out: &std::process::Output, link: &str) {
 /// link; the table and the outside folder are byte for byte as they were.
 #[test]
 fn a_partition_folder_that_is_a_link_refuses_the_rollback_before_any_change() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (_tmp, w) = work();
-    let table = w.join("t");
-    build_local(&rt, &table, Kind::CowV8);
+    let (_rt, _tmp, w, table) = local_table("t");
     let outside = w.join("outside/p2");
     link_partition_out(&table, "p2", &outside);
     assert!(outside
@@ -123,12 +146,7 @@ fn a_partition_folder_that_is_a_link_refuses_the_rollback_before_any_change() {
         &rollback_cli(&table, &["--yes", "--lock", "filesystem"]),
         &link,
     );
-    assert_eq!(snapshot(&table), before, "the table changed");
-    assert_eq!(
-        snapshot(&outside),
-        outside_before,
-        "the outside folder changed"
-    );
+    assert_unchanged(&table, &before, &outside, &outside_before);
 }
 
 /// (b) The failed write's marker folder holds a link to a folder outside the table: deleting
@@ -136,10 +154,7 @@ fn a_partition_folder_that_is_a_link_refuses_the_rollback_before_any_change() {
 /// change.
 #[test]
 fn a_marker_folder_holding_a_link_refuses_the_rollback_before_any_change() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (_tmp, w) = work();
-    let table = w.join("t");
-    build_local(&rt, &table, Kind::CowV8);
+    let (_rt, _tmp, w, table) = local_table("t");
     let outside = w.join("outside-markers");
     std::fs::create_dir_all(&outside).unwrap();
     let marker = format!("x-0_0-9-9_{TF}.parquet.marker.CREATE");
@@ -152,22 +167,14 @@ fn a_marker_folder_holding_a_link_refuses_the_rollback_before_any_change() {
     let link = linked.display().to_string();
     assert_refused_naming(&rollback_cli(&table, &["--dry-run"]), &link);
     assert_refused_naming(&rollback_cli(&table, &["--yes", "--lock", "none"]), &link);
-    assert_eq!(snapshot(&table), before, "the table changed");
-    assert_eq!(
-        snapshot(&outside),
-        outside_before,
-        "the outside folder changed"
-    );
+    assert_unchanged(&table, &before, &outside, &outside_before);
 }
 
 /// (b) A restore whose undone commits' files lie in a partition folder that is a link:
 /// refused before any change (dry run and run), naming the link.
 #[test]
 fn a_restore_through_a_linked_partition_folder_is_refused_before_any_change() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (_tmp, w) = work();
-    let table = w.join("t");
-    build_local(&rt, &table, Kind::CowV8);
+    let (_rt, _tmp, w, table) = local_table("t");
     let outside = w.join("outside/p1");
     link_partition_out(&table, "p1", &outside);
     let (before, outside_before) = (snapshot(&table), snapshot(&outside));
@@ -186,12 +193,7 @@ fn a_restore_through_a_linked_partition_folder_is_refused_before_any_change() {
     };
     assert_refused_naming(&restore_cli(&["--dry-run"]), &link);
     assert_refused_naming(&restore_cli(&["--yes", "--lock", "none"]), &link);
-    assert_eq!(snapshot(&table), before, "the table changed");
-    assert_eq!(
-        snapshot(&outside),
-        outside_before,
-        "the outside folder changed"
-    );
+    assert_unchanged(&table, &before, &outside, &outside_before);
 }
 
 fn options() -> RollbackOptions {
@@ -376,10 +378,7 @@ fn daemon_config(table: &Path, extra_defaults: &str) -> String {
 /// (and its dry run) is refused, naming the table folder, and the copy is untouched.
 #[test]
 fn the_daemon_refuses_a_rollback_of_a_table_folder_swapped_for_a_link_after_it_was_opened() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (_tmp, w) = work();
-    let table = w.join("tables/t");
-    build_local(&rt, &table, Kind::CowV8);
+    let (rt, _tmp, w, table) = local_table("tables/t");
     let outside = w.join("outside/t");
     build_local(&rt, &outside, Kind::CowV8);
     let d = Daemon::start(&w.join("d"), &daemon_config(&table, ""));
@@ -432,10 +431,7 @@ fn the_daemon_refuses_a_rollback_of_a_table_folder_swapped_for_a_link_after_it_w
 /// table status names the link, and both folders are untouched.
 #[test]
 fn the_daemon_refuses_a_rollback_through_a_linked_partition_folder() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (_tmp, w) = work();
-    let table = w.join("tables/t");
-    build_local(&rt, &table, Kind::CowV8);
+    let (_rt, _tmp, w, table) = local_table("tables/t");
     let outside = w.join("outside/p2");
     link_partition_out(&table, "p2", &outside);
     let (before, outside_before) = (snapshot(&table), snapshot(&outside));
@@ -467,10 +463,5 @@ fn the_daemon_refuses_a_rollback_through_a_linked_partition_folder() {
     assert_eq!(plan.status, 409, "{}", plan.body);
     assert!(plan.body.contains(&link), "{}", plan.body);
     // The daemon's own state folder is outside the table; the table itself is as it was.
-    assert_eq!(snapshot(&table), before, "the table changed");
-    assert_eq!(
-        snapshot(&outside),
-        outside_before,
-        "the outside folder changed"
-    );
+    assert_unchanged(&table, &before, &outside, &outside_before);
 }

@@ -3,7 +3,7 @@
 //! finds the object it wrote itself. Against the S3-compatible server on loopback (moto), through
 //! a proxy that loses the answer to one chosen request (found by the chaos soak's fault proxy).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::Duration;
 

@@ -1,11 +1,12 @@
 //! A real Prometheus (Debian's `prometheus` package, installed by `scripts/test`) scrapes the
 //! daemon, and `promtool check metrics` lints what it exports.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::config::DaemonConfig;
 use common::daemon::Daemon;
 use common::fixtures::{build_local, Kind};
 use common::http::get;
@@ -36,10 +37,12 @@ fn daemon_with_a_rollback(work: &std::path::Path) -> Daemon {
     build_local(&rt, &dir, Kind::MorV9);
     let d = Daemon::start(
         work,
-        &format!(
-            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\nassume_lazy_writers = true\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            dir.display()
-        ),
+        &DaemonConfig::new()
+            .defaults("poll_interval", "500ms")
+            .defaults("assume_lazy_writers", "true")
+            .lock("provider", "filesystem")
+            .table("t", &dir.display().to_string())
+            .to_string(),
     );
     d.wait_for("the rollback", Duration::from_secs(20), || {
         (d.table("t")["status"]["rollbacks"] == 1).then_some(())

@@ -1,7 +1,7 @@
 //! Against a real S3-compatible server on loopback (moto, started by `scripts/test` through
 //! `scripts/s3-server`): conditional writes, a whole rollback, and `inspect` on an s3:// URI.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use common::fixtures::{Fixture, Kind, TF};
 use common::s3::{endpoint, options, s3_store, unique, BUCKET};

@@ -10,10 +10,11 @@
 //! #29): a replica taking a table over, a poll interval longer than the minimum age, and a
 //! state file that cannot be read all leave such a write alone.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::time::{Duration, SystemTime};
 
+use common::config::DaemonConfig;
 use common::daemon::Daemon;
 use common::http::request;
 use common::{run, stderr, stdout, TableDir};
@@ -380,10 +381,7 @@ fn the_daemon_remembers_heartbeat_files_across_restarts_but_never_rolls_back_a_w
     let t = table();
     t.age_all(HOUR);
     let work = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"200ms\"\nmin_instant_age = \"1m\"\nclock_skew_margin = \"0s\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-        t.uri()
-    );
+    let config = finding_config(&t, "200ms", "1m");
     // A write that just started, without a heartbeat file: a sign of an EAGER writer.
     add_write(&t, W1);
     let d = Daemon::start(work.path(), &config);
@@ -511,10 +509,14 @@ fn the_daemon_remembers_heartbeat_files_across_restarts_but_never_rolls_back_a_w
 /// The daemon config of the issue-#29 findings: a LAZY table, the minimum age `min_age`, polls
 /// every `poll`.
 fn finding_config(t: &TableDir, poll: &str, min_age: &str) -> String {
-    format!(
-        "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"{poll}\"\nmin_instant_age = \"{min_age}\"\nclock_skew_margin = \"0s\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-        t.uri()
-    )
+    DaemonConfig::new()
+        .server("auth_token", TOKEN)
+        .defaults("poll_interval", poll)
+        .defaults("min_instant_age", min_age)
+        .defaults("clock_skew_margin", "0s")
+        .lock("provider", "filesystem")
+        .table("t", &t.uri())
+        .to_string()
 }
 
 /// A LAZY writer's live write W2 (fresh heartbeat) beside an EAGER writer's write W1 that
@@ -663,10 +665,7 @@ fn the_daemon_takes_no_orphan_heartbeat_file_for_evidence_of_lazy_writers() {
     t.touch(&[".hoodie/.heartbeat/20200101120000000"]);
     t.age_all(HOUR);
     let work = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"200ms\"\nmin_instant_age = \"1m\"\nclock_skew_margin = \"0s\"\n[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-        t.uri()
-    );
+    let config = finding_config(&t, "200ms", "1m");
     let d = Daemon::start(work.path(), &config);
     d.wait_for("the write to be judged", Duration::from_secs(20), || {
         verdict(&d, W1).map(|_| ())

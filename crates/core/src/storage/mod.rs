@@ -19,6 +19,7 @@ mod open;
 mod read;
 mod relpath;
 mod requests;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod ways;
 mod write;

@@ -10,12 +10,112 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{GetOptions, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt};
 
 use super::{Interceptor, OpKind, RelPath, StorageError};
+
+/// Methods of [`ObjectStore`] that pass each request unchanged to the wrapper's `inner` store
+/// (an `Arc<dyn ObjectStore>` field): the test stores here and in the test suites change a
+/// method or two and forward the rest with `forward_to_inner!(put_opts, get_opts, ...)` in their
+/// `impl ObjectStore`. (The user needs `object_store` among its dependencies.)
+#[macro_export]
+macro_rules! forward_to_inner {
+    ($($method:ident),+ $(,)?) => { $( $crate::forward_to_inner!(@ $method); )+ };
+    (@ put_opts) => {
+        fn put_opts<'s, 'l, 'f>(
+            &'s self,
+            location: &'l ::object_store::path::Path,
+            payload: ::object_store::PutPayload,
+            opts: ::object_store::PutOptions,
+        ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<
+            Output = ::object_store::Result<::object_store::PutResult>> + Send + 'f>>
+        where
+            's: 'f,
+            'l: 'f,
+            Self: 'f,
+        {
+            self.inner.put_opts(location, payload, opts)
+        }
+    };
+    (@ put_multipart_opts) => {
+        fn put_multipart_opts<'s, 'l, 'f>(
+            &'s self,
+            location: &'l ::object_store::path::Path,
+            opts: ::object_store::PutMultipartOptions,
+        ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<
+            Output = ::object_store::Result<Box<dyn ::object_store::MultipartUpload>>> + Send + 'f>>
+        where
+            's: 'f,
+            'l: 'f,
+            Self: 'f,
+        {
+            self.inner.put_multipart_opts(location, opts)
+        }
+    };
+    (@ get_opts) => {
+        fn get_opts<'s, 'l, 'f>(
+            &'s self,
+            location: &'l ::object_store::path::Path,
+            options: ::object_store::GetOptions,
+        ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<
+            Output = ::object_store::Result<::object_store::GetResult>> + Send + 'f>>
+        where
+            's: 'f,
+            'l: 'f,
+            Self: 'f,
+        {
+            self.inner.get_opts(location, options)
+        }
+    };
+    (@ delete_stream) => {
+        fn delete_stream(
+            &self,
+            locations: ::futures::stream::BoxStream<
+                'static, ::object_store::Result<::object_store::path::Path>>,
+        ) -> ::futures::stream::BoxStream<'static, ::object_store::Result<::object_store::path::Path>> {
+            self.inner.delete_stream(locations)
+        }
+    };
+    (@ list) => {
+        fn list(
+            &self,
+            prefix: Option<&::object_store::path::Path>,
+        ) -> ::futures::stream::BoxStream<'static, ::object_store::Result<::object_store::ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+    };
+    (@ list_with_delimiter) => {
+        fn list_with_delimiter<'s, 'l, 'f>(
+            &'s self,
+            prefix: Option<&'l ::object_store::path::Path>,
+        ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<
+            Output = ::object_store::Result<::object_store::ListResult>> + Send + 'f>>
+        where
+            's: 'f,
+            'l: 'f,
+            Self: 'f,
+        {
+            self.inner.list_with_delimiter(prefix)
+        }
+    };
+    (@ copy_opts) => {
+        fn copy_opts<'s, 'a, 'b, 'f>(
+            &'s self,
+            from: &'a ::object_store::path::Path,
+            to: &'b ::object_store::path::Path,
+            options: ::object_store::CopyOptions,
+        ) -> ::std::pin::Pin<Box<dyn ::std::future::Future<
+            Output = ::object_store::Result<()>> + Send + 'f>>
+        where
+            's: 'f,
+            'a: 'f,
+            'b: 'f,
+            Self: 'f,
+        {
+            self.inner.copy_opts(from, to, options)
+        }
+    };
+}
 
 /// The request counter, under its older name (tests count with it).
 pub use super::RequestCounter as CountingInterceptor;
@@ -142,45 +242,14 @@ impl fmt::Display for DeleteSwallowingStore {
 type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = object_store::Result<T>> + Send + 'a>>;
 
 impl ObjectStore for DeleteSwallowingStore {
-    fn put_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> StoreFuture<'f, PutResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.put_opts(location, payload, opts)
-    }
-
-    fn put_multipart_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        opts: PutMultipartOptions,
-    ) -> StoreFuture<'f, Box<dyn MultipartUpload>>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.put_multipart_opts(location, opts)
-    }
-
-    fn get_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        options: GetOptions,
-    ) -> StoreFuture<'f, GetResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.get_opts(location, options)
-    }
+    crate::forward_to_inner!(
+        put_opts,
+        put_multipart_opts,
+        get_opts,
+        list,
+        list_with_delimiter,
+        copy_opts
+    );
 
     fn delete_stream(
         &self,
@@ -201,37 +270,6 @@ impl ObjectStore for DeleteSwallowingStore {
                 }
             })
             .boxed()
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_delimiter<'s, 'l, 'f>(
-        &'s self,
-        prefix: Option<&'l Path>,
-    ) -> StoreFuture<'f, ListResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.list_with_delimiter(prefix)
-    }
-
-    fn copy_opts<'s, 'a, 'b, 'f>(
-        &'s self,
-        from: &'a Path,
-        to: &'b Path,
-        options: CopyOptions,
-    ) -> StoreFuture<'f, ()>
-    where
-        's: 'f,
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        self.inner.copy_opts(from, to, options)
     }
 }
 
@@ -268,32 +306,14 @@ impl fmt::Display for SizeClaimingStore {
 }
 
 impl ObjectStore for SizeClaimingStore {
-    fn put_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> StoreFuture<'f, PutResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.put_opts(location, payload, opts)
-    }
-
-    fn put_multipart_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        opts: PutMultipartOptions,
-    ) -> StoreFuture<'f, Box<dyn MultipartUpload>>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.put_multipart_opts(location, opts)
-    }
+    crate::forward_to_inner!(
+        put_opts,
+        put_multipart_opts,
+        delete_stream,
+        list,
+        list_with_delimiter,
+        copy_opts
+    );
 
     fn get_opts<'s, 'l, 'f>(
         &'s self,
@@ -325,44 +345,6 @@ impl ObjectStore for SizeClaimingStore {
                 extensions: Default::default(),
             })
         })
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_delimiter<'s, 'l, 'f>(
-        &'s self,
-        prefix: Option<&'l Path>,
-    ) -> StoreFuture<'f, ListResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.list_with_delimiter(prefix)
-    }
-
-    fn copy_opts<'s, 'a, 'b, 'f>(
-        &'s self,
-        from: &'a Path,
-        to: &'b Path,
-        options: CopyOptions,
-    ) -> StoreFuture<'f, ()>
-    where
-        's: 'f,
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        self.inner.copy_opts(from, to, options)
     }
 }
 

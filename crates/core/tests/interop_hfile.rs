@@ -5,7 +5,7 @@
 //! over 1 MiB, so it has several data blocks, a multi-entry root index with HBase's shortened
 //! index keys, and one record larger than a block.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 

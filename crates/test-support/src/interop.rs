@@ -1,7 +1,5 @@
 //! Shared by the interop suites: whether they run, and how to call the Java harness.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -35,6 +33,16 @@ pub fn run_sh(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run tests/interop/run.sh")
+}
+
+/// `tests/interop/run.sh` as a command to complete (its arguments, its spawning), with `env` set.
+pub fn run_sh_command(env: &[(String, String)]) -> Command {
+    let mut c = Command::new("bash");
+    c.arg(workspace().join("tests/interop/run.sh"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
 }
 
 /// The standard output of a harness command that must have succeeded; on failure the panic

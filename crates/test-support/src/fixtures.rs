@@ -1,8 +1,6 @@
 //! Hand-made Hudi tables for engine tests: a few completed commits and one failed write, laid
 //! out as hudi-format.md describes (the interop suite checks the same against real Hudi).
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

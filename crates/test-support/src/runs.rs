@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::fixtures::{bump, Fixture, Kind, T1, T2, TF};
+use super::fixtures::{Fixture, Kind, TF};
+use super::normalize::Normalization;
 use super::s3::{endpoint, options, s3_store, unique, BUCKET};
 use super::{bin, stderr};
 use hudi_keeper_core::protocol::lock::storage_lock::{LockData, DEFAULT_PATH};
@@ -87,71 +88,10 @@ pub fn within(bound: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// Every object of the table with run-specific names and bytes replaced: rollback and restore
 /// instants, new instants and completion times, Avro files (random sync markers), command
-/// blocks. The lock file is left out (its owner and validity differ run to run).
+/// blocks. The lock file is left out (its owner and validity differ run to run): the
+/// [`Normalization::RUNS`] preset of [`crate::normalize::normalize`].
 pub fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
-    let known: Vec<String> = [T1, T2, TF]
-        .iter()
-        .flat_map(|t| [t.to_string(), bump(t)])
-        .collect();
-    let is_new = |t: &str| {
-        t.len() == 17 && t.bytes().all(|b| b.is_ascii_digit()) && !known.iter().any(|k| k == t)
-    };
-    let mut runs: Vec<String> = Vec::new();
-    for k in snapshot.keys() {
-        for seg in k.split('/') {
-            if let Some((times, rest)) = seg.split_once('.') {
-                if rest.starts_with("rollback") || rest.starts_with("restore") {
-                    runs.push(times.split('_').next().unwrap_or(times).to_string());
-                }
-            }
-        }
-    }
-    snapshot
-        .iter()
-        .filter(|(k, _)| !k.starts_with(".hoodie/.locks/"))
-        .map(|(k, v)| {
-            let k = k
-                .split('/')
-                .map(|seg| {
-                    if runs.iter().any(|r| r == seg) {
-                        return "<R>".to_string();
-                    }
-                    let Some((times, rest)) = seg.split_once('.') else {
-                        return seg.to_string();
-                    };
-                    let (first, completion) = match times.split_once('_') {
-                        Some((a, b)) => (a, Some(b)),
-                        None => (times, None),
-                    };
-                    let first = if rest.starts_with("rollback") || rest.starts_with("restore") {
-                        "<R>".to_string()
-                    } else if is_new(first) {
-                        "<N>".to_string()
-                    } else {
-                        first.to_string()
-                    };
-                    match completion {
-                        Some(c) if is_new(c) => format!("{first}_<C>.{rest}"),
-                        Some(c) => format!("{first}_{c}.{rest}"),
-                        None => format!("{first}.{rest}"),
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("/");
-            let v = if k.contains(".rollback")
-                || k.contains(".restore")
-                || k.contains(".savepoint")
-                || k.contains("<N>")
-                || v.starts_with(b"Obj\x01")
-                || v.starts_with(b"#HUDI#\0")
-            {
-                Vec::new()
-            } else {
-                v.clone()
-            };
-            (k, v)
-        })
-        .collect()
+    crate::normalize::normalize(snapshot, Normalization::RUNS)
 }
 
 /// The daemon's view of the writers' heartbeats in these tests.

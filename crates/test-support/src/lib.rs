@@ -1,13 +1,42 @@
-//! Helpers shared by the integration tests: run the real binary, build small tables by hand.
-
-#![allow(dead_code)]
+//! Helpers shared by hudi-keeper's test suites (a dev-dependency of both crates, never
+//! published): run the real binary, build small tables by hand ([`fixtures`]), the S3 and Azure
+//! test servers ([`s3`], [`azure`]), a slow or faulty store ([`proxy`]), the daemon ([`daemon`],
+//! [`config`]), an HTTP client ([`http`]), the real-Hudi harness ([`interop`]), runs cut off on
+//! a store ([`runs`]), snapshots with run-specific names normalized ([`normalize`]) and the
+//! crash-at-every-storage-call harness ([`crash`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The `hudi-keeper` binary cargo built for the service crate's tests. `CARGO_BIN_EXE_hudi-keeper`
+/// is known when those suites compile, not when this library does, nor (under `scripts/test`,
+/// which runs the test executables itself) at run time: the binary is found beside the test
+/// executable, in the profile folder above `deps/`, where cargo puts both. (The suite
+/// `cli_inspect` checks that this is the binary cargo names.)
+pub fn bin_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("CARGO_BIN_EXE_hudi-keeper") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let mut dir = exe
+        .parent()
+        .expect("the test executable's folder")
+        .to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let p = dir.join(format!("hudi-keeper{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        p.is_file(),
+        "{} is not built: the binary is built for the service crate's tests (cargo test -p hudi-keeper)",
+        p.display()
+    );
+    p
+}
+
 /// The `hudi-keeper` binary cargo built for these tests.
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hudi-keeper"))
+    Command::new(bin_path())
 }
 
 /// Run `hudi-keeper` with `args`.
@@ -122,11 +151,16 @@ pub fn storage_option_args(options: &hudi_keeper_core::storage::StorageOptions) 
         .collect()
 }
 
+pub mod api;
 pub mod azure;
+pub mod config;
+pub mod crash;
 pub mod daemon;
+pub mod engine;
 pub mod fixtures;
 pub mod http;
 pub mod interop;
+pub mod normalize;
 pub mod proxy;
 pub mod runs;
 pub mod s3;

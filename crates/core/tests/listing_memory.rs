@@ -24,10 +24,7 @@ use hudi_keeper_core::storage::{RelPath, Storage};
 use hudi_keeper_core::Table;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{ListResult, ObjectMeta, ObjectStore};
 
 struct ThreadHeap;
 
@@ -116,52 +113,13 @@ impl fmt::Display for PaddedListing {
 type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = object_store::Result<T>> + Send + 'a>>;
 
 impl ObjectStore for PaddedListing {
-    fn put_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> StoreFuture<'f, PutResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.put_opts(location, payload, opts)
-    }
-
-    fn put_multipart_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        opts: PutMultipartOptions,
-    ) -> StoreFuture<'f, Box<dyn MultipartUpload>>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.put_multipart_opts(location, opts)
-    }
-
-    fn get_opts<'s, 'l, 'f>(
-        &'s self,
-        location: &'l Path,
-        options: GetOptions,
-    ) -> StoreFuture<'f, GetResult>
-    where
-        's: 'f,
-        'l: 'f,
-        Self: 'f,
-    {
-        self.inner.get_opts(location, options)
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
+    hudi_keeper_core::forward_to_inner!(
+        put_opts,
+        put_multipart_opts,
+        get_opts,
+        delete_stream,
+        copy_opts
+    );
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let real = self.inner.list(prefix);
@@ -198,21 +156,6 @@ impl ObjectStore for PaddedListing {
                 .extend((0..UNRELATED).map(|i| unrelated_file(folder, i)));
             Ok(listing)
         })
-    }
-
-    fn copy_opts<'s, 'a, 'b, 'f>(
-        &'s self,
-        from: &'a Path,
-        to: &'b Path,
-        options: CopyOptions,
-    ) -> StoreFuture<'f, ()>
-    where
-        's: 'f,
-        'a: 'f,
-        'b: 'f,
-        Self: 'f,
-    {
-        self.inner.copy_opts(from, to, options)
     }
 }
 

@@ -5,7 +5,7 @@
 //! what a rollback or restore left is read back the same way, never through the seam under test.
 //! The S3 cases run against the S3-compatible server `scripts/test` starts (moto on loopback).
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

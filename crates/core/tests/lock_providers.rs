@@ -3,7 +3,7 @@
 //! server on loopback (moto). Contenders here are separate clients with separate sessions, as
 //! separate processes would be.
 
-mod common;
+use hudi_keeper_test_support as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

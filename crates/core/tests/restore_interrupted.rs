@@ -1,0 +1,261 @@
+//! Interrupted restores: a crash at any storage call, then a rerun, ends where an
+//! uninterrupted restore ends, and leaves nothing but the table needed to finish; a restore
+//! records its instant before the metadata table goes, and a resumed one finishes deleting it.
+
+use std::sync::Arc;
+
+use common::fixtures::{rel, Fixture, Kind, T1, T2};
+use hudi_keeper_core::exec::restore::{restore, MetadataTableAction};
+use hudi_keeper_core::storage::testing::FailNth;
+use hudi_keeper_core::timeline::Action;
+use hudi_keeper_core::Table;
+use hudi_keeper_test_support as common;
+use hudi_keeper_test_support::crash::Crash;
+use hudi_keeper_test_support::engine::{
+    assert_resumable, open, restore_instants, restore_options as opts, savepointed as fixture,
+    savepointed_with as build, tl,
+};
+use hudi_keeper_test_support::normalize::{normalize, Normalization};
+
+/// Fail the n-th storage call of a restore (before or after it reaches storage), rerun, and
+/// compare with an uninterrupted restore.
+async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
+    crash_at_every_call_with(kind, mdt, false).await
+}
+
+async fn crash_at_every_call_with(kind: Kind, mdt: bool, real_mdt: bool) -> usize {
+    crash_at_every_call_after(kind, mdt, real_mdt, None).await
+}
+
+/// The fixture, restored to `first` if given (so the restore to T1 under test is a second one).
+async fn prepared(kind: Kind, mdt: bool, real_mdt: bool, first: Option<&str>) -> Fixture {
+    let f = build(kind, mdt, real_mdt).await;
+    if let Some(t) = first {
+        restore(&open(&f).await, t, &opts(false), None)
+            .await
+            .unwrap();
+    }
+    f
+}
+
+/// The crash harness on a restore to T1 of [`prepared`]; every failure must leave the restore
+/// resumable ([`assert_resumable`]), and the end states the same number of files.
+async fn crash_at_every_call_after(
+    kind: Kind,
+    mdt: bool,
+    real_mdt: bool,
+    first: Option<&str>,
+) -> usize {
+    Crash {
+        build: async || prepared(kind, mdt, real_mdt, first).await,
+        run: async |t: &Table| restore(t, T1, &opts(true), None).await.map(|_| ()),
+        how: Normalization::RESTORE,
+        count_files: true,
+    }
+    .at_every_call_checking(
+        async |f: &Fixture| (f.snapshot().await, restore_instants(&open(f).await).await),
+        async |f: &Fixture, (untouched, restores_before), failure: &str| {
+            assert_resumable(f, &untouched, &restores_before, failure).await
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_that_restores_the_metadata_table_then_rerun_ends_alike(
+) {
+    let n = crash_at_every_call_with(Kind::MorV9, true, true).await;
+    eprintln!("mor v9 + metadata table restored: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_that_restores_a_v6_metadata_table_then_rerun_ends_alike(
+) {
+    let n = crash_at_every_call_with(Kind::MorV6, true, true).await;
+    eprintln!("mor v6 + metadata table restored: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_rerun_ends_alike_v9(
+) {
+    let n = crash_at_every_call_after(Kind::MorV9, true, true, Some(T2)).await;
+    eprintln!("mor v9 + metadata table, second restore: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_rerun_ends_alike_v6(
+) {
+    let n = crash_at_every_call_after(Kind::MorV6, true, true, Some(T2)).await;
+    eprintln!("mor v6 + metadata table, second restore: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_cow_v6() {
+    let n = crash_at_every_call(Kind::CowV6, false).await;
+    eprintln!("cow v6: {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_mor_v6() {
+    let n = crash_at_every_call(Kind::MorV6, false).await;
+    eprintln!("mor v6 (command blocks): {n} injection points");
+}
+
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_mor_v9_mdt(
+) {
+    let n = crash_at_every_call(Kind::MorV9, true).await;
+    eprintln!("mor v9 + metadata table: {n} injection points");
+}
+
+/// A version-6 merge-on-read table whose metadata table hudi-keeper cannot read: the restore
+/// deletes it. A crash at any call, the deletion's included, leaves the table as it was or
+/// with the restore pending; the rerun ends like an uninterrupted restore.
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_restore_then_rerun_ends_like_an_uninterrupted_one_mor_v6_mdt_deleted(
+) {
+    let f = fixture(Kind::MorV6, true).await;
+    let done = restore(&open(&f).await, T1, &opts(true), None)
+        .await
+        .unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Deleted);
+    let n = crash_at_every_call(Kind::MorV6, true).await;
+    eprintln!("mor v6 + metadata table deleted: {n} injection points");
+}
+
+/// Records the path of every write (put, create, delete) that reaches storage, in order.
+#[derive(Debug, Default)]
+struct Writes(std::sync::Mutex<Vec<String>>);
+
+impl hudi_keeper_core::storage::Interceptor for Writes {
+    fn before(
+        &self,
+        _op: hudi_keeper_core::storage::OpKind,
+        _path: &hudi_keeper_core::storage::RelPath,
+    ) -> Result<(), hudi_keeper_core::storage::StorageError> {
+        Ok(())
+    }
+
+    fn after(
+        &self,
+        op: hudi_keeper_core::storage::OpKind,
+        path: &hudi_keeper_core::storage::RelPath,
+    ) -> Result<(), hudi_keeper_core::storage::StorageError> {
+        use hudi_keeper_core::storage::OpKind;
+        if matches!(
+            op,
+            OpKind::Put | OpKind::PutIfAbsent | OpKind::Delete | OpKind::PutIfMatch
+        ) {
+            self.0.lock().unwrap().push(path.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// A restore that deletes the metadata table writes its instant first (`.restore.requested`,
+/// then `.restore.inflight`), and only then clears the table properties and removes
+/// `.hoodie/metadata`: a crash in between leaves a pending restore that a rerun (or the daemon's
+/// journal) continues, never a table with its metadata table gone and no restore recorded.
+#[tokio::test]
+async fn a_restore_that_deletes_the_metadata_table_records_its_instant_first() {
+    for kind in [Kind::MorV9, Kind::MorV6, Kind::CowV6] {
+        let f = fixture(kind, true).await;
+        let writes = Arc::new(Writes::default());
+        let t = Table::open_storage(f.storage().with_interceptor(writes.clone()))
+            .await
+            .unwrap();
+        let done = restore(&t, T1, &opts(true), None).await.unwrap();
+        assert_eq!(
+            done.metadata_table,
+            MetadataTableAction::Deleted,
+            "{kind:?}"
+        );
+        let writes = writes.0.lock().unwrap().clone();
+        let dir = tl(kind);
+        let r = &done.restore_instant;
+        assert_eq!(
+            writes.get(..2),
+            Some(
+                &[
+                    format!("{dir}/{r}.restore.requested"),
+                    format!("{dir}/{r}.restore.inflight"),
+                ][..]
+            ),
+            "{kind:?}: {writes:?}"
+        );
+        let mdt = writes
+            .iter()
+            .position(|w| w.starts_with(".hoodie/metadata/") || w.contains("hoodie.properties"))
+            .unwrap_or_else(|| panic!("{kind:?}: the metadata table was not deleted: {writes:?}"));
+        let first_child = writes
+            .iter()
+            .position(|w| w.contains(".rollback"))
+            .unwrap_or_else(|| panic!("{kind:?}: no child rollback: {writes:?}"));
+        assert!(mdt < first_child, "{kind:?}: {writes:?}");
+        assert!(!f
+            .snapshot()
+            .await
+            .keys()
+            .any(|k| k.starts_with(".hoodie/metadata/")));
+    }
+}
+
+/// A restore stopped right after writing its instant, whose metadata table was then half
+/// deleted the other way round from hudi-keeper's order (`.hoodie/metadata` gone, its
+/// partitions still listed in `hoodie.properties`, as a crash inside another tool's deletion
+/// leaves it): the rerun continues the pending restore, clears the properties and ends like an
+/// uninterrupted restore.
+#[tokio::test]
+async fn a_resumed_restore_finishes_deleting_a_half_deleted_metadata_table() {
+    use hudi_keeper_core::storage::OpKind;
+    for kind in [Kind::MorV9, Kind::MorV6] {
+        let reference = fixture(kind, true).await;
+        let done = restore(&open(&reference).await, T1, &opts(true), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            done.metadata_table,
+            MetadataTableAction::Deleted,
+            "{kind:?}"
+        );
+        let expected = normalize(&reference.snapshot().await, Normalization::RESTORE);
+
+        let f = fixture(kind, true).await;
+        // The first plain put is the properties' backup: the metadata table's deletion.
+        let fail = Arc::new(FailNth::new(&[OpKind::Put], 1));
+        let t = Table::open_storage(f.storage().with_interceptor(fail.clone()))
+            .await
+            .unwrap();
+        restore(&t, T1, &opts(true), None).await.unwrap_err();
+        assert!(fail.fired());
+        let timeline = open(&f).await.timeline().await.unwrap();
+        assert!(
+            timeline.pending().any(|i| i.action == Action::Restore),
+            "{kind:?}: the restore is pending"
+        );
+        let snap = f.snapshot().await;
+        let props = String::from_utf8(snap[".hoodie/hoodie.properties"].clone()).unwrap();
+        assert!(
+            props.contains("hoodie.table.metadata.partitions=files\n"),
+            "{props}"
+        );
+        for k in snap.keys().filter(|k| k.starts_with(".hoodie/metadata/")) {
+            f.storage().delete(&rel(k)).await.unwrap();
+        }
+        let again = restore(&open(&f).await, T1, &opts(true), None)
+            .await
+            .unwrap();
+        assert!(again.resumed, "{kind:?}");
+        let pending: Vec<&str> = timeline
+            .pending()
+            .filter(|i| i.action == Action::Restore)
+            .map(|i| i.requested_time.as_str())
+            .collect();
+        assert_eq!(pending, [again.restore_instant.as_str()], "{kind:?}");
+        assert_eq!(
+            normalize(&f.snapshot().await, Normalization::RESTORE),
+            expected,
+            "{kind:?}"
+        );
+    }
+}
