@@ -171,8 +171,19 @@ impl Fixture {
         f.put("p1/.hoodie_partition_metadata", b"commitTime=1\n")
             .await;
 
-        // The failed write: requested + inflight (with the workload Hudi profiled: it writes
-        // to p1 and p2), data files, markers, no heartbeat (old).
+        f.put_failed_write().await;
+        if mdt && !kind.layout2() {
+            f.put_v6_metadata_table().await;
+        } else if mdt {
+            f.put_metadata_table_timeline().await;
+        }
+        f
+    }
+
+    /// The failed write: requested + inflight (with the workload Hudi profiled: it writes to p1
+    /// and p2), data files, markers, no heartbeat (old).
+    async fn put_failed_write(&self) {
+        let (f, kind, a) = (self, self.kind, self.kind.action());
         f.put(&format!("{}/{TF}.{a}.requested", kind.timeline()), b"")
             .await;
         f.put(&f.inflight_name(TF, a), &workload(kind, &["p1", "p2"]))
@@ -209,39 +220,41 @@ impl Fixture {
                     .await;
             }
         }
-        if mdt && !kind.layout2() {
-            f.put_v6_metadata_table().await;
-        } else if mdt {
-            let m = ".hoodie/metadata";
+    }
+
+    /// The metadata table's timeline (layout 2): a completed deltacommit and a log file for each
+    /// instant of the data table.
+    async fn put_metadata_table_timeline(&self) {
+        let f = self;
+        let kind = self.kind;
+        let m = ".hoodie/metadata";
+        f.put(
+            &format!("{m}/.hoodie/hoodie.properties"),
+            format!("hoodie.table.name=fx_metadata\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version={}\nhoodie.timeline.layout.version=2\nhoodie.table.timeline.timezone=UTC\n", kind.version()).as_bytes(),
+        )
+        .await;
+        for t in [T1, T2, TF] {
             f.put(
-                &format!("{m}/.hoodie/hoodie.properties"),
-                format!("hoodie.table.name=fx_metadata\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version={}\nhoodie.timeline.layout.version=2\nhoodie.table.timeline.timezone=UTC\n", kind.version()).as_bytes(),
+                &format!("{m}/.hoodie/timeline/{t}.deltacommit.requested"),
+                b"",
             )
             .await;
-            for t in [T1, T2, TF] {
-                f.put(
-                    &format!("{m}/.hoodie/timeline/{t}.deltacommit.requested"),
-                    b"",
-                )
-                .await;
-                f.put(
-                    &format!("{m}/.hoodie/timeline/{t}.deltacommit.inflight"),
-                    b"",
-                )
-                .await;
-                f.put(
-                    &format!("{m}/.hoodie/timeline/{t}_{}.deltacommit", bump(t)),
-                    b"x",
-                )
-                .await;
-                f.put(
-                    &format!("{m}/files/.files-0000-0_{t}.log.1_0-1-0"),
-                    t.as_bytes(),
-                )
-                .await;
-            }
+            f.put(
+                &format!("{m}/.hoodie/timeline/{t}.deltacommit.inflight"),
+                b"",
+            )
+            .await;
+            f.put(
+                &format!("{m}/.hoodie/timeline/{t}_{}.deltacommit", bump(t)),
+                b"x",
+            )
+            .await;
+            f.put(
+                &format!("{m}/files/.files-0000-0_{t}.log.1_0-1-0"),
+                t.as_bytes(),
+            )
+            .await;
         }
-        f
     }
 }
 

@@ -135,6 +135,23 @@ impl StoreCache {
     }
 }
 
+/// The local path a table URI names: a plain path, or a `file:` URI read as Hadoop reads one
+/// (the text is the path, `%` and all); `None` for any other URI.
+fn local_path(trimmed: &str) -> Option<Result<&str, &'static str>> {
+    if !trimmed.contains("://") && !trimmed.starts_with("file:") {
+        return Some(Ok(trimmed));
+    }
+    let rest = trimmed.strip_prefix("file:")?;
+    let path = match rest.strip_prefix("//") {
+        Some(r) => r.strip_prefix("localhost").unwrap_or(r),
+        None => rest,
+    };
+    if !path.starts_with('/') {
+        return Some(Err("a file URI must hold an absolute local path"));
+    }
+    Some(Ok(path))
+}
+
 pub(super) fn open_store(
     uri: &str,
     options: &StorageOptions,
@@ -156,18 +173,8 @@ pub(super) fn open_store(
     if trimmed.is_empty() {
         return Err(fail("the table URI is empty".into()));
     }
-    if !trimmed.contains("://") && !trimmed.starts_with("file:") {
-        return open_local(uri, std::path::Path::new(trimmed), cache);
-    }
-    if let Some(rest) = trimmed.strip_prefix("file:") {
-        // As Hadoop reads `file:` paths: the text is the path, `%` and all.
-        let path = match rest.strip_prefix("//") {
-            Some(r) => r.strip_prefix("localhost").unwrap_or(r),
-            None => rest,
-        };
-        if !path.starts_with('/') {
-            return Err(fail("a file URI must hold an absolute local path".into()));
-        }
+    if let Some(path) = local_path(trimmed) {
+        let path = path.map_err(|reason| fail(reason.into()))?;
         return open_local(uri, std::path::Path::new(path), cache);
     }
     let url = Url::parse(trimmed).map_err(|e| fail(format!("not a valid URI: {e}")))?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use hudi_keeper_core::inspect::{inspect, InspectOptions, InspectReport, InstantRow};
+use hudi_keeper_core::inspect::{inspect, InspectOptions, InspectReport, InstantRow, PendingRow};
 
 use super::{DetectionArgs, TableArgs};
 
@@ -75,6 +75,24 @@ fn instants_table(out: &mut String, rows: &[InstantRow]) {
 
 pub fn render(r: &InspectReport) -> String {
     let mut out = String::new();
+    table_header(&mut out, r);
+    let _ = writeln!(out, "Lock      {}", r.lock.hint);
+    let _ = writeln!(out, "Writers   {}", r.writers.hint);
+    let _ = writeln!(out, "\nInstants ({})", r.instants.len());
+    if r.instants.is_empty() {
+        let _ = writeln!(out, "  (the timeline is empty)");
+    } else {
+        instants_table(&mut out, &r.instants);
+    }
+
+    pending_instants(&mut out, r);
+    malformed_files(&mut out, r);
+    metadata_table(&mut out, r);
+    out
+}
+
+/// The table's name, type, versions, URI, timeline and metadata-table partitions.
+fn table_header(out: &mut String, r: &InspectReport) {
     let t = &r.table;
     let _ = writeln!(
         out,
@@ -103,16 +121,10 @@ pub fn render(r: &InspectReport) -> String {
             format!("partitions {}", t.metadata_partitions.join(", "))
         }
     );
+}
 
-    let _ = writeln!(out, "Lock      {}", r.lock.hint);
-    let _ = writeln!(out, "Writers   {}", r.writers.hint);
-    let _ = writeln!(out, "\nInstants ({})", r.instants.len());
-    if r.instants.is_empty() {
-        let _ = writeln!(out, "  (the timeline is empty)");
-    } else {
-        instants_table(&mut out, &r.instants);
-    }
-
+/// The pending instants, each with its verdict, its reason and its markers.
+fn pending_instants(out: &mut String, r: &InspectReport) {
     let _ = writeln!(
         out,
         "\nPending instants ({}), judged under the {} policy",
@@ -128,18 +140,7 @@ pub fn render(r: &InspectReport) -> String {
             "REQUESTED TIME", "ACTION", "STATE", "HEARTBEAT AGE", "VERDICT"
         );
         for p in &r.pending {
-            let markers = match &p.markers {
-                None => "-".to_string(),
-                Some(m) if m.error.is_some() => "unreadable".to_string(),
-                Some(m) => match m.kind {
-                    None => "none".to_string(),
-                    Some(kind) => {
-                        let kinds: Vec<String> =
-                            m.counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                        format!("{} {} ({})", kind.as_str(), m.total, kinds.join(", "))
-                    }
-                },
-            };
+            let markers = markers_cell(p);
             let _ = writeln!(
                 out,
                 "  {:<22} {:<14} {:<10} {:<14} {:<24} {}",
@@ -158,7 +159,25 @@ pub fn render(r: &InspectReport) -> String {
             }
         }
     }
+}
 
+/// The pending instants' markers in one cell: kind, total and count by I/O type.
+fn markers_cell(p: &PendingRow) -> String {
+    match &p.markers {
+        None => "-".to_string(),
+        Some(m) if m.error.is_some() => "unreadable".to_string(),
+        Some(m) => match m.kind {
+            None => "none".to_string(),
+            Some(kind) => {
+                let kinds: Vec<String> = m.counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                format!("{} {} ({})", kind.as_str(), m.total, kinds.join(", "))
+            }
+        },
+    }
+}
+
+/// Timeline files that do not parse, each with why.
+fn malformed_files(out: &mut String, r: &InspectReport) {
     if !r.malformed.is_empty() {
         let _ = writeln!(
             out,
@@ -169,7 +188,10 @@ pub fn render(r: &InspectReport) -> String {
             let _ = writeln!(out, "  {}: {}", m.name, m.reason);
         }
     }
+}
 
+/// The metadata table's pending instants.
+fn metadata_table(out: &mut String, r: &InspectReport) {
     if let Some(mdt) = &r.metadata_table {
         let _ = writeln!(
             out,
@@ -185,10 +207,9 @@ pub fn render(r: &InspectReport) -> String {
             .cloned()
             .collect();
         if !pending.is_empty() {
-            instants_table(&mut out, &pending);
+            instants_table(out, &pending);
         }
     }
-    out
 }
 
 #[cfg(test)]
