@@ -44,8 +44,8 @@ pub struct ClusterConfig {
     /// the others this long after (as the server grants it, within its min and max), plus one
     /// poll interval.
     #[serde(
-        deserialize_with = "super::config::de_duration",
-        serialize_with = "super::config::ser_duration"
+        deserialize_with = "crate::duration::serde_helpers::de_duration",
+        serialize_with = "crate::duration::serde_helpers::ser_duration"
     )]
     pub zookeeper_session_timeout: Duration,
 }

@@ -1,6 +1,8 @@
 //! Durations on the command line and in config: `500ms`, `30s`, `2m`, `1h`, `1d`, or a bare
 //! number of seconds; several parts may be combined (`1m30s`). At most [`MAX_DURATION`].
 
+pub(crate) mod serde_helpers;
+
 use std::time::Duration;
 
 /// The longest duration accepted: 100 years. Longer ones are refused rather than saturated: a

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::duration::{parse_duration, parse_lock_expire, MAX_DURATION};
+use super::{parse_duration, parse_lock_expire, MAX_DURATION};
 
 pub(crate) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     #[derive(Deserialize)]
@@ -33,7 +33,7 @@ fn within_limit<E: serde::de::Error>(d: Duration, given: &str) -> Result<Duratio
 
 /// `lock.filesystem_expire`: a bare number (a TOML integer or a string of digits) is minutes, as
 /// Hudi reads `hoodie.write.lock.filesystem.expire`; a value with a unit keeps it.
-pub(super) fn de_lock_expire<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn de_lock_expire<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
@@ -49,7 +49,7 @@ pub(super) fn de_lock_expire<'de, D: Deserializer<'de>>(d: D) -> Result<Duration
     }
 }
 
-pub(super) fn de_opt_duration<'de, D: Deserializer<'de>>(
+pub(crate) fn de_opt_duration<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Duration>, D::Error> {
     de_duration(d).map(Some)
@@ -59,7 +59,7 @@ pub(crate) fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S
     s.serialize_str(&format!("{}ms", d.as_millis()))
 }
 
-pub(super) fn ser_opt_duration<S: serde::Serializer>(
+pub(crate) fn ser_opt_duration<S: serde::Serializer>(
     d: &Option<Duration>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

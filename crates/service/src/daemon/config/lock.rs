@@ -10,8 +10,8 @@ use hudi_keeper_core::protocol::lock::{
 use hudi_keeper_core::storage::RelPath;
 use serde::{Deserialize, Serialize};
 
-use super::durations::{de_duration, de_lock_expire, ser_duration};
 use super::Config;
+use crate::duration::serde_helpers::{de_duration, de_lock_expire, ser_duration};
 
 /// `lock`: the provider the table's writers use, and its options.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -7,7 +7,6 @@
 //! another's).
 
 mod api;
-mod durations;
 mod error;
 mod locations;
 mod lock;
@@ -19,13 +18,12 @@ mod tables;
 mod tests;
 
 pub use api::ApiRefusal;
-pub(crate) use durations::{de_duration, ser_duration};
 pub use error::ConfigError;
 pub use locations::{EnclosingFolders, Location};
 pub use lock::{LockSettings, ZkMembershipSettings};
 pub use schema::{
-    Config, Defaults, PolicySetting, ServerConfig, TableEntry, TableSettings, PROBE_CLIENT_TIMEOUT,
-    PROBE_MAX_CONNECTIONS,
+    Config, Defaults, PolicySetting, ServerConfig, TableEntry, TableSeries, TableSettings,
+    PROBE_CLIENT_TIMEOUT, PROBE_MAX_CONNECTIONS,
 };
 pub use tables::{control_character, valid_name};
 

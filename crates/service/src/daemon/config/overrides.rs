@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::durations::{de_duration, de_opt_duration, ser_duration, ser_opt_duration};
 use super::{LockSettings, PolicySetting};
+use crate::duration::serde_helpers::{
+    de_duration, de_opt_duration, ser_duration, ser_opt_duration,
+};
 
 /// How a per-table setting is read and written, as a default and as a table's override.
 pub(super) trait Setting: Sized {

@@ -15,10 +15,10 @@ use hudi_keeper_core::protocol::lock::LockOptions;
 use hudi_keeper_core::storage::StorageOptions;
 use serde::{Deserialize, Serialize};
 
-use super::durations::{de_duration, ser_duration};
 use super::overrides::Setting;
 use super::{ConfigError, Location, LockSettings};
-use crate::daemon::{cluster, metrics};
+use crate::daemon::cluster;
+use crate::duration::serde_helpers::{de_duration, ser_duration};
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -63,7 +63,7 @@ pub struct ServerConfig {
     /// The tables' series in `/metrics`: `per_table` (one per table, the default) or
     /// `aggregate` (one per family over all tables: a fleet's choice; BENCHMARKS.md has what each
     /// costs at 100,000 tables).
-    pub table_metrics: metrics::TableSeries,
+    pub table_metrics: TableSeries,
     /// The bearer token mutating endpoints require; without one they are off.
     #[serde(skip_serializing)]
     pub auth_token: Option<String>,
@@ -121,7 +121,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
             probe_listen: None,
             max_concurrent_scrapes: 4,
-            table_metrics: metrics::TableSeries::PerTable,
+            table_metrics: TableSeries::PerTable,
             auth_token: None,
             state_dir: PathBuf::from("hudi-keeper-state"),
             max_concurrent_polls: 16,
@@ -368,4 +368,16 @@ fn describe(e: figment::Error) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Which series the exposition has for the tables (`server.table_metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableSeries {
+    /// One series per table (and label combination): about 1.3 KB of text a table.
+    #[default]
+    PerTable,
+    /// One series per family over the owned tables, no `table` label: what a fleet of many
+    /// thousand tables scrapes. Which table needs attention is then read from the API.
+    Aggregate,
 }

@@ -8,6 +8,7 @@
 
 mod tables;
 
+pub use super::config::TableSeries;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -275,18 +276,6 @@ fn owned_tables(out: &mut String, n: usize) {
         out,
         "# HELP hudi_keeper_cluster_owned_tables Registered tables this replica owns and polls.\n# TYPE hudi_keeper_cluster_owned_tables gauge\nhudi_keeper_cluster_owned_tables {n}"
     );
-}
-
-/// Which series the exposition has for the tables (`server.table_metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TableSeries {
-    /// One series per table (and label combination): about 1.3 KB of text a table.
-    #[default]
-    PerTable,
-    /// One series per family over the owned tables, no `table` label: what a fleet of many
-    /// thousand tables scrapes. Which table needs attention is then read from the API.
-    Aggregate,
 }
 
 impl Default for Metrics {
