@@ -309,8 +309,8 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
             timeline_layout: config.timeline_layout.number(),
             timeline_path: config.timeline_dir.clone(),
             timeline_timezone: match config.timezone {
-                crate::table::config::TimelineTimezone::Local => "LOCAL".into(),
-                crate::table::config::TimelineTimezone::Utc => "UTC".into(),
+                crate::config::TimelineTimezone::Local => "LOCAL".into(),
+                crate::config::TimelineTimezone::Utc => "UTC".into(),
             },
             metadata_partitions: config.metadata_partitions.clone(),
         },

@@ -2,14 +2,15 @@
 //! over any object store through `object_store`.
 //!
 //! Layers, bottom up: [`storage`] (the one I/O seam) and [`format`](mod@format) (Hudi's
-//! Avro and HFile bytes); the table's configuration (`hoodie.properties`, in [`table`]);
-//! [`timeline`] (instants and file names); the [`Table`] handle; [`protocol`] (heartbeats,
+//! Avro and HFile bytes); the table's configuration (`hoodie.properties`, re-exported by
+//! [`table`]); [`timeline`] (instants and file names); [`error`] (the crate's error and the
+//! planners' and markers' errors it wraps); the [`Table`] handle; [`protocol`] (heartbeats,
 //! markers, detection and what it observes, locks); [`plan`] (pure planners); [`exec`]
 //! (rollback, restore, savepoint); and [`inspect`] (the operator's view of a table).
-//! [`error`] gathers the layers' errors, each from the file that defines it.
 
 #![warn(missing_docs)]
 
+pub(crate) mod config;
 pub mod error;
 pub mod exec;
 pub mod format;

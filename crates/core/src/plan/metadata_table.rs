@@ -14,9 +14,9 @@ pub mod files_listing;
 
 use std::collections::BTreeMap;
 
+use crate::error::PlanError;
 use crate::format::commit::JsonWriteStat;
 use crate::format::rollback::{InstantInfo, RollbackMetadata, RollbackPlan, RollbackRequest};
-use crate::plan::error::PlanError;
 use crate::storage::RelPath;
 use crate::table::files::{BasePath, DataFile};
 

@@ -1,6 +1,5 @@
 //! Pure planners: a loaded timeline and listings in, a plan out.
 
-pub mod error;
 pub mod metadata_table;
 pub mod restore;
 pub mod rollback;

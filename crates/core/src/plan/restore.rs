@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::TimelineLayout;
 use crate::format::restore::RestorePlan;
 use crate::format::rollback::InstantInfo;
 use crate::plan::savepoint::cleaned_beyond;
 use crate::protocol::detect::Assessment;
-use crate::table::config::TimelineLayout;
 use crate::timeline::{Action, State, Timeline};
 
 /// One instant a restore undoes.

@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::config::{TableType, TableVersion};
 use crate::format::rollback::{InstantInfo, RollbackPlan, RollbackRequest};
 use crate::protocol::markers::{IoType, Markers};
 use crate::storage::{FileMeta, RelPath};
-use crate::table::config::{TableType, TableVersion};
 use crate::table::files::{BasePath, DataFile};
 use crate::timeline::{Action, State};
 
-pub use super::error::PlanError;
+pub use crate::error::PlanError;
 
 /// The instant a plan is for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::config::TimelineLayout;
 use crate::storage::FileMeta;
-use crate::table::config::TimelineLayout;
 use crate::table::files::DataFile;
 use crate::timeline::{Action, Timeline};
 

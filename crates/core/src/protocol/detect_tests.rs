@@ -1,8 +1,8 @@
 //! Tests of [`super`] (failed-write detection).
 
 use super::*;
+use crate::config::TimelineLayout;
 use crate::storage::{FileMeta, RelPath};
-use crate::table::config::TimelineLayout;
 use crate::timeline::{instant_to_epoch_ms, InstantZone};
 
 const NOW: i64 = 1_737_864_503_628 + 3_600_000; // 2025-01-26 05:08:23.628 UTC

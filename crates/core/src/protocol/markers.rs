@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-pub use super::marker_error::MarkerError;
+pub use crate::error::MarkerError;
 use crate::storage::{FileMeta, RelPath, Storage, StorageError, SMALL_FILE_MAX_READ};
 
 /// The marker folder root, relative to a table base path.

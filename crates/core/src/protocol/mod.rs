@@ -3,6 +3,5 @@
 pub mod detect;
 pub mod heartbeat;
 pub mod lock;
-pub(crate) mod marker_error;
 pub mod markers;
 pub mod observe;

@@ -1,10 +1,9 @@
 //! A Hudi table: its storage, its configuration, and its metadata table.
 
-pub(crate) mod config;
 pub mod files;
-pub mod properties;
 
-pub use config::{
+pub use crate::config::properties;
+pub use crate::config::{
     keys, ConfigError, TableConfig, TableType, TableVersion, TimelineLayout, TimelineTimezone,
 };
 

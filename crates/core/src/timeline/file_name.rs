@@ -12,7 +12,7 @@
 use std::fmt;
 
 use super::action::{Action, State};
-use crate::table::config::TimelineLayout;
+use crate::config::TimelineLayout;
 
 /// Why a timeline-looking file name was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,8 +13,8 @@ pub use action::{Action, State, UnknownAction};
 pub use file_name::{is_valid, looks_like_timeline_file, FileNameError, TimelineFileName};
 pub use time::{format_instant, instant_to_epoch_ms, InstantZone};
 
+use crate::config::{TableConfig, TimelineLayout};
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
-use crate::table::config::{TableConfig, TimelineLayout};
 
 /// One instant as Hudi reports it: one entry per requested time (and action family), in its
 /// latest state.

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Local, NaiveDateTime, TimeZone, Utc};
 
-use crate::table::config::TimelineTimezone;
+use crate::config::TimelineTimezone;
 
 /// The zone instant times of a table are written in. `Local` is this process's zone (set `TZ`
 /// to the writers' zone for tables with `hoodie.table.timeline.timezone=LOCAL`).

@@ -1,11 +1,13 @@
-//! The table configuration in `.hoodie/hoodie.properties`.
+//! The table configuration in `.hoodie/hoodie.properties`: the lowest layer above storage and
+//! Hudi's bytes, which the timeline and the table handle read.
+
+pub mod properties;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
 
-use super::properties;
 use crate::storage::RelPath;
 
 /// Property keys hudi-keeper reads.

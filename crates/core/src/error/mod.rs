@@ -1,10 +1,16 @@
 //! The crate's error type. Each variant carries the table (and instant and path where known).
+//! It sits below the layers whose errors it wraps: the errors of the planners ([`PlanError`])
+//! and of the markers ([`MarkerError`]) live here too, in files that name no module above them.
 
+mod marker;
+mod plan;
+
+pub use marker::MarkerError;
+pub use plan::PlanError;
+
+use crate::config::ConfigError;
 use crate::format::avro_error::AvroError;
-use crate::plan::error::PlanError;
-use crate::protocol::marker_error::MarkerError;
 use crate::storage::StorageError;
-use crate::table::config::ConfigError;
 
 /// An error of hudi-keeper's core.
 #[derive(Debug, thiserror::Error)]
