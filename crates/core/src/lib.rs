@@ -21,6 +21,8 @@ pub mod plan;
 pub mod protocol;
 pub mod storage;
 pub mod table;
+#[cfg(test)]
+mod test_logs;
 pub mod timeline;
 
 pub use error::Error;

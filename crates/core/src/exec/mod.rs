@@ -93,30 +93,11 @@ pub(crate) fn after_release<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    /// Collects what a tracing subscriber writes.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::test_logs::Captured;
 
     #[test]
     fn a_failed_release_after_failed_work_is_logged_as_an_error_with_table_and_lock() {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let (captured, subscriber) = Captured::subscriber();
         let work = Err::<(), _>(Error::Refused {
             table: "file:///t".into(),
             instant: "20260101000000000".into(),
@@ -131,11 +112,7 @@ mod tests {
             after_release(work, release).unwrap_err()
         });
         assert!(err.to_string().contains("the work failed"), "{err}");
-        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let line = log
-            .lines()
-            .find(|l| l.contains("ERROR"))
-            .unwrap_or_else(|| panic!("no error logged: {log}"));
+        let line = captured.error_line();
         assert!(line.contains("file:///t"), "{line}");
         assert!(line.contains(".hoodie/lock"), "{line}");
         assert!(line.contains("the store is unreachable"), "{line}");

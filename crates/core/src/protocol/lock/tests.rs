@@ -415,39 +415,16 @@ impl crate::storage::Interceptor for FailDeletes {
     }
 }
 
-/// Collects what a tracing subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_failed_release_is_logged_at_error_level_with_table_and_lock() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
+    let (captured, subscriber) = crate::test_logs::Captured::subscriber();
     let _log = tracing::subscriber::set_default(subscriber);
     let s = storage().with_interceptor(Arc::new(FailDeletes));
     let g = acquire(&s, &fs(Duration::ZERO, Duration::from_secs(1)))
         .await
         .unwrap();
     g.release().await.unwrap_err();
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    let line = log
-        .lines()
-        .find(|l| l.contains("ERROR"))
-        .unwrap_or_else(|| panic!("no error logged: {log}"));
+    let line = captured.error_line();
     assert!(line.contains("memory://t"), "{line}");
     assert!(line.contains(".hoodie/lock"), "{line}");
 }
