@@ -5,8 +5,8 @@
 //! Avro and HFile bytes); the table's configuration (`hoodie.properties`, re-exported by
 //! [`table`]); [`timeline`] (instants and file names); [`error`] (the crate's error and the
 //! planners' and markers' errors it wraps); the [`Table`] handle; [`protocol`] (heartbeats,
-//! markers, detection and what it observes, locks); [`plan`] (pure planners); [`exec`]
-//! (rollback, restore, savepoint); and [`inspect`] (the operator's view of a table).
+//! markers, detection and what it observes, locks); [`plan`] (pure planners); [`inspect`]
+//! (the operator's view of a table); and [`exec`] (rollback, restore, savepoint).
 
 #![warn(missing_docs)]
 

@@ -15,7 +15,8 @@ use crate::daemon::{serve, shutdown_signal, Listeners};
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The config file (TOML). Without this flag, `config/hudi-keeper.toml` is read when it
-    /// exists; environment variables `HUDI_KEEPER_SERVER__…` / `HUDI_KEEPER_DEFAULTS__…` override it.
+    /// exists; environment variables `HUDI_KEEPER_SERVER__…` / `HUDI_KEEPER_DEFAULTS__…` /
+    /// `HUDI_KEEPER_CLUSTER__…` override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Listen here instead of `server.listen`.

@@ -1,5 +1,6 @@
-//! `hudi-keeper serve`: polls every registered table on its interval, rolls back writes whose
-//! heartbeat expired, and serves health, metrics and an API.
+//! `hudi-keeper serve`: polls every registered table on its interval, rolls back the writes its
+//! policy calls failed (and finishes its own cut-short rollbacks and restores), and serves health,
+//! metrics and an API.
 //!
 //! One scheduler keeps every table on a single timer heap; a table that comes due is polled on
 //! a task of its own (with jitter, exponential backoff on errors, and a halted state after

@@ -1,5 +1,5 @@
-//! Readiness (`/readyz`): every table polled at least once, and every table that is not halted
-//! succeeded its last poll.
+//! The tables' part of readiness (`/readyz`): every table polled at least once, and every table
+//! that is not halted succeeded its last poll (the registry's part is `Daemon::registry_report`).
 
 use serde::Serialize;
 

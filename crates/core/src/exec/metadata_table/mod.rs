@@ -24,6 +24,3 @@ pub(super) mod v6_restore;
 
 pub use execute::MetadataTableOutcome;
 pub use restore::MetadataTableAction;
-
-/// The metadata table's folder, relative to the data table's base path.
-pub(super) const METADATA_DIR: &str = ".hoodie/metadata";

@@ -8,7 +8,6 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::sync::{start_sync_deltacommit, SyncDeltacommit};
-use super::METADATA_DIR;
 use crate::exec::restore_steps::{
     pending_restores, prepare_children, refusal, remove_rollbacks, RestoreRun,
 };
@@ -18,7 +17,7 @@ use crate::format::restore::RestorePlan;
 use crate::plan::restore::{plan_restore, PlannedRestore, RestoreInput, RestoreRefusal};
 use crate::protocol::detect::{Assessment, Verdict};
 use crate::storage::{RelPath, StorageError, SMALL_FILE_MAX_READ};
-use crate::table::{Table, TableVersion};
+use crate::table::{Table, TableVersion, METADATA_TABLE_PATH};
 use crate::timeline::{Action, State, Timeline};
 use crate::Error;
 
@@ -47,7 +46,7 @@ pub(in crate::exec) async fn metadata_table_action(
     let found =
         table.config().metadata_table_enabled() || storage.head(&backup).await?.is_some() || {
             let top = storage
-                .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
+                .list_dir(&RelPath::parse(METADATA_TABLE_PATH).map_err(StorageError::from)?)
                 .await?;
             !top.files.is_empty() || !top.dirs.is_empty()
         };
@@ -401,7 +400,7 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
         .await?;
     // The dropped partitions' folders (also those an interrupted attempt left behind).
     let listing = storage
-        .list_dir(&RelPath::parse(METADATA_DIR).map_err(StorageError::from)?)
+        .list_dir(&RelPath::parse(METADATA_TABLE_PATH).map_err(StorageError::from)?)
         .await?;
     for dir in listing.dirs {
         let name = dir.rsplit('/').next().unwrap_or(&dir).to_string();
@@ -410,7 +409,8 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
         }
         delete_folder(
             storage,
-            &RelPath::parse(&format!("{METADATA_DIR}/{name}")).map_err(StorageError::from)?,
+            &RelPath::parse(&format!("{METADATA_TABLE_PATH}/{name}"))
+                .map_err(StorageError::from)?,
         )
         .await?;
     }
@@ -435,7 +435,7 @@ pub(in crate::exec) async fn delete_metadata_table(table: &Table) -> Result<(), 
     // Also the backup an interrupted earlier attempt left.
     let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
     storage.delete(&backup).await?;
-    let mdt = RelPath::parse(METADATA_DIR).map_err(StorageError::from)?;
+    let mdt = RelPath::parse(METADATA_TABLE_PATH).map_err(StorageError::from)?;
     delete_folder(storage, &mdt).await?;
     info!(table = %table.uri(), "metadata table deleted; the next writer rebuilds it");
     Ok(())

@@ -2,9 +2,10 @@
 //!
 //! The state machine, each step resumable:
 //! `R.rollback.requested` (the plan) → empty `R.rollback.inflight` → deletes (and v6 MOR rollback
-//! command blocks) → the metadata table's rollback of the same instant with the same `R` → the
-//! target's inflight, then requested file deleted → the completed rollback (`R.rollback`, or
-//! `R_C.rollback` in layout 2) → marker folder and heartbeat removed.
+//! command blocks) → the target's marker folder and heartbeat removed → under the lock: the
+//! metadata table's rollback of the same instant with the same `R` → the target's inflight, then
+//! requested file deleted → the completed rollback (`R.rollback`, or `R_C.rollback` in layout 2)
+//! → the rollback's own marker folder removed.
 //!
 //! A pending rollback of the same target is always resumed with its own plan, never duplicated.
 //!

@@ -374,7 +374,7 @@ fn describe(e: figment::Error) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TableSeries {
-    /// One series per table (and label combination): about 1.3 KB of text a table.
+    /// One series per table (and label combination): about 1.15 KB of text a table.
     #[default]
     PerTable,
     /// One series per family over the owned tables, no `table` label: what a fleet of many

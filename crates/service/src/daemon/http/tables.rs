@@ -50,7 +50,7 @@ struct ClusterView<'a> {
 #[derive(Serialize)]
 struct TableList<'a> {
     cluster: ClusterView<'a>,
-    /// Registered tables, this page's first included.
+    /// Every registered table, whatever the page (the same on every page).
     total: usize,
     tables: Vec<TableView<'a>>,
     /// The `after` of the next page; `None` on the last page.
