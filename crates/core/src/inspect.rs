@@ -30,6 +30,8 @@ pub struct InspectOptions {
     pub lazy_writers: Option<LazyWritersEvidence>,
     /// The operator's opt-in: no write runs longer than this.
     pub max_write_duration: Option<std::time::Duration>,
+    /// Hudi 1.2's clustering expiration threshold, when clustering expirations are on.
+    pub clustering_expiration: Option<std::time::Duration>,
 }
 
 /// The table part of a report.
@@ -252,7 +254,7 @@ async fn marker_summary(table: &Table, instant: &str) -> MarkerSummary {
 pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectReport, Error> {
     let config = table.config();
     let timeline = table.timeline().await?;
-    let observed = observe(table, &timeline).await?;
+    let observed = observe(table, &timeline, options.clustering_expiration.is_some()).await?;
     let lazy_writers = observed.lazy_writers(options.lazy_writers);
     let input = DetectionInput {
         now_ms: options.now_ms,
@@ -262,6 +264,7 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
         replace_kinds: &observed.replace_kinds,
         lazy_writers,
         max_write_duration: options.max_write_duration,
+        clustering_expiration: options.clustering_expiration,
     };
     let assessments = assess(&timeline, &input);
     let writers = WritersReport::new(

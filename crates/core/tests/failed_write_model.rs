@@ -306,6 +306,7 @@ impl World {
                 .s
                 .max_write_duration_ms
                 .map(|ms| Duration::from_millis(ms as u64)),
+            clustering_expiration: None,
         };
         let assessments = assess(&timeline, &input);
         // The daemon remembers heartbeat files it saw (`note_heartbeats`).

@@ -313,6 +313,16 @@ async fn a_delete_the_store_confirmed_but_did_not_do_fails_the_rollback_before_i
     assert!(left.contains_key(&format!(".hoodie/{TF}.inflight")));
     assert!(left.keys().any(|k| k.ends_with(".rollback.inflight")));
     assert!(!left.keys().any(|k| k.ends_with(".rollback")), "{left:?}");
+    // Its rollback heartbeat stays and expires with time (a rerun does not wait for that here).
+    let heartbeat = left
+        .keys()
+        .find(|k| k.starts_with(".hoodie/.heartbeat/") && !k.ends_with(TF))
+        .expect("the stopped rollback's heartbeat")
+        .clone();
+    f.storage()
+        .delete(&hudi_keeper_core::storage::RelPath::parse(&heartbeat).unwrap())
+        .await
+        .unwrap();
     // Resumed on a store that deletes, it completes.
     let table = Table::open_storage(f.storage()).await.unwrap();
     let done = rollback(&table, &failed(), &opts(), None).await.unwrap();

@@ -55,6 +55,7 @@ use super::restore_steps::{
 use super::rollback::assess_table;
 use super::savepoint::earliest_retained;
 use super::steps::changes::{refuse_links, Changes};
+use super::steps::claim::live_rollback_heartbeat;
 use super::steps::RollbackOptions;
 use super::steps::{left_pending, locked, pending_rollbacks, plan_err, refused, Progress};
 use super::timeline_ops::{new_instant_time, timeline_file};
@@ -263,7 +264,8 @@ async fn run(
     if planned.undo.is_empty() && planned.resumes.is_none() {
         return finish_completed(table, &timeline, target, &planned, started).await;
     }
-    let children = check_before_changes(table, &timeline, target, &planned).await?;
+    let children =
+        check_before_changes(table, &timeline, target, &planned, &options.rollback).await?;
     // The metadata table's fate, decided before the first change. Deleting it comes right after
     // the restore instant is written, before the children; restoring it comes after the data
     // table's instants are undone, before the data table's restore completes, as in Hudi.
@@ -363,8 +365,19 @@ async fn check_before_changes(
     timeline: &Timeline,
     target: &str,
     planned: &PlannedRestore,
+    options: &RollbackOptions,
 ) -> Result<Children, Error> {
     let children = prepare_children(table, timeline, &planned.undo).await?;
+    // A child rollback another process runs (its rollback heartbeat is fresh) is left to it.
+    for (t, p) in &children.pending {
+        if let Some(why) = live_rollback_heartbeat(table, &p.instant, options).await? {
+            return Err(refused(
+                table,
+                t,
+                format!("{why}; the restore was not continued and nothing was changed"),
+            ));
+        }
+    }
     let mut changes = restore_changes(table, timeline, target, planned)?;
     let base = BasePath::from_uri(table.uri());
     let plans = children

@@ -12,7 +12,7 @@ use crate::config::TimelineLayout;
 use crate::format::restore::RestorePlan;
 use crate::format::rollback::InstantInfo;
 use crate::plan::savepoint::cleaned_beyond;
-use crate::protocol::detect::Assessment;
+use crate::protocol::detect::{Assessment, Verdict};
 use crate::timeline::{Action, State, Timeline};
 
 /// One instant a restore undoes.
@@ -272,6 +272,18 @@ fn check_undo(
                 ))
             }
         }
+    }
+    // A rollback another process runs right now (its rollback heartbeat is fresh): a restore
+    // removes pending rollbacks after its restore point and must not run beside one anyway.
+    if let Some(a) = input
+        .assessments
+        .iter()
+        .find(|a| a.verdict == Verdict::RollbackInProgress)
+    {
+        return refuse(format!(
+            "rollback {} is running in another process ({}); a restore must not run beside it. Wait for it to finish",
+            a.requested_time, a.reason
+        ));
     }
     if let Some(c) = tl
         .after(t)

@@ -103,6 +103,10 @@ pub enum Verdict {
     /// whose modification time the store does not give: never rolled back automatically (fail
     /// closed).
     AgeUnknown,
+    /// A pending rollback whose rollback heartbeat (`.hoodie/.heartbeat/<rollback instant>`,
+    /// written by Hudi 1.2 writers under multi-writer and by hudi-keeper) is fresh, or of unknown
+    /// age: another process is running it. Never resumed or taken over, whatever its age.
+    RollbackInProgress,
     /// Not a write Hudi rolls back as failed (compaction, clustering, clean, rollback, …).
     NotACandidate,
     /// What it is could not be determined: never rolled back.
@@ -141,7 +145,9 @@ impl Verdict {
             | Verdict::TooYoung
             | Verdict::EagerWriterSuspected
             | Verdict::AgeUnknown => NamedRollback::NeedsForce,
-            Verdict::NotACandidate | Verdict::Unknown => NamedRollback::Never,
+            Verdict::RollbackInProgress | Verdict::NotACandidate | Verdict::Unknown => {
+                NamedRollback::Never
+            }
         }
     }
 
@@ -158,6 +164,7 @@ impl Verdict {
             Verdict::TooYoung => "too_young",
             Verdict::EagerWriterSuspected => "eager_writer_suspected",
             Verdict::AgeUnknown => "age_unknown",
+            Verdict::RollbackInProgress => "rollback_in_progress",
             Verdict::NotACandidate => "not_a_candidate",
             Verdict::Unknown => "unknown",
         }
@@ -264,6 +271,11 @@ pub struct DetectionInput<'a> {
     /// The operator's opt-in: no write of this table runs longer than this, so a pending write
     /// without heartbeat file that is older is dead (under either policy).
     pub max_write_duration: Option<Duration>,
+    /// Hudi 1.2's clustering expiration (`hoodie.clustering.enable.expirations` with
+    /// `hoodie.clustering.expiration.threshold.mins`), under LAZY: a pending clustering whose
+    /// heartbeat file exists and expired, at least this old, is rolled back as a failed write.
+    /// `None` (Hudi's default): a pending clustering is never a candidate.
+    pub clustering_expiration: Option<Duration>,
 }
 
 /// Why a pending instant of this action is never a failed write, or `None` for candidates
@@ -374,6 +386,17 @@ fn assess_one(
 /// for a write to judge by its heartbeat.
 fn not_a_failed_write(instant: &Instant, input: &DetectionInput<'_>) -> Option<(Verdict, String)> {
     let t = &instant.requested_time;
+    if instant.action == Action::Rollback {
+        return Some(judge_pending_rollback(instant, input));
+    }
+    let clustering = instant.action == Action::Clustering
+        || (instant.action == Action::ReplaceCommit
+            && matches!(input.replace_kinds.get(t), Some(ReplaceKind::Clustering)));
+    if clustering && input.policy == FailedWritesPolicy::Lazy {
+        if let Some(threshold) = input.clustering_expiration {
+            return Some(judge_clustering(instant, input, threshold));
+        }
+    }
     if let Some(reason) = non_candidate_reason(instant.action) {
         return Some((Verdict::NotACandidate, reason.to_string()));
     }
@@ -400,6 +423,79 @@ fn not_a_failed_write(instant: &Instant, input: &DetectionInput<'_>) -> Option<(
             Verdict::Unknown,
             "the replacecommit's requested file was not read".to_string(),
         )),
+    }
+}
+
+/// The verdict on a pending rollback, by its rollback heartbeat (Hudi 1.2's multi-writer
+/// rollbacks and hudi-keeper's own keep `.hoodie/.heartbeat/<rollback instant>` fresh while they
+/// run): fresh, or of unknown age, another process runs it ([`Verdict::RollbackInProgress`]);
+/// expired, or absent (older writers write none), it is resumed by the rules of
+/// [`crate::exec::rollback`] (an absent one only once older than the minimum age).
+fn judge_pending_rollback(instant: &Instant, input: &DetectionInput<'_>) -> (Verdict, String) {
+    let allowance = input.heartbeat.max_allowed_ms();
+    let skew = duration_ms(input.heartbeat.clock_skew_margin);
+    let mtime = input.heartbeats.get(&instant.requested_time).copied();
+    match input.heartbeat.check(input.now_ms, mtime, None) {
+        HeartbeatStatus::Alive { age_ms } => (
+            Verdict::RollbackInProgress,
+            format!("the rollback's heartbeat is {age_ms} ms old, within {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: another process is running it, so it is left to that process whatever its age"),
+        ),
+        HeartbeatStatus::AgeUnknown => (
+            Verdict::RollbackInProgress,
+            "the rollback has a heartbeat file, but the store gives no modification time for it, so another process may be running it: left alone".to_string(),
+        ),
+        HeartbeatStatus::Expired { age_ms } => (
+            Verdict::NotACandidate,
+            format!("a pending rollback whose heartbeat is {age_ms} ms old, beyond {allowance} ms + {skew} ms skew margin: whoever ran it is gone, so it is resumed (never rolled back itself)"),
+        ),
+        _ => (
+            Verdict::NotACandidate,
+            "a pending rollback without heartbeat file is resumed once it is older than the minimum instant age (writers before Hudi 1.2 write no rollback heartbeat), never rolled back".to_string(),
+        ),
+    }
+}
+
+/// The verdict on a pending clustering with clustering expiration on (Hudi 1.2, LAZY only): an
+/// expired clustering is failed once its heartbeat file exists and expired and it is at least
+/// `threshold` old (by the store's clock: its first timeline file, where Hudi reads the instant
+/// time). Without heartbeat file it stays a non-candidate: its writer may not have expirations
+/// on, and then it writes none.
+fn judge_clustering(
+    instant: &Instant,
+    input: &DetectionInput<'_>,
+    threshold: Duration,
+) -> (Verdict, String) {
+    let skew = duration_ms(input.heartbeat.clock_skew_margin);
+    let started_ms = instant_started_ms(instant);
+    let mtime = input.heartbeats.get(&instant.requested_time).copied();
+    let limit = duration_ms(threshold).saturating_add(skew);
+    match (input.heartbeat.check(input.now_ms, mtime, started_ms), started_ms) {
+        (HeartbeatStatus::Expired { age_ms }, Some(started)) => {
+            let age = input.now_ms.saturating_sub(started);
+            if age >= limit {
+                (
+                    Verdict::Expired,
+                    format!("an expired clustering: its heartbeat is {age_ms} ms old, beyond {} ms + {skew} ms skew margin, and it is {age} ms old, at least the clustering expiration threshold {} ms + {skew} ms: rolled back as Hudi 1.2 does with hoodie.clustering.enable.expirations", input.heartbeat.max_allowed_ms(), duration_ms(threshold)),
+                )
+            } else {
+                (
+                    Verdict::NotACandidate,
+                    format!("a pending clustering whose heartbeat expired, but only {age} ms old (clustering expiration threshold {} ms + {skew} ms): left alone until then", duration_ms(threshold)),
+                )
+            }
+        }
+        (HeartbeatStatus::Alive { age_ms }, _) => (
+            Verdict::NotACandidate,
+            format!("a pending clustering whose heartbeat is {age_ms} ms old: its job is running"),
+        ),
+        (HeartbeatStatus::Expired { .. } | HeartbeatStatus::AgeUnknown, _) => (
+            Verdict::NotACandidate,
+            "a pending clustering whose heartbeat or start time has no modification time the store gives: its age cannot be established, so it is left alone".to_string(),
+        ),
+        _ => (
+            Verdict::NotACandidate,
+            "a pending clustering without heartbeat file: its job may not have clustering expirations on (then it writes none), so it is re-attempted by Hudi, never rolled back".to_string(),
+        ),
     }
 }
 

@@ -40,6 +40,7 @@ struct Given<'a> {
     replace: &'a [(&'a str, ReplaceKind)],
     lazy_writers: Option<LazyWritersEvidence>,
     max_write_duration: Option<Duration>,
+    clustering_expiration: Option<Duration>,
 }
 
 fn assess_with(t: &Timeline, policy: FailedWritesPolicy, given: &Given<'_>) -> Vec<Assessment> {
@@ -66,6 +67,7 @@ fn assess_with(t: &Timeline, policy: FailedWritesPolicy, given: &Given<'_>) -> V
         replace_kinds: &rk,
         lazy_writers: given.lazy_writers,
         max_write_duration: given.max_write_duration,
+        clustering_expiration: given.clustering_expiration,
     };
     assess(t, &input)
 }
@@ -567,4 +569,70 @@ fn eager_never_overrides_a_live_heartbeat_or_a_young_instant() {
 fn completed_instants_are_not_assessed() {
     let t = timeline(&["20250126040000000_20250126040001000.deltacommit"]);
     assert!(judge(&t, LAZY, &Given::default()).is_empty());
+}
+
+#[test]
+fn a_pending_rollback_with_a_fresh_heartbeat_is_in_progress_whatever_its_age() {
+    // Requested a day ago; its rollback heartbeat is 30 s old.
+    let r = "20250125050823628";
+    let t = timeline_with(&[(&format!("{r}.rollback.requested"), NOW - 24 * HOUR)]);
+    let fresh = Given {
+        heartbeats: &[(r, NOW - 30_000)],
+        ..Given::default()
+    };
+    let a = &assess_with(&t, FailedWritesPolicy::Lazy, &fresh)[0];
+    assert_eq!(a.verdict, Verdict::RollbackInProgress, "{}", a.reason);
+    assert_eq!(a.verdict.named_rollback(), NamedRollback::Never);
+    // Expired, or absent: not in progress (resumed by the executor's rules).
+    for heartbeats in [&[(r, NOW - HOUR)][..], &[][..]] {
+        let given = Given {
+            heartbeats,
+            ..Given::default()
+        };
+        let a = &assess_with(&t, FailedWritesPolicy::Eager, &given)[0];
+        assert_eq!(a.verdict, Verdict::NotACandidate, "{}", a.reason);
+    }
+    // A heartbeat the store gives no time for: in progress (fail closed).
+    let unknown = Given {
+        heartbeats: &[(r, 0)],
+        ..Given::default()
+    };
+    let a = &assess_with(&t, FailedWritesPolicy::Lazy, &unknown)[0];
+    assert_eq!(a.verdict, Verdict::RollbackInProgress, "{}", a.reason);
+}
+
+#[test]
+fn an_expired_clustering_is_failed_only_with_expirations_on_a_heartbeat_file_and_the_threshold() {
+    let c = "20250126030823628";
+    // Requested two hours ago.
+    let t = timeline_with(&[(&format!("{c}.clustering.requested"), NOW - 2 * HOUR)]);
+    let verdict = |policy, heartbeats: &[(&str, i64)], threshold: Option<Duration>| {
+        let given = Given {
+            heartbeats,
+            clustering_expiration: threshold,
+            ..Given::default()
+        };
+        assess_with(&t, policy, &given)[0].verdict
+    };
+    let lazy = FailedWritesPolicy::Lazy;
+    let hour = Some(Duration::from_secs(3600));
+    let expired: &[(&str, i64)] = &[(c, NOW - HOUR)];
+    assert_eq!(verdict(lazy, expired, hour), Verdict::Expired);
+    // Off (Hudi's default), or under EAGER: never.
+    assert_eq!(verdict(lazy, expired, None), Verdict::NotACandidate);
+    assert_eq!(
+        verdict(FailedWritesPolicy::Eager, expired, hour),
+        Verdict::NotACandidate
+    );
+    // No heartbeat file (its job may not have expirations on), a fresh one, or younger than
+    // the threshold: left alone.
+    assert_eq!(verdict(lazy, &[], hour), Verdict::NotACandidate);
+    assert_eq!(
+        verdict(lazy, &[(c, NOW - 1_000)], hour),
+        Verdict::NotACandidate
+    );
+    assert_eq!(
+        verdict(lazy, expired, Some(Duration::from_secs(3 * 3600))),
+        Verdict::NotACandidate
+    );
 }

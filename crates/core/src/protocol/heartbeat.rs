@@ -176,6 +176,11 @@ pub struct HeartbeatState {
     pub beats: u64,
     /// The last failure, if the last attempt failed.
     pub last_error: Option<Arc<StorageError>>,
+    /// When the last successful beat was sent (the file's modification time is no earlier).
+    pub last_ok: Option<tokio::time::Instant>,
+    /// A claim's heartbeat ([`Heartbeat::claim`]) that went unrefreshed for too long: it stopped
+    /// for good, since another process may have taken the instant over meanwhile.
+    pub lapsed: bool,
 }
 
 impl Heartbeat {
@@ -187,17 +192,43 @@ impl Heartbeat {
         interval: Duration,
         token: CancellationToken,
     ) -> Result<Self, StorageError> {
+        Self::begin(storage, instant, interval, None, token).await
+    }
+
+    /// Like [`Heartbeat::start`], for a claim judged by others with `policy`: once a beat could
+    /// not be written for [`claim_window`] it stops for good (another process may take the
+    /// instant for expired soon after), and [`Heartbeat::fence`] fails from then on.
+    pub async fn claim(
+        storage: Storage,
+        instant: &str,
+        policy: &HeartbeatPolicy,
+        token: CancellationToken,
+    ) -> Result<Self, StorageError> {
+        let window = claim_window(policy);
+        Self::begin(storage, instant, policy.interval, Some(window), token).await
+    }
+
+    async fn begin(
+        storage: Storage,
+        instant: &str,
+        interval: Duration,
+        lapse_after: Option<Duration>,
+        token: CancellationToken,
+    ) -> Result<Self, StorageError> {
         let path = heartbeat_path(instant)?;
+        let sent = tokio::time::Instant::now();
         storage.put(&path, Bytes::new()).await?;
         let (tx, rx) = watch::channel(HeartbeatState {
             beats: 1,
             last_error: None,
+            last_ok: Some(sent),
+            lapsed: false,
         });
         let token = token.child_token();
         let task = tokio::spawn(beat(
             storage.clone(),
             path.clone(),
-            interval,
+            (interval, lapse_after),
             token.clone(),
             tx,
         ));
@@ -215,6 +246,18 @@ impl Heartbeat {
         self.last.borrow().clone()
     }
 
+    /// A fence that holds while this heartbeat is safely fresh for readers judging it by
+    /// `policy`: it fails once the last successful beat is [`claim_window`] old, or the beats
+    /// stopped for good, so whoever checks it stops before another process could call the
+    /// heartbeat expired.
+    pub fn fence(&self, policy: &HeartbeatPolicy) -> HeartbeatFence {
+        HeartbeatFence {
+            path: self.path.to_string(),
+            last: self.last.clone(),
+            stop_after: claim_window(policy),
+        }
+    }
+
     /// Stop beating and leave the file as it is (what a killed writer leaves behind).
     pub async fn abandon(self) {
         self.token.cancel();
@@ -229,13 +272,59 @@ impl Heartbeat {
     }
 }
 
+/// How long a claim's heartbeat may go unrefreshed before its holder stops: the allowance
+/// readers give it (interval × tolerable misses) less a margin of half an interval, at most a
+/// quarter of the allowance. The skew margin readers add is not counted on.
+pub fn claim_window(policy: &HeartbeatPolicy) -> Duration {
+    let allowance = policy
+        .interval
+        .saturating_mul(policy.tolerable_misses.max(1));
+    allowance.saturating_sub((policy.interval / 2).min(allowance / 4))
+}
+
+/// The claim a [`Heartbeat`] stakes, checked before every write of whoever relies on it (see
+/// [`Heartbeat::fence`]).
+#[derive(Debug, Clone)]
+pub struct HeartbeatFence {
+    path: String,
+    last: watch::Receiver<HeartbeatState>,
+    stop_after: Duration,
+}
+
+impl crate::storage::WriteFence for HeartbeatFence {
+    fn check_write(&self) -> Result<(), String> {
+        let state = self.last.borrow();
+        match state.last_ok {
+            // A zero allowance (a zero interval, tests only: configurations refuse it): readers
+            // call the heartbeat expired at once, so it is no claim to keep.
+            _ if self.stop_after.is_zero() => Ok(()),
+            Some(sent) if !state.lapsed && sent.elapsed() < self.stop_after => Ok(()),
+            _ => Err(format!(
+                "heartbeat `{}` was not refreshed for {} ms{}: another process may soon take it for expired",
+                self.path,
+                state.last_ok.map_or(0, |s| s.elapsed().as_millis()),
+                state
+                    .last_error
+                    .as_ref()
+                    .map(|e| format!(" (last error: {e})"))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+}
+
 async fn beat(
     storage: Storage,
     path: RelPath,
-    interval: Duration,
+    (interval, lapse_after): (Duration, Option<Duration>),
     token: CancellationToken,
     tx: watch::Sender<HeartbeatState>,
 ) {
+    if interval.is_zero() {
+        // Readers call any heartbeat of a zero interval expired at once: nothing to keep fresh.
+        token.cancelled().await;
+        return;
+    }
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -243,11 +332,19 @@ async fn beat(
             _ = token.cancelled() => return,
             _ = ticker.tick() => {}
         }
+        let sent = tokio::time::Instant::now();
+        let lapsed = |s: &HeartbeatState| matches!((s.last_ok, lapse_after), (Some(ok), Some(window)) if sent.duration_since(ok) >= window);
+        if lapsed(&tx.borrow()) {
+            tracing::warn!(path = %path, "heartbeat not refreshed in time; stopped for good, the claim is given up");
+            tx.send_modify(|s| s.lapsed = true);
+            return;
+        }
         let result = storage.put(&path, Bytes::new()).await;
         tx.send_modify(|s| match result {
             Ok(()) => {
                 s.beats += 1;
                 s.last_error = None;
+                s.last_ok = Some(sent);
             }
             Err(e) => {
                 tracing::warn!(path = %path, error = %e, "heartbeat write failed");
@@ -403,6 +500,74 @@ mod tests {
         token.cancel();
         hb.abandon().await;
         assert!(read_heartbeat(&storage, "1").await.unwrap().is_some());
+    }
+
+    /// Fails every put after the first.
+    #[derive(Debug, Default)]
+    struct PutsFailAfterFirst(std::sync::atomic::AtomicU64);
+
+    impl crate::storage::Interceptor for PutsFailAfterFirst {
+        fn before(&self, op: OpKind, path: &RelPath) -> Result<(), StorageError> {
+            if op == OpKind::Put && self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+                return Err(StorageError::Injected {
+                    op,
+                    n: 0,
+                    path: path.to_string(),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_whose_beats_fail_fences_its_holder_before_readers_call_it_expired_and_stays_given_up(
+    ) {
+        use crate::storage::WriteFence;
+        // Readers call it expired after 20 s + skew; the claim holds for 15 s after a beat.
+        let p = HeartbeatPolicy {
+            interval: Duration::from_secs(10),
+            tolerable_misses: 2,
+            ..HeartbeatPolicy::default()
+        };
+        assert_eq!(claim_window(&p), Duration::from_secs(15));
+        let storage = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t")
+            .with_interceptor(Arc::new(PutsFailAfterFirst::default()));
+        let hb = Heartbeat::claim(storage.clone(), "1", &p, CancellationToken::new())
+            .await
+            .unwrap();
+        let fence = hb.fence(&p);
+        tokio::time::sleep(Duration::from_secs(14)).await;
+        assert!(
+            fence.check_write().is_ok(),
+            "the beat at 10 s failed, but 14 s is in time"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let why = fence.check_write().unwrap_err();
+        assert!(why.contains("not refreshed"), "{why}");
+        // At the next beat (20 s) it gives up for good: no later beat revives it.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(hb.state().lapsed);
+        assert!(fence.check_write().is_err());
+        hb.abandon().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_kept_fresh_keeps_its_fence_open() {
+        use crate::storage::WriteFence;
+        let p = HeartbeatPolicy {
+            interval: Duration::from_secs(10),
+            ..HeartbeatPolicy::default()
+        };
+        let storage = Storage::from_store(Arc::new(InMemory::new()), "t", "memory://t");
+        let hb = Heartbeat::claim(storage, "1", &p, CancellationToken::new())
+            .await
+            .unwrap();
+        let fence = hb.fence(&p);
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_secs(7)).await;
+            assert!(fence.check_write().is_ok());
+        }
+        hb.stop().await.unwrap();
     }
 }
 

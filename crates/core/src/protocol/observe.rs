@@ -15,13 +15,14 @@ use crate::timeline::{Action, Instant, State, Timeline};
 /// What a look at the table's storage found for judging its pending instants.
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
-    /// Heartbeat file mtimes (epoch ms) of pending candidate instants.
+    /// Heartbeat file mtimes (epoch ms) of pending candidate instants and pending rollbacks.
     pub heartbeats: BTreeMap<String, i64>,
     /// What each pending replacecommit is.
     pub replace_kinds: BTreeMap<String, ReplaceKind>,
-    /// Heartbeat files in `.hoodie/.heartbeat/` of instants on the active timeline (pending or
-    /// completed; orphans of instants absent from it are not counted); `None` when the folder
-    /// was not listed because no pending write was there to judge.
+    /// Heartbeat files in `.hoodie/.heartbeat/` of writes on the active timeline (pending or
+    /// completed; orphans of instants absent from it, and heartbeats of table services such as
+    /// rollbacks, are not counted); `None` when the folder was not listed because no pending
+    /// write was there to judge.
     pub heartbeat_files: Option<usize>,
 }
 
@@ -38,42 +39,58 @@ impl Observation {
     }
 }
 
-/// Read the heartbeats (one listing of `.hoodie/.heartbeat/`, only when a pending write is
-/// there to judge) and what each pending replacecommit is (one GET each).
-pub async fn observe(table: &Table, timeline: &Timeline) -> Result<Observation, Error> {
+/// Read the heartbeats (one listing of `.hoodie/.heartbeat/`, only when a pending write or a
+/// pending rollback is there to judge) and what each pending replacecommit is (one GET each).
+///
+/// `clusterings`: pending clusterings are judged too (clustering expirations are on), so
+/// their heartbeats are read.
+pub async fn observe(
+    table: &Table,
+    timeline: &Timeline,
+    clusterings: bool,
+) -> Result<Observation, Error> {
     let mut out = Observation::default();
     let candidates: Vec<&Instant> = timeline
         .pending()
         .filter(|i| non_candidate_reason(i.action).is_none())
         .collect();
-    if candidates.is_empty() {
+    // Pending rollbacks are judged by their rollback heartbeat (Hudi 1.2, hudi-keeper), and
+    // with clustering expirations on, pending clusterings by theirs.
+    let rollbacks: Vec<&Instant> = timeline
+        .pending()
+        .filter(|i| i.action == Action::Rollback || (clusterings && i.action == Action::Clustering))
+        .collect();
+    if candidates.is_empty() && rollbacks.is_empty() {
         return Ok(out);
     }
     let dir = RelPath::parse(HEARTBEAT_DIR).map_err(StorageError::from)?;
     let listing = table.storage().list_dir(&dir).await?;
     let wanted: BTreeSet<&str> = candidates
         .iter()
+        .chain(&rollbacks)
         .map(|i| i.requested_time.as_str())
         .collect();
-    // Only heartbeats of instants on the active timeline (pending or completed) show the
-    // table's writers: one of an instant absent from it is an orphan (of an instant a restore
-    // undid, or archived since) and proves nothing about the writers the table has now.
-    let on_timeline: BTreeSet<&str> = timeline
+    // Only heartbeats of writes on the active timeline (pending or completed) show the table's
+    // writers: one of an instant absent from it is an orphan (of an instant a restore undid, or
+    // archived since) and proves nothing about the writers the table has now; one of a table
+    // service (a rollback, a clustering, a compaction: Hudi 1.2 heartbeats them under
+    // multi-writer) is no evidence of LAZY writers either.
+    let writes: BTreeSet<&str> = timeline
         .instants()
         .iter()
+        .filter(|i| non_candidate_reason(i.action).is_none())
         .map(|i| i.requested_time.as_str())
         .collect();
     let mut files = 0;
     for f in &listing.files {
         let name = f.file_name();
         // A heartbeat file is named by its instant time (checksum files and the like are not).
-        if name.is_empty()
-            || !name.bytes().all(|b| b.is_ascii_digit())
-            || !on_timeline.contains(name)
-        {
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        files += 1;
+        if writes.contains(name) {
+            files += 1;
+        }
         if wanted.contains(name) {
             out.heartbeats
                 .insert(name.to_string(), f.last_modified.timestamp_millis());

@@ -122,6 +122,17 @@ pub trait WriteFence: Send + Sync + fmt::Debug {
     fn check_write(&self) -> Result<(), String>;
 }
 
+/// Two fences, both checked (the first one first).
+#[derive(Debug)]
+struct BothFences(Arc<dyn WriteFence>, Arc<dyn WriteFence>);
+
+impl WriteFence for BothFences {
+    fn check_write(&self) -> Result<(), String> {
+        self.0.check_write()?;
+        self.1.check_write()
+    }
+}
+
 /// Metadata of one object, with its path relative to the storage root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileMeta {
@@ -280,11 +291,23 @@ impl Storage {
         self
     }
 
-    /// The same storage with `fence` checked before every mutating request (children made
-    /// from it share the fence).
+    /// The same storage with `fence` checked before every mutating request, after any fence
+    /// it already has (children made from it share the fences): a rollback keeps its rollback
+    /// heartbeat's fence while it also holds the table lock.
     pub fn with_fence(mut self, fence: Arc<dyn WriteFence>) -> Self {
-        self.fence = Some(fence);
+        self.fence = Some(match self.fence.take() {
+            None => fence,
+            Some(earlier) => Arc::new(BothFences(earlier, fence)),
+        });
         self
+    }
+
+    /// The same storage without fences: for a lock's and a heartbeat's own writes, which keep a
+    /// claim and must not be stopped by it (nor by another).
+    pub fn unfenced(&self) -> Self {
+        let mut out = self.clone();
+        out.fence = None;
+        out
     }
 
     /// The table URI this storage was opened for.

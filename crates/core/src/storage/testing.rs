@@ -137,6 +137,7 @@ pub struct FailNth {
     n: u64,
     mode: FailMode,
     seen: AtomicU64,
+    struck: std::sync::Mutex<Option<(OpKind, String)>>,
 }
 
 impl FailNth {
@@ -152,7 +153,16 @@ impl FailNth {
             n,
             mode,
             seen: AtomicU64::new(0),
+            struck: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The request that was failed, once it was: its kind and path.
+    pub fn struck(&self) -> Option<(OpKind, String)> {
+        self.struck
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// How many matching requests were seen so far.
@@ -173,6 +183,7 @@ impl FailNth {
         }
         let k = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
         if k == self.n {
+            *self.struck.lock().unwrap_or_else(|e| e.into_inner()) = Some((op, path.to_string()));
             return Err(StorageError::Injected {
                 op,
                 n: k,

@@ -159,6 +159,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         now_ms: Utc::now().timestamp_millis(),
         lazy_writers: None,
         max_write_duration: None,
+        clustering_expiration: None,
     };
     println!("$ hudi-keeper inspect {uri}");
     print!(

@@ -28,6 +28,7 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         now_ms: chrono::Utc::now().timestamp_millis(),
         lazy_writers: args.detection.lazy_writers(),
         max_write_duration: args.detection.max_write_duration,
+        clustering_expiration: args.detection.clustering_expiration(),
     };
     let report = inspect(&table, &options)
         .await

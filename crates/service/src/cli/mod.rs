@@ -148,6 +148,14 @@ pub struct DetectionArgs {
     /// otherwise left alone until a newer write starts).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub max_write_duration: Option<std::time::Duration>,
+    /// The writers run Hudi 1.2 with `hoodie.clustering.enable.expirations` (LAZY only): a
+    /// pending clustering whose heartbeat file expired and that is older than
+    /// --clustering-expiration-threshold is rolled back, as Hudi 1.2 does.
+    #[arg(long)]
+    pub clustering_expirations: bool,
+    /// The writers' `hoodie.clustering.expiration.threshold.mins`.
+    #[arg(long, value_parser = parse_duration, default_value = "60m")]
+    pub clustering_expiration_threshold: std::time::Duration,
 }
 
 impl DetectionArgs {
@@ -155,6 +163,12 @@ impl DetectionArgs {
     pub fn lazy_writers(&self) -> Option<LazyWritersEvidence> {
         self.assume_lazy_writers
             .then_some(LazyWritersEvidence::Assumed)
+    }
+
+    /// The clustering expiration threshold, when clustering expirations are on.
+    pub fn clustering_expiration(&self) -> Option<std::time::Duration> {
+        self.clustering_expirations
+            .then_some(self.clustering_expiration_threshold)
     }
 
     pub fn heartbeat_policy(&self) -> HeartbeatPolicy {

@@ -59,6 +59,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
             heartbeat: args.detection.heartbeat_policy(),
             lazy_writers: args.detection.lazy_writers(),
             max_write_duration: args.detection.max_write_duration,
+            clustering_expiration: args.detection.clustering_expiration(),
             force: false,
             delete_concurrency: usize::from(args.delete_concurrency),
             listing_cross_check: true,

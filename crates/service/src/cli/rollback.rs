@@ -58,6 +58,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         heartbeat: args.detection.heartbeat_policy(),
         lazy_writers: args.detection.lazy_writers(),
         max_write_duration: args.detection.max_write_duration,
+        clustering_expiration: args.detection.clustering_expiration(),
         force: args.force,
         delete_concurrency: usize::from(args.delete_concurrency),
         listing_cross_check: !args.no_listing_cross_check,

@@ -9,7 +9,7 @@ use hudi_keeper_core::exec::restore::{restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{
     assess_table, rollback, RollbackDone, RollbackOptions, Selection, TableAssessment,
 };
-use hudi_keeper_core::protocol::detect::WritersReport;
+use hudi_keeper_core::protocol::detect::{Verdict, WritersReport};
 use hudi_keeper_core::storage::Storage;
 use hudi_keeper_core::timeline::Timeline;
 use hudi_keeper_core::Table;
@@ -372,6 +372,10 @@ fn record_idle(state: &TableState) {
         .metrics
         .failed_instants
         .store(0, std::sync::atomic::Ordering::Relaxed);
+    state
+        .metrics
+        .rollbacks_in_progress
+        .store(0, std::sync::atomic::Ordering::Relaxed);
     let writers = state.idle_writers();
     state
         .metrics
@@ -387,16 +391,31 @@ fn record_judged(state: &TableState, judged: &TableAssessment) -> usize {
     let assessments = &judged.assessments;
     let oldest = assessments
         .iter()
-        .filter(|a| a.verdict != hudi_keeper_core::protocol::detect::Verdict::NotACandidate)
+        .filter(|a| {
+            !matches!(
+                a.verdict,
+                Verdict::NotACandidate | Verdict::RollbackInProgress
+            )
+        })
         .filter_map(|a| a.instant_age_ms)
         .max()
         .unwrap_or(0);
+    // Writes' heartbeats only (a pending rollback's is its executor's).
     let stalest = assessments
         .iter()
+        .filter(|a| a.action != hudi_keeper_core::timeline::Action::Rollback)
         .filter_map(|a| a.heartbeat_age_ms)
         .max()
         .unwrap_or(0);
     let failed = assessments.iter().filter(|a| a.verdict.is_failed()).count();
+    let in_progress = assessments
+        .iter()
+        .filter(|a| a.verdict == Verdict::RollbackInProgress)
+        .count();
+    state
+        .metrics
+        .rollbacks_in_progress
+        .store(in_progress as i64, std::sync::atomic::Ordering::Relaxed);
     state
         .metrics
         .oldest_pending_age

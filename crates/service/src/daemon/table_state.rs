@@ -203,6 +203,10 @@ impl TableState {
                 .settings
                 .max_write_duration_ms
                 .map(Duration::from_millis),
+            clustering_expiration: self
+                .settings
+                .clustering_expiration_ms
+                .map(Duration::from_millis),
             ..Default::default()
         }
     }

@@ -9,6 +9,7 @@ use std::time::Instant as Clock;
 use tracing::{info, warn};
 
 use crate::exec::steps::apply::{apply_plan, rollback_metadata};
+use crate::exec::steps::claim::RollbackClaim;
 use crate::exec::steps::{
     action_of_plan, avro_err, delete_folder, list_data_files, pending_rollbacks, plan_err, refused,
     PendingRollback, Progress, RollbackOptions, Wanted,
@@ -258,12 +259,58 @@ pub(super) async fn undo_one(
             (r, plan, State::Requested)
         }
     };
-    if r_state == State::Requested {
-        let inflight = timeline_file(config, &r, None, Action::Rollback, State::Inflight)?;
+    // The child's rollback heartbeat, as Hudi 1.2 takes it, under the restore's lock; every
+    // change of the child is fenced by it.
+    let claim = RollbackClaim::take(table, storage, t, &r, pending.is_none(), options).await?;
+    let child = Child {
+        t,
+        r: &r,
+        plan: &plan,
+        r_state,
+        started,
+    };
+    let result = undo_claimed(
+        &claim.fence(table, options),
+        &child,
+        inputs,
+        options,
+        progress,
+    )
+    .await;
+    match &result {
+        Ok(_) => claim.release().await,
+        Err(_) => claim.abandon().await,
+    }
+    result.map(Some)
+}
+
+/// One child rollback of a restore, scheduled and claimed.
+struct Child<'a> {
+    /// The instant undone.
+    t: &'a str,
+    /// The child rollback instant.
+    r: &'a str,
+    plan: &'a RollbackPlan,
+    r_state: State,
+    started: Clock,
+}
+
+/// Run scheduled child rollback `c` (see [`undo_one`]).
+async fn undo_claimed(
+    table: &Table,
+    c: &Child<'_>,
+    inputs: &mut ChildInputs,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+) -> Result<(String, RollbackMetadata, usize), Error> {
+    let (t, r, plan) = (c.t, c.r, c.plan);
+    let storage = table.storage();
+    if c.r_state == State::Requested {
+        let inflight = timeline_file(table.config(), r, None, Action::Rollback, State::Inflight)?;
         create_if_absent(storage, &inflight, Vec::new()).await?;
     }
     let base = BasePath::from_uri(table.uri());
-    let resolved = resolve_plan(&plan, &base).map_err(|e| plan_err(table, e))?;
+    let resolved = resolve_plan(plan, &base).map_err(|e| plan_err(table, e))?;
 
     // The instant's timeline files: its completed file first (from here on readers ignore it),
     // and its inflight and requested files once its data is gone.
@@ -278,7 +325,7 @@ pub(super) async fn undo_one(
     if let Some(done) = own.iter().find(|f| f.name.state == State::Completed) {
         storage.delete(&done.path).await?;
     }
-    let log_files = apply_plan(table, t, &r, &resolved, options, progress).await?;
+    let log_files = apply_plan(table, t, r, &resolved, options, progress).await?;
     for (partition, logs) in &log_files {
         for abs in logs.keys() {
             if let Ok(rel) = base.resolve(abs) {
@@ -298,14 +345,14 @@ pub(super) async fn undo_one(
         storage.delete(&f.path).await?;
     }
     let metadata = rollback_metadata(
-        &r,
+        r,
         t,
-        action_of_plan(&plan),
-        &plan,
+        action_of_plan(plan),
+        plan,
         &resolved,
         &log_files,
-        started,
+        c.started,
     );
     info!(rollback_instant = %r, files = metadata.total_files_deleted, "undone");
-    Ok(Some((r, metadata, resolved.log_blocks.len())))
+    Ok((r.to_string(), metadata, resolved.log_blocks.len()))
 }

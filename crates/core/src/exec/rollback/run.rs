@@ -14,6 +14,7 @@ use crate::exec::metadata_table::rollback::{metadata_table_refusal, rollback_met
 use crate::exec::metadata_table::MetadataTableOutcome;
 use crate::exec::steps::apply::{apply_plan, rollback_metadata, write_completed_rollback};
 use crate::exec::steps::changes::{refuse_links, Changes};
+use crate::exec::steps::claim::RollbackClaim;
 use crate::exec::steps::{
     action_of_plan, avro_err, delete_folder, delete_newest_first, left_pending, locked,
     pending_rollbacks, plan_err, refused, Progress, RollbackOptions,
@@ -75,12 +76,22 @@ async fn schedule(
             "the instant changed state while the rollback was planned; nothing was changed, try again",
         ));
     }
-    let (pending, _) = pending_rollbacks(table, &timeline).await?;
-    if pending.contains_key(t) {
+    // One plan per failed instant (Hudi 1.2's `hoodie.rollback.avoid.duplicate.plan`, always):
+    // never a second rollback of an instant with a pending one, nor beside a pending rollback
+    // whose plan cannot be read (it may be this instant's).
+    let (pending, unreadable) = pending_rollbacks(table, &timeline).await?;
+    if let Some(p) = pending.get(t) {
         return Err(refused(
             table,
             t,
-            "another rollback of this instant was scheduled meanwhile; nothing was changed, run again to resume it",
+            format!("rollback {} of this instant was scheduled meanwhile; nothing was changed, run again to resume it", p.instant),
+        ));
+    }
+    if let Some((r, why)) = unreadable.first() {
+        return Err(refused(
+            table,
+            t,
+            format!("rollback {r} is pending but its plan cannot be read ({why}), so it may be this instant's: a second rollback of one instant is never scheduled. Nothing was changed; inspect `{r}`"),
         ));
     }
     if let Some(reason) = metadata_table_refusal(table, t, None).await? {
@@ -138,24 +149,27 @@ pub(super) async fn run_one(
         resumed.then_some(t.as_str()),
     )?;
 
-    let mut schedule_wait = Duration::ZERO;
-    let (r, plan, r_state) = match work.pending.clone() {
-        Some(p) => (p.instant, p.plan, p.state),
+    // A new rollback is scheduled and claimed under one hold of the table lock; a resumed one
+    // is claimed by `execute` once it passed its checks. The rollback's heartbeat is this
+    // run's from then until it is done, or left to expire if the run stops.
+    let (scheduled, schedule_wait) = match work.pending.clone() {
+        Some(p) => ((p.instant, p.plan, p.state, None), Duration::ZERO),
         None => {
             let (planned, _) = make_plan(table, &work, options).await?;
-            let (w, p) = (&work, &planned);
-            let (r, waited) = locked(table, options, |t| async move {
-                schedule(&t, w, p, options).await
+            let (w, p, beats) = (&work, &planned, table.storage());
+            let ((r, claim), waited) = locked(table, options, |l| async move {
+                let r = schedule(&l, w, p, options).await?;
+                let claim = RollbackClaim::take(&l, beats, &w.target, &r, true, options).await?;
+                Ok((r, claim))
             })
             .await?;
-            schedule_wait = waited;
             info!(rollback_instant = %r, files = planned.deletes.len(), "scheduled rollback");
-            (r, planned.plan, State::Requested)
+            ((r, planned.plan, State::Requested, Some(claim)), waited)
         }
     };
+    let (r, plan, r_state, claim) = scheduled;
 
     // From here on the rollback is pending: a stop leaves it for a rerun to resume.
-    table.stop_point(&format!("rollback {r} is scheduled"), Some(&t))?;
     let span = info_span!("execute", rollback_instant = %r);
     let run = RollbackRun {
         t: &t,
@@ -166,10 +180,8 @@ pub(super) async fn run_one(
         progress,
         started,
     };
-    let mut done = execute(table, &run, r_state, resumed)
-        .instrument(span)
-        .await
-        .map_err(|e| left_pending(e, &t))?;
+    let result = execute(table, &run, r_state, claim).instrument(span).await;
+    let mut done = result.map_err(|e| left_pending(e, &t))?;
     done.lock_wait_ms += schedule_wait.as_millis() as u64;
     Ok(done)
 }
@@ -190,22 +202,74 @@ struct RollbackRun<'a> {
     started: Clock,
 }
 
-/// Run scheduled rollback `run.r` (in `r_state`; `resumed` when an earlier run scheduled it):
-/// the checks before its first delete, the plan's deletes and command blocks, the target's
-/// markers and heartbeat, then [`finish`] under the table lock, then the rollback's own markers.
+/// Run scheduled rollback `run.r` (in `r_state`). `claim` is its heartbeat when this run just
+/// scheduled it; a rollback an earlier run scheduled (`None`) is checked before anything
+/// changes and claimed then (refused, the table is as it was). Then, fenced by the claim,
+/// [`run_claimed`]; the claim is released when the rollback is done or was withdrawn, else
+/// left to expire.
 async fn execute(
     table: &Table,
     run: &RollbackRun<'_>,
+    r_state: State,
+    claim: Option<RollbackClaim>,
+) -> Result<RollbackDone, Error> {
+    let (t, r) = (run.t, run.r);
+    let resumed = claim.is_none();
+    let base = BasePath::from_uri(table.uri());
+    let resolved = match resolve_plan(run.plan, &base) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            if let Some(c) = claim {
+                c.abandon().await;
+            }
+            return Err(plan_err(table, e));
+        }
+    };
+    let claim = match claim {
+        Some(c) => c,
+        None => {
+            check_resumed(table, run, &resolved, r_state).await?;
+            let beats = table.storage();
+            locked(table, run.options, |l| async move {
+                RollbackClaim::take(&l, beats, t, r, false, run.options).await
+            })
+            .await?
+            .0
+        }
+    };
+    let claimed = claim.fence(table, run.options);
+    let result = run_claimed(&claimed, run, &resolved, r_state, resumed).await;
+    match &result {
+        Ok(_) => claim.release().await,
+        Err(_) => {
+            claim.abandon().await;
+            // Withdrawn (nothing was deleted): its heartbeat goes with it.
+            let requested =
+                timeline_file(table.config(), r, None, Action::Rollback, State::Requested)?;
+            if let Ok(None) = table.storage().head(&requested).await {
+                let _ = table.storage().delete(&heartbeat_path(r)?).await;
+            }
+        }
+    }
+    result
+}
+
+/// The claimed rollback: the checks before its first delete, the plan's deletes and command
+/// blocks, the target's markers and heartbeat, then [`finish`] under the table lock, then the
+/// rollback's own markers.
+async fn run_claimed(
+    table: &Table,
+    run: &RollbackRun<'_>,
+    resolved: &ResolvedPlan,
     r_state: State,
     resumed: bool,
 ) -> Result<RollbackDone, Error> {
     let (t, r) = (run.t, run.r);
     let storage = table.storage();
-    let base = BasePath::from_uri(table.uri());
-    let resolved = resolve_plan(run.plan, &base).map_err(|e| plan_err(table, e))?;
-    start(table, run, &resolved, r_state, resumed).await?;
+    table.stop_point(&format!("rollback {r} is scheduled"), Some(t))?;
+    start(table, run, r_state, resumed).await?;
 
-    let rollback_log_files = apply_plan(table, t, r, &resolved, run.options, run.progress).await?;
+    let rollback_log_files = apply_plan(table, t, r, resolved, run.options, run.progress).await?;
 
     // The target's markers and heartbeat: the plan is all a rerun needs, so they go now,
     // before completing (a crash leaves nothing a rerun would not clean) and outside the lock.
@@ -215,7 +279,7 @@ async fn execute(
     // Finishing, under the table lock as Hudi does: the metadata table, then the target's
     // timeline files, then the completed rollback.
     table.stop_point("after the deletes, before finishing", None)?;
-    let (resolved_ref, log_files) = (&resolved, &rollback_log_files);
+    let (resolved_ref, log_files) = (resolved, &rollback_log_files);
     let ((mdt, metadata), lock_waited) = locked(table, run.options, |fenced| async move {
         finish(&fenced, run, resolved_ref, log_files).await
     })
@@ -238,28 +302,39 @@ async fn execute(
     })
 }
 
+/// Before a resumed rollback changes anything: refuse what must not go on.
+async fn check_resumed(
+    table: &Table,
+    run: &RollbackRun<'_>,
+    resolved: &ResolvedPlan,
+    r_state: State,
+) -> Result<(), Error> {
+    let (t, r) = (run.t, run.r);
+    let timeline = table.timeline().await?;
+    if let Some(reason) = refusal_before_changes(table, &timeline, t, Some((r, r_state))).await? {
+        return Err(refused(table, t, reason));
+    }
+    let mut changes = Changes::around(table, t, Some(r))?;
+    changes.add_plan(resolved)?;
+    refuse_links(table, t, &changes).await
+}
+
 /// Up to the first delete: before this run changes anything, refuse what must not go on (a
 /// rollback this run scheduled is withdrawn then: nothing was deleted yet); the inflight file;
 /// for a fresh rollback, a last look at the target.
 async fn start(
     table: &Table,
     run: &RollbackRun<'_>,
-    resolved: &ResolvedPlan,
     r_state: State,
     resumed: bool,
 ) -> Result<(), Error> {
     let (t, r) = (run.t, run.r);
-    if resumed {
-        let timeline = table.timeline().await?;
-        if let Some(reason) =
-            refusal_before_changes(table, &timeline, t, Some((r, r_state))).await?
-        {
-            return Err(refused(table, t, reason));
-        }
-        let mut changes = Changes::around(table, t, Some(r))?;
-        changes.add_plan(resolved)?;
-        refuse_links(table, t, &changes).await?;
-    } else if let Some(reason) = metadata_table_refusal(table, t, Some(r)).await? {
+    // A resumed rollback was checked before its claim (`check_resumed`).
+    let refusal = match resumed {
+        true => None,
+        false => metadata_table_refusal(table, t, Some(r)).await?,
+    };
+    if let Some(reason) = refusal {
         withdraw(table, r).await?;
         return Err(refused(
             table,

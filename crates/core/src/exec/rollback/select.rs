@@ -10,7 +10,7 @@ use crate::exec::steps::{
 };
 use crate::inspect::observe;
 use crate::protocol::detect::{
-    assess, non_candidate_reason, Assessment, DetectionInput, NamedRollback, WritersReport,
+    assess, non_candidate_reason, Assessment, DetectionInput, NamedRollback, Verdict, WritersReport,
 };
 use crate::storage::RelPath;
 use crate::table::Table;
@@ -43,7 +43,7 @@ pub async fn assess_table(
     timeline: &Timeline,
     options: &RollbackOptions,
 ) -> Result<TableAssessment, Error> {
-    let observed = observe(table, timeline).await?;
+    let observed = observe(table, timeline, options.clustering_expiration.is_some()).await?;
     let lazy_writers = observed.lazy_writers(options.lazy_writers);
     let input = DetectionInput {
         now_ms: chrono::Utc::now().timestamp_millis(),
@@ -53,6 +53,7 @@ pub async fn assess_table(
         replace_kinds: &observed.replace_kinds,
         lazy_writers,
         max_write_duration: options.max_write_duration,
+        clustering_expiration: options.clustering_expiration,
     };
     let assessments = assess(timeline, &input);
     let writers = WritersReport::new(
@@ -112,6 +113,37 @@ struct Seen {
     now_ms: i64,
 }
 
+impl Seen {
+    /// Whether pending rollback `p` may be resumed by this run, or why not: never while its
+    /// rollback heartbeat is live (another process runs it, whatever its age; `--force` does
+    /// not change that); once it expired, at once; without one, by
+    /// [`PendingRollback::is_stale`], or when `force`d (an operator naming its target).
+    fn resumable(
+        &self,
+        p: &PendingRollback,
+        options: &RollbackOptions,
+        force: bool,
+    ) -> Result<(), String> {
+        let judged = self
+            .assessments
+            .iter()
+            .find(|a| a.requested_time == p.instant && a.action == Action::Rollback);
+        match judged {
+            Some(a) if a.verdict == Verdict::RollbackInProgress => Err(format!(
+                "rollback {} of this instant is running in another process: {}",
+                p.instant, a.reason
+            )),
+            // A rollback heartbeat that expired: whoever ran it is gone.
+            Some(a) if a.heartbeat_age_ms.is_some() => Ok(()),
+            _ if force || p.is_stale(options, self.now_ms) => Ok(()),
+            _ => Err(format!(
+                "rollback {} of this instant was written moments ago and may still be running in another process; pass --force to resume it now",
+                p.instant
+            )),
+        }
+    }
+}
+
 /// Decide what to roll back: refuses (with the reason) a named instant that must not be.
 pub(super) async fn select(
     table: &Table,
@@ -152,13 +184,8 @@ fn select_named(
     options: &RollbackOptions,
 ) -> Result<Vec<Work>, Error> {
     if let Some(p) = seen.pending.get(t) {
-        if !options.force && !p.is_stale(options, seen.now_ms) {
-            return Err(refused(
-                table,
-                t,
-                format!("rollback {} of this instant was written moments ago and may still be running in another process; pass --force to resume it now", p.instant),
-            ));
-        }
+        seen.resumable(p, options, options.force)
+            .map_err(|why| refused(table, t, why))?;
         return Ok(vec![Work::resuming(t, p)]);
     }
     let instants: Vec<&Instant> = seen.timeline.find(t).collect();
@@ -172,18 +199,20 @@ fn select_named(
             None => Err(refused(table, t, "the instant is not on the active timeline")),
         };
     };
-    if let Some(reason) = non_candidate_reason(instant.action) {
+    let a = seen
+        .assessments
+        .iter()
+        .find(|a| a.requested_time == *t)
+        .ok_or_else(|| refused(table, t, "the instant was not assessed"))?;
+    // A table service is never rolled back, but for an expired clustering (clustering
+    // expirations on, as Hudi 1.2 rolls those back).
+    if let Some(reason) = non_candidate_reason(instant.action).filter(|_| !a.verdict.is_failed()) {
         return Err(refused(
             table,
             t,
             format!("{reason}; hudi-keeper will not roll it back"),
         ));
     }
-    let a = seen
-        .assessments
-        .iter()
-        .find(|a| a.requested_time == *t)
-        .ok_or_else(|| refused(table, t, "the instant was not assessed"))?;
     // Naming an instant is the operator's decision for a write nothing proves dead
     // (left alone without heartbeat); one whose writer may be alive needs --force.
     let named = a.verdict.named_rollback();
@@ -216,15 +245,17 @@ fn select_named(
 /// Every pending rollback left long enough ago, and every instant the policy calls failed
 /// without one, newest first.
 fn select_failed(table: &Table, seen: &Seen, options: &RollbackOptions) -> Vec<Work> {
-    let (pending, now_ms) = (&seen.pending, seen.now_ms);
-    for (t, p) in pending.iter().filter(|(_, p)| !p.is_stale(options, now_ms)) {
-        info!(table = %table.uri(), instant = %t, rollback = %p.instant, "pending rollback is recent and may still be running elsewhere; left for a later run");
+    let pending = &seen.pending;
+    let mut work = Vec::new();
+    for (t, p) in pending {
+        // `--force` is for one named instant: it never resumes every recent rollback at once.
+        match seen.resumable(p, options, false) {
+            Ok(()) => work.push(Work::resuming(t, p)),
+            Err(why) => {
+                info!(table = %table.uri(), instant = %t, rollback = %p.instant, why = %why, "pending rollback left for a later run")
+            }
+        }
     }
-    let mut work: Vec<Work> = pending
-        .iter()
-        .filter(|(_, p)| p.is_stale(options, now_ms))
-        .map(|(t, p)| Work::resuming(t, p))
-        .collect();
     for a in seen.assessments.iter().filter(|a| a.verdict.is_failed()) {
         // A target with a pending rollback is that rollback's, resumed or not.
         if !pending.contains_key(&a.requested_time) {

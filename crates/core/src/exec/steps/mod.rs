@@ -9,6 +9,7 @@
 
 pub(in crate::exec) mod apply;
 pub(in crate::exec) mod changes;
+pub(in crate::exec) mod claim;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -42,6 +43,10 @@ pub struct RollbackOptions {
     /// The operator's opt-in: no write of the table runs longer than this, so an older pending
     /// write without heartbeat file is failed (under either policy).
     pub max_write_duration: Option<Duration>,
+    /// Hudi 1.2's clustering expiration threshold, when the table's writers have clustering
+    /// expirations on (LAZY only): an expired clustering at least this old is rolled back.
+    /// `None` (Hudi's default): a pending clustering is never rolled back.
+    pub clustering_expiration: Option<Duration>,
     /// Roll back a named instant even if its writer may be alive (a live heartbeat, too young,
     /// a suspected EAGER writer's, or of unknown age).
     pub force: bool,
@@ -77,7 +82,10 @@ where
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
     let lock = options.lock.for_table(&table.config().name);
-    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
+    // The lock's own writes are never fenced (a rollback heartbeat's fence that tripped must
+    // not keep the lock from being released).
+    let lock_storage = table.storage().unfenced();
+    let guard = acquire_until(&lock_storage, &lock, table.cancel_token()).await?;
     let waited = guard.waited;
     let fence = guard.fence();
     let fenced = table.fenced(Arc::new(fence.clone()));
@@ -97,6 +105,7 @@ impl Default for RollbackOptions {
             heartbeat: HeartbeatPolicy::default(),
             lazy_writers: None,
             max_write_duration: None,
+            clustering_expiration: None,
             force: false,
             delete_concurrency: 64,
             listing_cross_check: true,

@@ -118,8 +118,8 @@ fn show(d: Duration) -> String {
 impl Defaults {
     /// Where `entry` would judge or lock its table less carefully than these defaults, one
     /// sentence per key: a less cautious policy, shorter heartbeat, age or skew thresholds,
-    /// fewer tolerated misses, `assume_lazy_writers` or a `max_write_duration` the defaults do
-    /// not have (or a shorter one), a lock other than `[defaults.lock]` (only its `timeout` may
+    /// fewer tolerated misses, `assume_lazy_writers`, `clustering_expirations` (or a shorter
+    /// threshold) or a `max_write_duration` the defaults do not have (or a shorter one), a lock other than `[defaults.lock]` (only its `timeout` may
     /// differ). Whatever the table's policy.
     pub fn weaker(&self, entry: &TableEntry) -> Vec<String> {
         let mut w = Vec::new();
@@ -168,6 +168,19 @@ impl Defaults {
         }
         if entry.assume_lazy_writers == Some(true) && !self.assume_lazy_writers {
             w.push("assume_lazy_writers = true where the default is false".into());
+        }
+        if entry.clustering_expirations == Some(true) && !self.clustering_expirations {
+            w.push("clustering_expirations = true where the default is false".into());
+        }
+        if let Some(d) = entry
+            .clustering_expiration_threshold
+            .filter(|d| *d < self.clustering_expiration_threshold)
+        {
+            w.push(format!(
+                "clustering_expiration_threshold {} is shorter than the default {}",
+                show(d),
+                show(self.clustering_expiration_threshold)
+            ));
         }
         match (entry.max_write_duration.flatten(), self.max_write_duration) {
             (Some(d), None) => w.push(format!(

@@ -212,6 +212,11 @@ per_table_settings! {
         /// No write runs longer than this: an older pending write without heartbeat file is
         /// failed (under either policy). Unset: never by age alone.
         max_write_duration: Option<Duration> = None,
+        /// The writers run Hudi 1.2 with `hoodie.clustering.enable.expirations` (LAZY only): an
+        /// expired clustering (heartbeat file expired, older than the threshold) is rolled back.
+        clustering_expirations: bool = false,
+        /// Their `hoodie.clustering.expiration.threshold.mins`.
+        clustering_expiration_threshold: Duration = Duration::from_secs(3600),
         /// The table lock (a table's replaces the default one as a whole).
         lock: LockSettings = LockSettings::default(),
     }
@@ -244,6 +249,8 @@ pub struct TableSettings {
     pub assume_lazy_writers: bool,
     /// No write runs longer than this (ms).
     pub max_write_duration_ms: Option<u64>,
+    /// Expired clusterings are rolled back once this old (ms): clustering expirations on.
+    pub clustering_expiration_ms: Option<u64>,
     #[serde(skip)]
     pub lock: Option<LockOptions>,
     pub lock_provider: String,

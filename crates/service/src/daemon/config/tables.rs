@@ -88,6 +88,9 @@ impl Defaults {
             heartbeat,
             assume_lazy_writers: given.assume_lazy_writers,
             max_write_duration_ms: given.max_write_duration.map(|d| d.as_millis() as u64),
+            clustering_expiration_ms: given
+                .clustering_expirations
+                .then_some(given.clustering_expiration_threshold.as_millis() as u64),
             lock_provider: lock
                 .as_ref()
                 .map(|l| l.provider.name().to_string())

@@ -33,6 +33,9 @@ pub struct TableMetrics {
     pub oldest_pending_age: AtomicF64,
     pub stalest_heartbeat_age: AtomicF64,
     pub failed_instants: AtomicI64,
+    /// Pending rollbacks another process runs (their rollback heartbeat is fresh), at the last
+    /// poll.
+    pub rollbacks_in_progress: AtomicI64,
     /// Pending writes left alone at the last poll, by [`LEFT_ALONE_REASONS`].
     pub left_alone: [AtomicI64; 3],
     /// A young pending write without heartbeat file on a table judged LAZY, at the last poll.
@@ -152,6 +155,13 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "gauge",
         "Pending writes judged failed at the last polls.",
         i(&|m| m.failed_instants.load(Ordering::Relaxed)),
+    );
+    single(
+        out,
+        "hudi_keeper_rollbacks_in_progress",
+        "gauge",
+        "Pending rollbacks another process runs (a fresh rollback heartbeat, Hudi 1.2), left to it, at the last polls.",
+        i(&|m| m.rollbacks_in_progress.load(Ordering::Relaxed)),
     );
     head(
         out,
@@ -387,6 +397,13 @@ fn render_poll_families(out: &mut Part<'_>) {
         "gauge",
         "Pending writes judged failed at the last poll (observe tables keep them).",
         |m| m.failed_instants.load(Ordering::Relaxed).to_string(),
+    );
+    scalar(
+        out,
+        "hudi_keeper_rollbacks_in_progress",
+        "gauge",
+        "Pending rollbacks another process runs (a fresh rollback heartbeat, Hudi 1.2), left to it, at the last poll.",
+        |m| m.rollbacks_in_progress.load(Ordering::Relaxed).to_string(),
     );
 }
 
