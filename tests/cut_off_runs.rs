@@ -192,6 +192,15 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
     let recorded = std::fs::read_to_string(&record).expect("the daemon recorded its rollback");
     assert!(recorded.contains(&r), "{recorded}");
 
+    // The rollback's heartbeat the killed daemon left (it expires in 1.5 s under HEARTBEATS;
+    // then anyone takes the rollback over) goes, as for a rollback of a writer before Hudi 1.2,
+    // which writes none: then its age decides.
+    let heartbeat = format!(".hoodie/.heartbeat/{r}");
+    assert!(
+        keys(&rt, &f).contains(&heartbeat),
+        "the rollback's heartbeat"
+    );
+    rt.block_on(f.delete(&heartbeat));
     // Without its record the rollback is anyone's: left to its age, after a restart too.
     let aside = work.path().join("own-changes-t.json");
     std::fs::rename(&record, &aside).unwrap();
@@ -202,7 +211,7 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
         || {
             other
                 .logs()
-                .contains("pending rollback is recent and may still be running elsewhere")
+                .contains("may still be running in another process")
                 .then_some(())
         },
     );
@@ -346,7 +355,7 @@ fn restored_reference(rt: &tokio::runtime::Runtime, name: &str) -> Snapshot {
 }
 
 #[test]
-fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_a_restart() {
+fn a_daemon_killed_mid_restore_finishes_its_own_restore_once_the_heartbeat_it_left_expired() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let expected = restored_reference(&rt, "kill-restore-ref");
 
@@ -356,11 +365,13 @@ fn a_daemon_killed_mid_restore_finishes_its_own_restore_at_its_first_poll_after_
     let work = tempfile::tempdir().unwrap();
     let config = |endpoint: &str| {
         format!(
-            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1s\"\n[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"5s\"\nstorage_renew_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\nauth_token = \"{TOKEN}\"\n[defaults]\npoll_interval = \"1s\"\n{HEARTBEATS}[defaults.lock]\nprovider = \"storage\"\nstorage_validity = \"5s\"\nstorage_renew_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             daemon_store_toml(endpoint),
             f.uri
         )
     };
+    // The killed daemon's child rollback leaves its heartbeat: the restarted daemon finishes
+    // the restore once that heartbeat expired (1.5 s under HEARTBEATS).
     let mut killed = Daemon::start(work.path(), &config(&proxy.endpoint()));
     let body = format!(r#"{{"savepoint": "{T1}"}}"#);
     let mut client = std::net::TcpStream::connect(&killed.addr).expect("connect");
@@ -514,6 +525,7 @@ where
     let mut stopped = 0;
     for n in 1..=calls {
         let f = build().await;
+        let heartbeats_before: Vec<String> = f.snapshot().await.into_keys().collect();
         let token = CancellationToken::new();
         let stop = Arc::new(StopAt {
             n,
@@ -533,6 +545,13 @@ where
             f.storage().head(&lock).await.unwrap().is_none(),
             "the lock was released after a stop before call {n}"
         );
+        // A stopped run leaves its rollback heartbeats to expire; the rerun does not wait.
+        for hb in f.snapshot().await.into_keys().filter(|k| {
+            (k.starts_with(".hoodie/.heartbeat/") || k.contains("/.hoodie/.heartbeat/"))
+                && !heartbeats_before.contains(k)
+        }) {
+            f.delete(&hb).await;
+        }
         let t = Table::open_storage(f.storage()).await.unwrap();
         rerun(t)
             .await

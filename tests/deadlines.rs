@@ -75,7 +75,7 @@ fn a_poll_that_hangs_on_the_store_times_out_as_a_failure_and_the_other_tables_ar
             .unwrap_or(0.0)
             >= 2.0
     );
-    assert!(proxy.hung() > 0, "the store still hangs");
+    assert!(proxy.hung() > 0, "the store still hangs\n{}", d.logs());
 }
 
 /// The daemon's config for one S3 table behind `proxy` with the storage lock.
@@ -115,7 +115,7 @@ fn a_rollback_that_hangs_on_the_store_times_out_as_a_failure_releases_its_lock_a
     });
     let status = d.table("t")["status"].clone();
     assert!(ok, "{status}\n{}", d.logs());
-    assert!(proxy.hung() > 0, "the store still hangs");
+    assert!(proxy.hung() > 0, "the store still hangs\n{}", d.logs());
     let err = status["last_error"].as_str().unwrap_or_default();
     assert!(err.contains("server.mutation_timeout"), "{err}");
     assert_eq!(status["last_rollback"]["outcome"], "failure", "{status}");

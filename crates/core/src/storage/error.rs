@@ -50,7 +50,7 @@ pub enum StorageError {
     },
     /// A mutation refused before it reached the store because the table lock is no longer
     /// safely held.
-    #[error("{op} of `{path}` in table `{uri}` was not sent: the table lock is lost ({reason})")]
+    #[error("{op} of `{path}` in table `{uri}` was not sent: {reason}")]
     Fenced {
         /// The table URI.
         uri: String,
@@ -58,7 +58,7 @@ pub enum StorageError {
         op: OpKind,
         /// The table-relative path.
         path: String,
-        /// Why the lock is not safe.
+        /// Why the claim it rests on (the table lock, a rollback heartbeat) is not safe.
         reason: String,
     },
     /// Any other failure of the store.

@@ -237,7 +237,9 @@ impl crate::storage::WriteFence for Fence {
     fn check_write(&self) -> Result<(), String> {
         match self.check() {
             Ok(()) => Ok(()),
-            Err(Error::LockLost { reason, .. }) => Err(reason),
+            Err(Error::LockLost { reason, .. }) => {
+                Err(format!("the table lock is lost ({reason})"))
+            }
             Err(e) => Err(e.to_string()),
         }
     }

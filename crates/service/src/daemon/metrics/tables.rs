@@ -160,7 +160,7 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         out,
         "hudi_keeper_rollbacks_in_progress",
         "gauge",
-        "Pending rollbacks another process runs (a fresh rollback heartbeat, Hudi 1.2), left to it, at the last polls.",
+        "Pending rollbacks another process runs (fresh rollback heartbeat) at the last polls.",
         i(&|m| m.rollbacks_in_progress.load(Ordering::Relaxed)),
     );
     head(
@@ -402,7 +402,7 @@ fn render_poll_families(out: &mut Part<'_>) {
         out,
         "hudi_keeper_rollbacks_in_progress",
         "gauge",
-        "Pending rollbacks another process runs (a fresh rollback heartbeat, Hudi 1.2), left to it, at the last poll.",
+        "Pending rollbacks another process runs (fresh rollback heartbeat) at the last poll.",
         |m| m.rollbacks_in_progress.load(Ordering::Relaxed).to_string(),
     );
 }
