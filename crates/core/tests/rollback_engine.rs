@@ -153,6 +153,114 @@ async fn v9_append_markers_get_a_rollback_command_block_named_with_the_instant_a
     assert_eq!(p1.log_files_from_failed_commit, Some(BTreeMap::new()));
 }
 
+/// A failed write's log file of partition `p1` with an APPEND marker (as `-append` leaves it).
+async fn put_append_marked(f: &Fixture, log: &str) {
+    f.storage()
+        .put(
+            &rel(&format!("p1/{log}")),
+            bytes::Bytes::from_static(b"#HUDI#failed-append"),
+        )
+        .await
+        .unwrap();
+    f.storage()
+        .put(
+            &rel(&format!(".hoodie/.temp/{TF}/p1/{log}.marker.APPEND")),
+            bytes::Bytes::new(),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn v9_command_block_log_file_starts_at_version_1_with_the_rollback_write_token() {
+    // Hudi 1.x on table version 8+ (RollbackHelper with HoodieLogFormat.WriterBuilder): the
+    // writer starts at log version 1 with its own write token (`0-0-0` on the Java engine) and
+    // rolls over only while that exact name exists. A failed log file of another write token
+    // does not take the name: the block goes to `.log.1_0-0-0`, not to "latest version + 1".
+    let f = Fixture::build(Kind::MorV9, false).await;
+    let log = format!(".fg3-0_{TF}.log.1_3-12-0");
+    put_append_marked(&f, &log).await;
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    assert!(
+        after.contains_key(&format!("p1/{log}")),
+        "the log file stays"
+    );
+    let new = format!("p1/.fg3-0_{TF}.log.1_0-0-0");
+    assert!(
+        is_rollback_block_for(&after[&new], &r, TF),
+        "{:?}",
+        after
+            .keys()
+            .filter(|k| k.contains(".fg3-0_"))
+            .collect::<Vec<_>>()
+    );
+    assert!(!after.contains_key(&format!("p1/.fg3-0_{TF}.log.2_0-0-0")));
+    let (_, meta) = completed_rollback(&f, ".hoodie/timeline").await;
+    assert_eq!(
+        meta.partition_metadata["p1"].rollback_log_files,
+        Some(BTreeMap::from([(
+            format!("memory://fixture/wh/t/{new}"),
+            after[&new].len() as i64
+        )]))
+    );
+}
+
+#[tokio::test]
+async fn v9_each_append_marker_of_a_file_group_gets_its_own_command_block_in_the_first_free_version(
+) {
+    // Hudi 1.x plans one request per APPEND marker (not grouped by file group) and writes one
+    // command block for each, every writer rolling over past the names that exist: the failed
+    // write's `.log.1_0-0-0` and `.log.2_0-0-0` are passed over, and the blocks go to
+    // `.log.3_0-0-0` and `.log.4_0-0-0` (one file each, not the first reused for the second).
+    let f = Fixture::build(Kind::MorV9, false).await;
+    for v in [1, 2] {
+        put_append_marked(&f, &format!(".fg3-0_{TF}.log.{v}_0-0-0")).await;
+    }
+    let table = open(&f).await;
+    let done = rollback(&table, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].log_blocks_written, 2);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    let blocks: Vec<String> = (3..=4)
+        .map(|v| format!("p1/.fg3-0_{TF}.log.{v}_0-0-0"))
+        .collect();
+    for b in &blocks {
+        assert!(
+            after
+                .get(b)
+                .is_some_and(|x| is_rollback_block_for(x, &r, TF)),
+            "{b}: {:?}",
+            after
+                .keys()
+                .filter(|k| k.contains(".fg3-0_"))
+                .collect::<Vec<_>>()
+        );
+    }
+    let (_, meta) = completed_rollback(&f, ".hoodie/timeline").await;
+    let logged: Vec<&String> = meta.partition_metadata["p1"]
+        .rollback_log_files
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        logged,
+        blocks
+            .iter()
+            .map(|b| format!("memory://fixture/wh/t/{b}"))
+            .collect::<Vec<_>>()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+}
+
 #[tokio::test]
 async fn v6_mor_appends_get_a_rollback_command_block_in_a_new_log_version() {
     let f = Fixture::build(Kind::MorV6, false).await;

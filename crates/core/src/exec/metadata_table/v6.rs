@@ -19,13 +19,13 @@
 //! wrote is found through its APPEND marker and reused, a pending `R006` rollback is resumed
 //! with its own plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant as Clock;
 
 use tracing::{info, info_span, Instrument};
 
 use super::execute::{execute_mdt, revert_to_inflight, MetadataTableOutcome};
-use crate::exec::log_append::{append_block, Slice};
+use crate::exec::log_append::{append_block, Slice, Versioning};
 use crate::exec::steps::{
     avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
 };
@@ -451,8 +451,10 @@ pub(super) async fn complete_files_deltacommit(
                 file_id: &slice.file_id,
                 base_instant: &slice.base_instant,
                 write_token: DELTACOMMIT_WRITE_TOKEN,
+                versioning: Versioning::AfterLatest,
             },
             &block,
+            &BTreeSet::new(),
             |bytes| is_data_block_for(bytes, s),
         )
         .await?;

@@ -2,13 +2,13 @@
 //! merge-on-read), and the rollback metadata that records what was done. Shared by the data
 //! table's rollbacks, a restore's child rollbacks and the metadata table's rollbacks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant as Clock;
 
 use futures::StreamExt;
 
 use super::{avro_err, Progress, RollbackOptions};
-use crate::exec::log_append::{append_block, Slice};
+use crate::exec::log_append::{append_block, Slice, Versioning};
 use crate::exec::timeline_ops::{create_if_absent, timeline_file};
 use crate::format::log_block::{is_rollback_block_for, rollback_command_block};
 use crate::format::rollback::{
@@ -17,7 +17,7 @@ use crate::format::rollback::{
 use crate::protocol::markers::marker_dir;
 use crate::storage::{RelPath, Storage};
 use crate::table::files::BasePath;
-use crate::table::Table;
+use crate::table::{Table, TableVersion};
 use crate::timeline::{Action, State};
 use crate::Error;
 
@@ -29,6 +29,26 @@ const UNKNOWN_WRITE_TOKEN: &str = "1-0-1";
 /// The write token of a v8/v9 rollback's command-block log file: what Hudi's Java engine gives
 /// its one task (partition 0, stage 0, attempt 0), as its rollbacks name the file.
 const V8_ROLLBACK_WRITE_TOKEN: &str = "0-0-0";
+
+/// How a rollback of `t` on table `version` names the log file of a command block for a file
+/// slice whose base instant is `base_instant`: the instant in the name, the write token, and
+/// the version rule.
+/// * v6, as Hudi 0.15 (`BaseRollbackHelper`): the slice's base instant, the version after the
+///   slice's latest log file, the roll-over token `1-0-1`.
+/// * v8/v9, as Hudi 1.0.1 (`BaseRollbackHelper`) and 1.1.1 (`RollbackHelper`): the instant `t`
+///   itself, the rollback task's write token, version 1 rolled over while that exact name
+///   exists (a failed log file `.log.1_<other token>` leaves version 1 free).
+fn command_block_naming<'a>(
+    version: TableVersion,
+    t: &'a str,
+    base_instant: &'a str,
+) -> (&'a str, &'static str, Versioning) {
+    if version == TableVersion::V6 {
+        (base_instant, UNKNOWN_WRITE_TOKEN, Versioning::AfterLatest)
+    } else {
+        (t, V8_ROLLBACK_WRITE_TOKEN, Versioning::FirstFree)
+    }
+}
 
 /// The deletes of a resolved plan (a missing file counts as deleted; on the local file system
 /// Hadoop's checksum side file `.<name>.crc` goes too, as Hadoop's own delete does), then the v6
@@ -90,16 +110,21 @@ pub(in crate::exec) async fn apply_plan(
     confirm_gone(table, t, &deleted).await?;
 
     let mut rollback_log_files: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    // One file per request: v8/v9 plans have a request per APPEND marker, two of them may name
+    // one file slice, and each gets its own block as in Hudi.
+    let mut written = BTreeSet::new();
     for (partition, file_id, base_instant, _) in &resolved.log_blocks {
-        // v8/v9 (Hudi 1.0.1 / 1.1.1 RollbackHelper): the new log file is named with the instant
-        // itself, with the write token of Hudi's Java engine; v6: the slice's base instant.
-        let (base_instant, token) = if table.config().version == crate::table::TableVersion::V6 {
-            (base_instant.as_str(), UNKNOWN_WRITE_TOKEN)
-        } else {
-            (t, V8_ROLLBACK_WRITE_TOKEN)
+        let (name_instant, write_token, versioning) =
+            command_block_naming(table.config().version, t, base_instant);
+        let slice = Slice {
+            partition,
+            file_id,
+            base_instant: name_instant,
+            write_token,
+            versioning,
         };
-        let (rel, len) =
-            write_command_block(storage, r, t, partition, file_id, base_instant, token).await?;
+        let (rel, len) = write_command_block(storage, r, t, &slice, &written).await?;
+        written.insert(rel.clone());
         rollback_log_files
             .entry(partition.clone())
             .or_default()
@@ -118,7 +143,7 @@ pub(in crate::exec) async fn confirm_gone(
     t: &str,
     deleted: &[RelPath],
 ) -> Result<(), Error> {
-    let mut by_folder: BTreeMap<RelPath, std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut by_folder: BTreeMap<RelPath, BTreeSet<String>> = BTreeMap::new();
     for p in deleted {
         by_folder
             .entry(p.parent())
@@ -209,27 +234,25 @@ pub(in crate::exec) fn rollback_metadata(
     }
 }
 
-/// Write one rollback command block into a new log version of the file slice, reusing one an
-/// earlier attempt of the same rollback wrote (found through its APPEND marker).
+/// Write one rollback command block into a new log file of `slice`, reusing one an earlier
+/// attempt of the same rollback wrote (found through its APPEND marker) and not in `written`.
 async fn write_command_block(
     storage: &Storage,
     r: &str,
     t: &str,
-    partition: &str,
-    file_id: &str,
-    base_instant: &str,
-    write_token: &str,
+    slice: &Slice<'_>,
+    written: &BTreeSet<RelPath>,
 ) -> Result<(RelPath, i64), Error> {
-    let slice = Slice {
-        partition,
-        file_id,
-        base_instant,
-        write_token,
-    };
     let block = rollback_command_block(r, t);
-    append_block(storage, t, &marker_dir(r)?, &slice, &block, |bytes| {
-        is_rollback_block_for(bytes, r, t)
-    })
+    append_block(
+        storage,
+        t,
+        &marker_dir(r)?,
+        slice,
+        &block,
+        written,
+        |bytes| is_rollback_block_for(bytes, r, t),
+    )
     .await
 }
 
@@ -254,4 +277,26 @@ pub(in crate::exec) async fn write_completed_rollback(
         .map_err(|e| avro_err(table, t, &path, e))?;
     create_if_absent(table.storage(), &path, bytes).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_block_files_are_named_by_the_rule_of_the_table_version() {
+        // Hudi 0.15 on v6: the slice's base instant, after its latest version, token 1-0-1.
+        assert_eq!(
+            command_block_naming(TableVersion::V6, "300", "100"),
+            ("100", "1-0-1", Versioning::AfterLatest)
+        );
+        // Hudi 1.0.1 / 1.1.1 on v8 and v9: the rolled-back instant, version 1 onwards, 0-0-0.
+        for v in [TableVersion::V8, TableVersion::V9] {
+            assert_eq!(
+                command_block_naming(v, "300", "100"),
+                ("300", "0-0-0", Versioning::FirstFree),
+                "{v:?}"
+            );
+        }
+    }
 }

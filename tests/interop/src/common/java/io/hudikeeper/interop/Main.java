@@ -706,8 +706,10 @@ public final class Main {
       throw new IllegalArgumentException(s.name + " needs a local table folder, not " + base);
     }
     StorageConfiguration<Configuration> conf = storageConf(s.mdtDone || s.mdtInflight);
-    HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
-        writeConfig(s, base, s.makingProps()));
+    HoodieJavaEngineContext context = s.appendMarkers
+        ? new HoodieJavaEngineContext(conf, new OtherTask())
+        : new HoodieJavaEngineContext(conf);
+    HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(context, writeConfig(s, base, s.makingProps()));
     String t = client.startCommit();
     OUT.println("STARTED " + t);
     OUT.flush();
@@ -734,6 +736,30 @@ public final class Main {
     }
     readyToDie(t, "wrote " + files);
     return 0;
+  }
+
+  /**
+   * {@code -append}: the failed writer's task is partition 1, stage 2, attempt 0, as a Spark task may
+   * be, so its files carry the write token {@code 1-2-0} and not the {@code 0-0-0} of the Java engine's
+   * one task that the rollbacks (Hudi's and hudi-keeper's) use. Hudi 1.x names the rollback's
+   * command-block log file {@code .<fileId>_<T>.log.1_0-0-0} then (version 1, rolled over only while
+   * that exact name exists), not the failed log file's version + 1.
+   */
+  static final class OtherTask extends org.apache.hudi.client.common.JavaTaskContextSupplier {
+    @Override
+    public java.util.function.Supplier<Integer> getPartitionIdSupplier() {
+      return () -> 1;
+    }
+
+    @Override
+    public java.util.function.Supplier<Integer> getStageIdSupplier() {
+      return () -> 2;
+    }
+
+    @Override
+    public java.util.function.Supplier<Long> getAttemptIdSupplier() {
+      return () -> 0L;
+    }
   }
 
   /**

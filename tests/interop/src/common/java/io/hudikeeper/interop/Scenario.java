@@ -42,7 +42,9 @@ public final class Scenario {
   public final boolean mdtCompact;
   /**
    * {@code -append}: the failed write's log-file markers are APPEND markers (renamed from the CREATE
-   * markers Hudi 1.x writes; Hudi's 1.x rollback has a separate rule for APPEND markers on v8/v9).
+   * markers Hudi 1.x writes; Hudi's 1.x rollback has a separate rule for APPEND markers on v8/v9), and
+   * the failed writer's task has the write token {@code 1-2-0} (as a Spark task may), not the
+   * {@code 0-0-0} of the rollbacks' task.
    */
   public final boolean appendMarkers;
   /** How records are mapped to partition folders (the name's last suffix; none: {@link Partitioning#PLAIN}). */
