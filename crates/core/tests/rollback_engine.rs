@@ -172,11 +172,14 @@ async fn put_append_marked(f: &Fixture, log: &str) {
 }
 
 #[tokio::test]
-async fn v9_command_block_log_file_starts_at_version_1_with_the_rollback_write_token() {
+async fn v9_command_block_log_file_takes_the_rollback_write_token_and_sorts_after_the_failed_file()
+{
     // Hudi 1.x on table version 8+ (RollbackHelper with HoodieLogFormat.WriterBuilder): the
     // writer starts at log version 1 with its own write token (`0-0-0` on the Java engine) and
-    // rolls over only while that exact name exists. A failed log file of another write token
-    // does not take the name: the block goes to `.log.1_0-0-0`, not to "latest version + 1".
+    // rolls over while that exact name exists, so it would write `.log.1_0-0-0` here. Hudi
+    // reads a slice's logs by version, then token: that name is read before the failed
+    // `.log.1_3-12-0` and undoes nothing (the failed records return once the instant is
+    // archived). hudi-keeper takes the first such name read after it: `.log.2_0-0-0`.
     let f = Fixture::build(Kind::MorV9, false).await;
     let log = format!(".fg3-0_{TF}.log.1_3-12-0");
     put_append_marked(&f, &log).await;
@@ -190,16 +193,18 @@ async fn v9_command_block_log_file_starts_at_version_1_with_the_rollback_write_t
         after.contains_key(&format!("p1/{log}")),
         "the log file stays"
     );
-    let new = format!("p1/.fg3-0_{TF}.log.1_0-0-0");
+    let new = format!("p1/.fg3-0_{TF}.log.2_0-0-0");
     assert!(
-        is_rollback_block_for(&after[&new], &r, TF),
+        after
+            .get(&new)
+            .is_some_and(|b| is_rollback_block_for(b, &r, TF)),
         "{:?}",
         after
             .keys()
             .filter(|k| k.contains(".fg3-0_"))
             .collect::<Vec<_>>()
     );
-    assert!(!after.contains_key(&format!("p1/.fg3-0_{TF}.log.2_0-0-0")));
+    assert!(!after.contains_key(&format!("p1/.fg3-0_{TF}.log.1_0-0-0")));
     let (_, meta) = completed_rollback(&f, ".hoodie/timeline").await;
     assert_eq!(
         meta.partition_metadata["p1"].rollback_log_files,

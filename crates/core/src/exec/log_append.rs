@@ -38,10 +38,15 @@ pub(super) enum Versioning {
     /// (`FSUtils.getLatestLogVersion`) and `HoodieLogFormatWriter` rolls over past it, the
     /// file existing and the store having no append.
     AfterLatest,
-    /// Version 1, rolled over while the exact name (this write token) exists: a log file of
-    /// another write token does not take the version. Hudi 1.0.1 / 1.1.1 (table version 8+):
-    /// `WriterBuilder.build` starts at `LOGFILE_BASE_VERSION` when a write token is given and
-    /// `HoodieLogFormatWriter.getOutputStream` rolls over while `storage.exists(path)`.
+    /// Version 1, rolled over while the exact name (this write token) exists, as Hudi 1.0.1 /
+    /// 1.1.1 do on table version 8+ (`WriterBuilder.build` starts at `LOGFILE_BASE_VERSION`
+    /// when a write token is given and `HoodieLogFormatWriter.getOutputStream` rolls over while
+    /// `storage.exists(path)`), and further while the name would not sort after every log file
+    /// of the slice. Hudi reads a slice's log files by version, then write token (its
+    /// `LogFileComparator`), and a command block undoes only blocks read before it: Hudi's own
+    /// first free name can sort before the failed file (version 1 with token `0-0-0` before a
+    /// failed `1-2-0`), and then the failed write's records come back once its instant is
+    /// archived (seen with Hudi 1.1.1's own rollback). hudi-keeper never names it so.
     FirstFree,
 }
 
@@ -100,23 +105,31 @@ pub(super) async fn append_block(
     }
     let listing = storage.list_dir(&part).await?;
     let taken: BTreeSet<&str> = listing.files.iter().map(|m| m.file_name()).collect();
+    // The slice's log file read last (version, then write token, as Hudi orders them).
+    let last: Option<(u32, String)> = listing
+        .files
+        .iter()
+        .filter_map(|m| match DataFile::parse(m.file_name()) {
+            Some(DataFile::Log {
+                file_id: f,
+                instant,
+                version,
+                write_token,
+                ..
+            }) if f == slice.file_id && instant == slice.base_instant => {
+                Some((version, write_token))
+            }
+            _ => None,
+        })
+        .max();
     let mut version = match slice.versioning {
-        Versioning::AfterLatest => listing
-            .files
-            .iter()
-            .filter_map(|m| match DataFile::parse(m.file_name()) {
-                Some(DataFile::Log {
-                    file_id: f,
-                    instant,
-                    version,
-                    ..
-                }) if f == slice.file_id && instant == slice.base_instant => Some(version),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0)
-            .checked_add(1),
+        Versioning::AfterLatest => last.as_ref().map_or(0, |(v, _)| *v).checked_add(1),
         Versioning::FirstFree => Some(1),
+    };
+    // The block must be read after every log file of the slice.
+    let reads_first = |v: u32| {
+        last.as_ref()
+            .is_some_and(|(lv, lt)| (v, slice.write_token) <= (*lv, lt.as_str()))
     };
     let mut conflicts = 0;
     // A version past u32 (a listed name claiming the largest one) ends the search as taken.
@@ -124,7 +137,7 @@ pub(super) async fn append_block(
         let name = log_file_name(slice.file_id, slice.base_instant, v, slice.write_token);
         let rel = part.join(&name).map_err(StorageError::from)?;
         version = v.checked_add(1);
-        if taken.contains(name.as_str()) || claimed.contains(&rel) {
+        if taken.contains(name.as_str()) || claimed.contains(&rel) || reads_first(v) {
             continue;
         }
         let marker = rmarkers
@@ -249,17 +262,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn first_free_starts_at_version_1_and_passes_over_only_its_own_taken_names() {
+    async fn first_free_starts_at_version_1_passes_over_taken_names_and_never_sorts_before_the_slices_log_files(
+    ) {
         use Versioning::FirstFree;
         // Hudi 1.x: nothing there, or only other write tokens, or another slice: version 1.
         assert_eq!(picked(FirstFree, &[]).await, ".fg1_300.log.1_0-0-0");
+        // Never read before a log file of the slice (Hudi's own first free name would be
+        // `.log.1_0-0-0`, read before both and so undoing neither).
         assert_eq!(
             picked(
                 FirstFree,
                 &[".fg1_300.log.1_1-0-1", ".fg1_300.log.2_3-12-0"]
             )
             .await,
-            ".fg1_300.log.1_0-0-0"
+            ".fg1_300.log.3_0-0-0"
+        );
+        assert_eq!(
+            picked(FirstFree, &[".fg1_300.log.1_1-2-0"]).await,
+            ".fg1_300.log.2_0-0-0"
         );
         assert_eq!(
             picked(FirstFree, &[".fg1_200.log.1_0-0-0", ".fg2_300.log.1_0-0-0"]).await,
@@ -280,7 +300,7 @@ mod tests {
                 ]
             )
             .await,
-            ".fg1_300.log.2_0-0-0"
+            ".fg1_300.log.4_0-0-0"
         );
     }
 
