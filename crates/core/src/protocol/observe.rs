@@ -63,6 +63,23 @@ pub async fn observe(
     if candidates.is_empty() && rollbacks.is_empty() {
         return Ok(out);
     }
+    for instant in &candidates {
+        if instant.action == Action::ReplaceCommit {
+            let kind = match instant.file(State::Requested) {
+                None => ReplaceKind::Write,
+                Some(f) => match table.storage().get_opt(&f.path).await? {
+                    None => ReplaceKind::Unknown(format!("`{}` vanished while reading", f.path)),
+                    Some(bytes) => match requested_replace_is_clustering(&bytes) {
+                        Ok(true) => ReplaceKind::Clustering,
+                        Ok(false) => ReplaceKind::Write,
+                        Err(e) => ReplaceKind::Unknown(format!("`{}`: {e}", f.path)),
+                    },
+                },
+            };
+            out.replace_kinds
+                .insert(instant.requested_time.clone(), kind);
+        }
+    }
     let dir = RelPath::parse(HEARTBEAT_DIR).map_err(StorageError::from)?;
     let listing = table.storage().list_dir(&dir).await?;
     let wanted: BTreeSet<&str> = candidates
@@ -79,6 +96,14 @@ pub async fn observe(
         .instants()
         .iter()
         .filter(|i| non_candidate_reason(i.action).is_none())
+        .filter(|i| {
+            // A version-6 clustering is a replacecommit: its heartbeat (1.2, expirations on) is
+            // a table service's.
+            !matches!(
+                out.replace_kinds.get(&i.requested_time),
+                Some(ReplaceKind::Clustering)
+            )
+        })
         .map(|i| i.requested_time.as_str())
         .collect();
     let mut files = 0;
@@ -97,22 +122,5 @@ pub async fn observe(
         }
     }
     out.heartbeat_files = Some(files);
-    for instant in candidates {
-        if instant.action == Action::ReplaceCommit {
-            let kind = match instant.file(State::Requested) {
-                None => ReplaceKind::Write,
-                Some(f) => match table.storage().get_opt(&f.path).await? {
-                    None => ReplaceKind::Unknown(format!("`{}` vanished while reading", f.path)),
-                    Some(bytes) => match requested_replace_is_clustering(&bytes) {
-                        Ok(true) => ReplaceKind::Clustering,
-                        Ok(false) => ReplaceKind::Write,
-                        Err(e) => ReplaceKind::Unknown(format!("`{}`: {e}", f.path)),
-                    },
-                },
-            };
-            out.replace_kinds
-                .insert(instant.requested_time.clone(), kind);
-        }
-    }
     Ok(out)
 }
