@@ -371,7 +371,7 @@ cmd_verify() {
       # validator builds (0.15.0 and 1.0.1 read it there); 1.1.1 has only the native reader
       --native-hfile-reader) export INTEROP_HFILE_NATIVE_READER=true; shift ;;
       --hbase-hfile-reader)
-        [[ "$key" != 1.1 ]] || die "Hudi 1.1.1 has no HBase HFile reader"
+        [[ "$key" != 1.1 && "$key" != 1.2 ]] || die "Hudi $key has no HBase HFile reader"
         export INTEROP_HFILE_NATIVE_READER=false; shift ;;
       *) die "$usage" ;;
     esac
