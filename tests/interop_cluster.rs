@@ -1,7 +1,7 @@
 //! Replicas that find each other in ZooKeeper (issue #18, `[cluster] mode = "zookeeper"`): three
 //! real `hudi-keeper serve` processes against the real ZooKeeper server share 3,000 idle tables
 //! on the local file system and two tables real Hudi 1.1 wrote with LAZY writers under the
-//! ZooKeeper lock.
+//! ZooKeeper lock (the same with Hudi 1.2's tables and writers: HUDI_KEEPER_INTEROP_FULL=1).
 //!
 //! - Every table is owned by exactly one replica, the one rendezvous hashing names (recomputed
 //!   here), and polled by it alone; every replica names the same owner.
@@ -26,9 +26,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::interop::{copy_table, enabled, must, tables_root, workspace};
+use common::interop::{copy_table, enabled, enabled_full, must, tables_root, workspace};
 
-const VERSION: &str = "1.1";
 const SCENARIO: &str = "cow-nomdt-direct";
 /// The membership sessions' timeout (the test server allows 1 s to 120 s).
 const SESSION: Duration = Duration::from_secs(4);
@@ -303,9 +302,24 @@ fn counter(d: &Daemon, name: &str) -> f64 {
 
 #[test]
 fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one() {
-    if !enabled() {
-        return;
+    if enabled() {
+        three_replicas("1.1");
     }
+}
+
+#[test]
+fn three_replicas_share_hudi_1_2_tables_through_zookeeper_and_take_over_a_killed_one() {
+    if enabled_full("the cluster with Hudi 1.2's tables") {
+        three_replicas("1.2");
+    }
+}
+
+/// One case at a time: each runs three daemons over thousands of tables.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The case with tables and writers of Hudi `version` (a harness key).
+fn three_replicas(version: &str) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let idle_count: usize = std::env::var("HUDI_KEEPER_CLUSTER_TABLES")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -317,12 +331,12 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
 
     // Two tables real Hudi wrote, each with a LAZY writer killed mid-write: one a survivor owns,
     // one the victim owns (names picked by the weights).
-    let root = tables_root().join(format!("cluster-{}", std::process::id()));
+    let root = tables_root().join(format!("cluster-{version}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let generated = root.join("generated");
     let out = harness("generated")
-        .args(["generate", VERSION, SCENARIO])
+        .args(["generate", version, SCENARIO])
         .arg(&generated)
         .output()
         .unwrap();
@@ -347,7 +361,11 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
         .collect();
     let work = tempfile::tempdir().unwrap();
     let idle = make_idle(&work.path().join("tables"), idle_count);
-    let zk_path = format!("/hudi-keeper-test-{}/replicas", std::process::id());
+    let zk_path = format!(
+        "/hudi-keeper-test-{}-{}/replicas",
+        version.replace('.', ""),
+        std::process::id()
+    );
     let cfg: Vec<String> = (0..REPLICAS)
         .map(|i| {
             config(
@@ -453,7 +471,7 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
     let tv = &hudi[1];
     let logs = root.join("kill-writer.logs");
     let out = harness(&tv.lock_key)
-        .args(["kill-writer", VERSION])
+        .args(["kill-writer", version])
         .arg(&tv.dir)
         .arg(&logs)
         .output()
@@ -497,7 +515,7 @@ fn three_replicas_share_the_tables_through_zookeeper_and_take_over_a_killed_one(
         assert_eq!(done, failures, "{}: completed rollbacks", t.name);
         assert!(pending.is_empty(), "{}: pending {pending:?}", t.name);
         let out = harness(&t.lock_key)
-            .args(["verify", VERSION])
+            .args(["verify", version])
             .arg(&t.dir)
             .output()
             .unwrap();

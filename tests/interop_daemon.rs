@@ -6,7 +6,7 @@ use hudi_keeper_test_support as common;
 use std::time::Duration;
 
 use common::daemon::Daemon;
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{enabled, enabled_full, run_sh, tables_root};
 
 fn daemon_rolls_back(key: &str, scenario: &str) {
     if !enabled() {
@@ -66,4 +66,11 @@ fn hudi_0_15_accepts_the_daemons_rollback_of_a_killed_mor_writer_with_metadata_t
 #[test]
 fn hudi_1_1_accepts_the_daemons_rollback_of_a_killed_mor_writer_with_metadata_table() {
     daemon_rolls_back("1.1", "mor-mdt-direct");
+}
+
+#[test]
+fn hudi_1_2_accepts_the_daemons_rollback_of_a_killed_mor_writer_with_metadata_table() {
+    if enabled_full("the daemon against Hudi 1.2") {
+        daemon_rolls_back("1.2", "mor-mdt-direct");
+    }
 }

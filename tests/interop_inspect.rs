@@ -1,12 +1,12 @@
 //! `hudi-keeper inspect --json` lists every instant exactly as Hudi's own timeline does, on
-//! tables real Hudi wrote (table versions 6, 8 and 9; copy-on-write and merge-on-read; the
+//! tables real Hudi wrote (table versions 6, 8 and 9, the last by Hudi 1.1 and 1.2; copy-on-write and merge-on-read; the
 //! metadata table too), before and after Hudi's own rollback.
 
 use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{enabled, enabled_full, run_sh, tables_root};
 use common::{run, stderr, stdout};
 use serde_json::Value;
 
@@ -111,5 +111,12 @@ fn inspect_lists_instants_as_hudi_1_0_does() {
 fn inspect_lists_instants_as_hudi_1_1_does() {
     if enabled() {
         compare_version("1.1");
+    }
+}
+
+#[test]
+fn inspect_lists_instants_as_hudi_1_2_does() {
+    if enabled_full("inspect against Hudi 1.2") {
+        compare_version("1.2");
     }
 }

@@ -13,7 +13,7 @@ use std::process::Child;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::interop::{enabled, must, run_sh_command as run_sh, tables_root};
+use common::interop::{enabled, enabled_full, must, run_sh_command as run_sh, tables_root};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
 use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
@@ -332,6 +332,20 @@ fn hudi_1_1_writers_and_hudi_keeper_share_the_file_system_lock() {
     run_case("1.1", "cow-mdt-direct", Lock::FileSystem);
 }
 
+#[test]
+fn hudi_1_2_writers_and_hudi_keeper_share_the_zookeeper_lock() {
+    if enabled_full("Hudi 1.2 writers under the ZooKeeper lock") {
+        run_case("1.2", "mor-mdt-direct", Lock::ZooKeeper);
+    }
+}
+
+#[test]
+fn hudi_1_2_writers_and_hudi_keeper_share_the_file_system_lock() {
+    if enabled_full("Hudi 1.2 writers under the file-system lock") {
+        run_case("1.2", "cow-mdt-direct", Lock::FileSystem);
+    }
+}
+
 /// A Java process takes the lock with Hudi's own provider class and holds it for `hold_s`
 /// seconds; a rollback started meanwhile waits for it, then proceeds.
 fn java_holder_makes_us_wait(key: &str, lock: Lock) {
@@ -413,4 +427,11 @@ fn a_hudi_0_15_writer_holding_the_file_system_lock_makes_hudi_keeper_wait() {
 #[test]
 fn a_hudi_1_1_writer_holding_the_zookeeper_lock_makes_hudi_keeper_wait() {
     java_holder_makes_us_wait("1.1", Lock::ZooKeeper);
+}
+
+#[test]
+fn a_hudi_1_2_writer_holding_the_zookeeper_lock_makes_hudi_keeper_wait() {
+    if enabled_full("a Hudi 1.2 holder of the ZooKeeper lock") {
+        java_holder_makes_us_wait("1.2", Lock::ZooKeeper);
+    }
 }

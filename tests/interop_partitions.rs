@@ -24,8 +24,8 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::interop::{
-    copy_table, enabled, must, roll_back_like_the_harness_writers, run_sh, scenario_json,
-    tables_root,
+    copy_table, enabled, enabled_full, must, roll_back_like_the_harness_writers, run_sh,
+    scenario_json, tables_root,
 };
 use common::{bin, run, stderr, stdout};
 
@@ -349,21 +349,47 @@ fn hudi_1_1_cow_non_partitioned_table_with_metadata_table_rolls_back_savepoints_
     partition_case("1.1", "cow-mdt-direct-nopart");
 }
 
+#[test]
+fn hudi_1_2_mor_url_encoded_partitions_with_metadata_table_roll_back_savepoint_and_restore_as_hudi_does(
+) {
+    if enabled_full("Hudi 1.2 URL-encoded partitions") {
+        partition_case("1.2", "mor-mdt-direct-urlenc");
+    }
+}
+
+#[test]
+fn hudi_1_2_cow_non_partitioned_table_with_metadata_table_rolls_back_savepoints_and_restores_as_hudi_does(
+) {
+    if enabled_full("Hudi 1.2 non-partitioned table") {
+        partition_case("1.2", "cow-mdt-direct-nopart");
+    }
+}
+
 /// The failed table uploaded to the S3-compatible server with the exact keys Hudi wrote
 /// (`50%25~1/…`, `x%231 é日本/…`): hudi-keeper's rollback there leaves the same objects as Hudi's
 /// rollback left on disk.
 #[test]
 fn a_rollback_on_s3_of_url_encoded_partitions_leaves_what_hudis_rollback_leaves() {
-    if !enabled() {
-        return;
+    if enabled() {
+        rollback_on_s3_of_url_encoded_partitions("1.1");
     }
+}
+
+#[test]
+fn a_rollback_on_s3_of_hudi_1_2_url_encoded_partitions_leaves_what_hudis_rollback_leaves() {
+    if enabled_full("Hudi 1.2 URL-encoded partitions on S3") {
+        rollback_on_s3_of_url_encoded_partitions("1.2");
+    }
+}
+
+fn rollback_on_s3_of_url_encoded_partitions(key: &str) {
     use common::s3::{cli_options, s3_store, unique, BUCKET};
     use futures::TryStreamExt;
     use object_store::path::Path as Key;
     use object_store::{ObjectStore, ObjectStoreExt};
 
     let started = Instant::now();
-    let (key, scenario) = ("1.1", "mor-mdt-direct-urlenc");
+    let scenario = "mor-mdt-direct-urlenc";
     let (table, reference) = generated(key, scenario);
     let failed = scenario_json(&table)["failed_instant"]
         .as_str()

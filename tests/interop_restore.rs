@@ -11,7 +11,10 @@ use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 
-use common::interop::{copy_table, enabled, must, run_sh, tables_root};
+use common::interop::{
+    copy_table, enabled, enabled_full, hudi_1_2_metadata_write_after_compaction_fails, must,
+    run_sh, tables_root,
+};
 use common::{run, stderr, stdout};
 
 fn s(p: &Path) -> &str {
@@ -119,6 +122,15 @@ fn restore_case_with(key: &str, scenario: &str, by: SavepointBy, compacting_comm
             )
             .output()
             .expect("run.sh commits-n");
+        if key == "1.2"
+            && !out.status.success()
+            && hudi_1_2_metadata_write_after_compaction_fails(&stderr(&out))
+        {
+            // Hudi 1.2.0 cannot write these commits (tests/interop/README.md, "Hudi 1.2").
+            eprintln!("Hudi 1.2 {scenario}: Hudi 1.2.0 fails its metadata-table write after compacting it; no restore to compare");
+            let _ = std::fs::remove_dir_all(&root);
+            return;
+        }
         must(out, "commits-n");
     }
     // After it: a completed commit (touching p0..p2 and a new partition p3) and a write that
@@ -282,6 +294,34 @@ fn hudi_1_1_mor_restore_of_a_hudi_keeper_savepoint_matches_hudis_restore() {
     restore_case("1.1", "mor-nomdt-direct", SavepointBy::HudiKeeper);
 }
 
+/// Hudi 1.2 (table version 9): the main case in CI's set (tests/interop/README.md, "Which cases
+/// run where"), the others with HUDI_KEEPER_INTEROP_FULL=1.
+#[test]
+fn hudi_1_2_mor_with_metadata_table_restore_of_a_hudi_keeper_savepoint_matches_hudis_restore() {
+    restore_case("1.2", "mor-mdt-direct", SavepointBy::HudiKeeper);
+}
+
+#[test]
+fn hudi_1_2_cow_with_metadata_table_restore_of_a_hudi_savepoint_matches_hudis_restore() {
+    if enabled_full("Hudi 1.2 COW restore of a Hudi savepoint") {
+        restore_case("1.2", "cow-mdt-direct", SavepointBy::Hudi);
+    }
+}
+
+#[test]
+fn hudi_1_2_cow_restore_past_the_metadata_tables_compaction_leaves_it_for_the_next_writer() {
+    if enabled_full("Hudi 1.2 restore past the metadata table's compaction") {
+        restore_case_with("1.2", "cow-mdt-direct", SavepointBy::Hudi, 4);
+    }
+}
+
+#[test]
+fn hudi_1_2_mor_restore_of_a_hudi_keeper_savepoint_matches_hudis_restore() {
+    if enabled_full("Hudi 1.2 MOR restore without the metadata table") {
+        restore_case("1.2", "mor-nomdt-direct", SavepointBy::HudiKeeper);
+    }
+}
+
 #[test]
 fn hudi_1_0_mor_with_metadata_table_restore_of_a_hudi_keeper_savepoint_matches_hudis_restore() {
     restore_case("1.0", "mor-mdt-direct", SavepointBy::HudiKeeper);
@@ -298,11 +338,20 @@ fn hudi_0_15_mor_with_metadata_table_restore_of_a_hudi_savepoint_matches_hudis_r
 /// own plan and instant; the result matches Hudi finishing it, and Hudi reads c1's records.
 #[test]
 fn a_restore_hudi_left_halfway_is_finished_by_hudi_keeper_as_hudi_would() {
-    if !enabled() {
-        return;
+    if enabled() {
+        restore_left_halfway("1.1");
     }
-    let key = "1.1";
-    let root = tables_root().join(format!("restore-halfway-{}", std::process::id()));
+}
+
+#[test]
+fn a_restore_hudi_1_2_left_halfway_is_finished_by_hudi_keeper_as_hudi_would() {
+    if enabled_full("a restore Hudi 1.2 left halfway") {
+        restore_left_halfway("1.2");
+    }
+}
+
+fn restore_left_halfway(key: &str) {
+    let root = tables_root().join(format!("restore-halfway-{key}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("root");
     let gen = root.join("t");

@@ -4,7 +4,7 @@
 
 use hudi_keeper_test_support as common;
 
-use common::interop::{enabled, run_sh, tables_root};
+use common::interop::{enabled, enabled_full, run_sh, tables_root};
 use common::{run, stderr, stdout};
 
 fn savepoint_round_trip(key: &str, scenario: &str) {
@@ -123,4 +123,11 @@ fn a_hudi_0_15_savepoint_is_listed_and_deleted() {
 #[test]
 fn a_hudi_1_1_savepoint_is_listed_and_deleted() {
     savepoint_round_trip("1.1", "cow-mdt-direct");
+}
+
+#[test]
+fn a_hudi_1_2_savepoint_is_listed_and_deleted() {
+    if enabled_full("savepoints of Hudi 1.2") {
+        savepoint_round_trip("1.2", "cow-mdt-direct");
+    }
 }

@@ -1,8 +1,9 @@
 //! The chaos soak (issue #15): real Hudi writers commit in a loop under the ZooKeeper lock with
-//! the LAZY policy — two Hudi 1.1 writers on a merge-on-read table with a metadata table, one
-//! Hudi 0.15 writer on a copy-on-write table with one — while the real `hudi-keeper serve`
-//! binary, as deployed, watches both tables. Writers are SIGKILLed at random points; the daemon
-//! is SIGKILLed at random points and right after it scheduled a rollback, and started again.
+//! the LAZY policy — two Hudi 1.1 writers on a merge-on-read table with a metadata table (table
+//! version 9), one Hudi 0.15 writer on a copy-on-write table with one — while the real
+//! `hudi-keeper serve` binary, as deployed, watches both tables. Writers are SIGKILLed at random
+//! points; the daemon is SIGKILLed at random points and right after it scheduled a rollback, and
+//! started again.
 //!
 //! At the end: every commit a writer saw succeed is intact; no write is left pending, and every
 //! failed write was rolled back exactly once (no instant is the target of two completed
@@ -18,6 +19,9 @@
 //! `HUDI_KEEPER_SOAK_SECONDS` sets the chaos phase (default 60: the CI run); `scripts/soak` runs it
 //! longer, one variant after the other, and keeps each one's JSON report (`HUDI_KEEPER_SOAK_REPORT`).
 //! `HUDI_KEEPER_SOAK_SEED` replays a run's random choices (the report names the seed).
+//! `HUDI_KEEPER_SOAK_VERSIONS` (e.g. `1.1,1.2`; default `1.1`) lists the Hudi version keys of the
+//! version-9 table's writers: the first makes the table and validates it, and writer JVMs take the
+//! keys in turn, so Hudi 1.1 and 1.2 writers share the table (`scripts/soak --versions`).
 //! The S3 variant runs only with `HUDI_KEEPER_SOAK_S3=1` (scripts/soak sets it; it takes longer
 //! than CI can spare). Needs `HUDI_KEEPER_INTEROP=1` and ZooKeeper (`HUDI_KEEPER_ZK`), as the
 //! other real-Hudi suites, and for S3 the server (`HUDI_KEEPER_S3_ENDPOINT`).
@@ -43,12 +47,18 @@ use hudi_keeper_core::Table;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+#[path = "interop_soak/writers.rs"]
+mod writers;
+use writers::{read_writer_log, soak_versions, WriterLog};
+
 /// One table of the soak and its writers.
 struct SoakTable {
     /// The daemon's name for it.
     name: &'static str,
-    /// The harness's Hudi version key.
-    version: &'static str,
+    /// The harness's Hudi version key: it makes the table and validates it.
+    version: String,
+    /// The version keys of its writer JVMs, taken in turn (the first is `version`).
+    writer_versions: Vec<String>,
     /// The scenario `run.sh generate` makes it from (completed commits and one failed write).
     scenario: &'static str,
     /// Writers at once.
@@ -111,8 +121,10 @@ impl Store {
     }
 }
 
+/// Name, Hudi version key (the version-9 table's writers: [`writers::soak_versions`]), scenario,
+/// writers at once.
 const TABLES: [(&str, &str, &str, usize); 2] = [
-    ("mor11", "1.1", "mor-mdt-direct", 2),
+    ("mor-v9", "1.1", "mor-mdt-direct", 2),
     ("cow015", "0.15", "cow-mdt-direct", 1),
 ];
 
@@ -155,33 +167,6 @@ struct Writer {
     table: usize,
     child: Child,
     stdout: PathBuf,
-}
-
-/// What the writers printed: the records each write announced before committing, and the
-/// instants they saw commit.
-#[derive(Default)]
-struct WriterLog {
-    announced: BTreeMap<String, serde_json::Value>,
-    committed: BTreeSet<String>,
-    failed: usize,
-}
-
-fn read_writer_log(path: &Path, into: &mut WriterLog) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("COMMITTING ") {
-            // A line cut short by the kill is not a complete announcement.
-            if let Some((t, records)) = rest.split_once(' ') {
-                if let Ok(v) = serde_json::from_str(records) {
-                    into.announced.insert(t.to_string(), v);
-                }
-            }
-        } else if let Some(t) = line.strip_prefix("COMMITTED ") {
-            into.committed.insert(t.trim().to_string());
-        } else if line.starts_with("FAILED ") {
-            into.failed += 1;
-        }
-    }
 }
 
 /// The writers' heartbeat interval on S3 (1 s locally, the harness's). A heartbeat through S3A is
@@ -419,6 +404,11 @@ fn soak(store: Store) {
     let tables: Vec<SoakTable> = TABLES
         .iter()
         .map(|(name, version, scenario, writers)| {
+            let writer_versions = if *version == "1.1" {
+                soak_versions()
+            } else {
+                vec![version.to_string()]
+            };
             let (base, uri, s3_endpoint) = match &store {
                 Store::Local => {
                     let dir = root.join(name).to_str().expect("utf-8").to_string();
@@ -432,12 +422,14 @@ fn soak(store: Store) {
             };
             SoakTable {
                 name,
-                version,
+                version: writer_versions[0].clone(),
+                // Hudi 1.1 and 1.2 have the storage-based lock; 0.15 has none.
+                storage_lock: s3_endpoint.is_some() && *version == "1.1",
+                writer_versions,
                 scenario,
                 writers: *writers,
                 base,
                 uri,
-                storage_lock: s3_endpoint.is_some() && *version == "1.1",
                 s3_endpoint,
                 zk_key: format!("{variant}-{name}-{}", std::process::id()),
             }
@@ -448,7 +440,7 @@ fn soak(store: Store) {
     for t in &tables {
         must(
             run_sh(t)
-                .args(["generate", t.version, t.scenario, &t.base])
+                .args(["generate", &t.version, t.scenario, &t.base])
                 .env("INTEROP_LOGS", logs.join(format!("{}-generate", t.name)))
                 .output()
                 .expect("run.sh generate"),
@@ -468,15 +460,19 @@ fn soak(store: Store) {
     daemons.start(&mut report);
 
     let mut next_id = 1usize;
+    let mut spawned = vec![0usize; tables.len()];
     let mut spawn = |t: usize, report: &mut Report| -> Writer {
         let id = next_id;
         next_id += 1;
+        let versions = &tables[t].writer_versions;
+        let version = &versions[spawned[t] % versions.len()];
+        spawned[t] += 1;
         let stdout = logs.join(format!("{}-writer{id}.stdout", tables[t].name));
         let stderr = logs.join(format!("{}-writer{id}.stderr", tables[t].name));
         let child = run_sh(&tables[t])
             .args([
                 "writer",
-                tables[t].version,
+                version,
                 &tables[t].base,
                 &id.to_string(),
                 &COMMITS_PER_WRITER.to_string(),
@@ -734,7 +730,7 @@ fn soak(store: Store) {
             )
             .args([
                 "verify",
-                t.version,
+                &t.version,
                 &t.base,
                 "--expect",
                 expected_path.to_str().expect("utf-8"),
@@ -748,6 +744,7 @@ fn soak(store: Store) {
             t.name.to_string(),
             serde_json::json!({
                 "hudi": t.version,
+                "writer_versions": t.writer_versions,
                 "scenario": t.scenario,
                 "commits_seen_by_writers": log.committed.len(),
                 "commits_completed": f.completed_writes.len(),

@@ -1,5 +1,5 @@
-//! Hudi 1.1.1's StorageBasedLockProvider against hudi-keeper's storage lock, on the S3-compatible
-//! server on loopback (issue #15, item 4). Hudi's own provider class runs in the harness JVM
+//! Hudi 1.1.1's (and 1.2.0's) StorageBasedLockProvider against hudi-keeper's storage lock, on the
+//! S3-compatible server on loopback (issue #15, item 4). Hudi's own provider class runs in the harness JVM
 //! (`run.sh lock-cycles`) with its S3 client of the harness's own (Hudi's, in hudi-aws 1.x, is not
 //! served): Hudi's lease logic (acquire, renew every second, expiry, the 500 ms drift allowance) is
 //! the one under test, and the table lock is `.hoodie/.locks/table_lock.json` on both sides.
@@ -12,7 +12,7 @@ use std::process::Child;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::interop::{enabled, run_sh_command as run_sh};
+use common::interop::{enabled, enabled_full, run_sh_command as run_sh};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
 use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
@@ -73,6 +73,7 @@ struct HudiLockCycles {
 
 impl HudiLockCycles {
     fn spawn(
+        key: &str,
         base: &str,
         cycles: u32,
         hold_ms: u64,
@@ -85,7 +86,7 @@ impl HudiLockCycles {
         let mut child = run_sh(&storage_lock_env())
             .args([
                 "lock-cycles",
-                "1.1",
+                key,
                 base,
                 &cycles.to_string(),
                 &hold_ms.to_string(),
@@ -178,9 +179,19 @@ fn field_ms(line: &str) -> i64 {
 
 #[test]
 fn a_hudi_1_1_storage_lock_holder_keeps_hudi_keeper_out_until_its_lease_lapses_after_a_sigkill() {
-    if !enabled() {
-        return;
+    if enabled() {
+        hudi_holder_keeps_us_out("1.1");
     }
+}
+
+#[test]
+fn a_hudi_1_2_storage_lock_holder_keeps_hudi_keeper_out_until_its_lease_lapses_after_a_sigkill() {
+    if enabled_full("Hudi 1.2 storage lock holder") {
+        hudi_holder_keeps_us_out("1.2");
+    }
+}
+
+fn hudi_holder_keeps_us_out(key: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(common::s3::assert_conditional_writes_honoured());
@@ -194,7 +205,15 @@ fn a_hudi_1_1_storage_lock_holder_keeps_hudi_keeper_out_until_its_lease_lapses_a
     let base = format!("s3a://{}/{root}", common::s3::BUCKET);
 
     // Hudi takes the lock and keeps renewing it (every second) until it is killed.
-    let mut hudi = HudiLockCycles::spawn(&base, 1, 600_000, 30_000, 0, &work.path().join("holder"));
+    let mut hudi = HudiLockCycles::spawn(
+        key,
+        &base,
+        1,
+        600_000,
+        30_000,
+        0,
+        &work.path().join("holder"),
+    );
     let (owner, _) = locked_line(&hudi.expect("LOCKED ", Duration::from_secs(180)));
     let held = lock_file(&rt, &storage);
     assert_eq!(held.owner, owner, "the lock file is Hudi's lease");
@@ -246,7 +265,7 @@ fn a_hudi_1_1_storage_lock_holder_keeps_hudi_keeper_out_until_its_lease_lapses_a
     assert!(waited > Duration::ZERO);
     rt.block_on(guard.release()).expect("release");
     eprintln!(
-        "Hudi 1.1 storage lock, holder SIGKILLed: hudi-keeper took it over {} ms after its validUntil, after waiting {} ms",
+        "Hudi {key} storage lock, holder SIGKILLed: hudi-keeper took it over {} ms after its validUntil, after waiting {} ms",
         judged_at - dead.valid_until,
         waited.as_millis()
     );
@@ -254,9 +273,19 @@ fn a_hudi_1_1_storage_lock_holder_keeps_hudi_keeper_out_until_its_lease_lapses_a
 
 #[test]
 fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_after_a_sigkill() {
-    if !enabled() {
-        return;
+    if enabled() {
+        our_holder_keeps_hudi_out("1.1");
     }
+}
+
+#[test]
+fn hudi_keepers_storage_lock_keeps_a_hudi_1_2_writer_out_until_its_lease_lapses_after_a_sigkill() {
+    if enabled_full("hudi-keeper's storage lock against a Hudi 1.2 writer") {
+        our_holder_keeps_hudi_out("1.2");
+    }
+}
+
+fn our_holder_keeps_hudi_out(key: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use common::runs::{finishing, s3_fixture, store_flags, within};
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -302,7 +331,7 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
 
     // Hudi reads hudi-keeper's lease as held (through its renewals) and does not take it.
     let refused =
-        HudiLockCycles::spawn(&base, 1, 0, 2_500, 0, &work.path().join("refused")).finish();
+        HudiLockCycles::spawn(key, &base, 1, 0, 2_500, 0, &work.path().join("refused")).finish();
     assert!(
         refused.iter().any(|l| l.starts_with("NOT_LOCKED "))
             && !refused.iter().any(|l| l.starts_with("LOCKED ")),
@@ -316,7 +345,8 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
     assert!(!renewed.expired && renewed.valid_until > held.valid_until);
 
     // A Hudi writer waits for the lock; hudi-keeper dies holding it.
-    let mut waiter = HudiLockCycles::spawn(&base, 1, 0, 60_000, 0, &work.path().join("waiter"));
+    let mut waiter =
+        HudiLockCycles::spawn(key, &base, 1, 0, 60_000, 0, &work.path().join("waiter"));
     ours.kill().expect("SIGKILL hudi-keeper");
     let _ = ours.wait();
     std::thread::sleep(Duration::from_millis(500)); // a renewal already on the wire lands
@@ -337,7 +367,7 @@ fn hudi_keepers_storage_lock_keeps_a_hudi_1_1_writer_out_until_its_lease_lapses_
     assert_eq!(released.owner, hudi_owner);
     assert!(released.expired, "Hudi released with `expired: true`");
     eprintln!(
-        "hudi-keeper's storage lock, holder SIGKILLed: Hudi 1.1 took it over {} ms after its validUntil",
+        "hudi-keeper's storage lock, holder SIGKILLed: Hudi {key} took it over {} ms after its validUntil",
         judged_at - dead.valid_until
     );
 }
@@ -412,9 +442,20 @@ impl hudi_keeper_core::storage::Interceptor for LeaseSpans {
 #[test]
 fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_never_hold_it_at_once()
 {
-    if !enabled() {
-        return;
+    if enabled() {
+        holders_and_us_never_at_once("1.1");
     }
+}
+
+#[test]
+fn hudi_1_2_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_never_hold_it_at_once()
+{
+    if enabled_full("Hudi 1.2 lock holders and hudi-keeper under the storage lock") {
+        holders_and_us_never_at_once("1.2");
+    }
+}
+
+fn holders_and_us_never_at_once(key: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const JAVA: usize = 2;
     const CYCLES: u32 = 4;
@@ -433,6 +474,7 @@ fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_nev
     let mut hudi: Vec<HudiLockCycles> = (0..JAVA)
         .map(|i| {
             HudiLockCycles::spawn(
+                key,
                 &base,
                 CYCLES,
                 300,
@@ -574,7 +616,7 @@ fn hudi_1_1_lock_holders_and_hudi_keeper_rolling_back_under_the_storage_lock_nev
     let released = lock_file(&rt, &f.storage());
     assert!(released.expired, "the last holder released: {released:?}");
     eprintln!(
-        "storage lock on S3, Hudi 1.1 x{JAVA} ({} holds, {hudi_waits} waited for another holder) and hudi-keeper ({} holds, {} rollbacks, {lock_waits} with a lock wait, {refused} attempts found the lease taken): no overlap, {:.0} s",
+        "storage lock on S3, Hudi {key} x{JAVA} ({} holds, {hudi_waits} waited for another holder) and hudi-keeper ({} holds, {} rollbacks, {lock_waits} with a lock wait, {refused} attempts found the lease taken): no overlap, {:.0} s",
         JAVA * CYCLES as usize,
         ours.len(),
         rolled_back.len(),

@@ -6,10 +6,13 @@
 #   run.sh versions
 #   run.sh generate <version-key> <scenario|all> <dir>
 #   run.sh rollback <version-key> <dir>
+#   run.sh rollback-paused <version-key> <dir> <pause-file>   (Hudi's lazy rollback in the background, held at
+#                                                     its first data-file delete until <pause-file> exists;
+#                                                     returns once held: "PAUSED pid=... path=..."; see README)
 #   run.sh verify   <version-key> <dir> [--expect <records.json>] [--native-hfile-reader|--hbase-hfile-reader]
 #   run.sh diff     [--restore] <ours-dir> <hudis-dir>   (--restore: two restores of one table)
 #   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
-#   run.sh selftest [root]                            (generate+verify+diff per version)
+#   run.sh selftest [root [version-key...]]           (generate+verify+diff per version; default every key)
 #   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
 #   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files;
 #                                                     <dir> or an s3a:// base path; BENCH_SCENARIO picks the
@@ -34,7 +37,7 @@
 # against INTEROP_S3_ENDPOINT, else HUDI_KEEPER_S3_ENDPOINT; see README "Tables on S3"); generate there
 # makes the direct-marker scenarios without Hudi's reference rollback.
 #
-# version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1)
+# version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1), 1.2 (v9, Hudi 1.2.0)
 # scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-twice]
 #            [-urlenc|-hive|-slash|-nopart]
 set -euo pipefail
@@ -47,7 +50,7 @@ case "${LC_ALL:-${LC_CTYPE:-${LANG:-}}}" in
   *) export LC_ALL=C.UTF-8 ;;
 esac
 MVN_SETTINGS="$HERE/.mvn/settings.xml"
-VERSION_KEYS=(0.15 1.0 1.1)
+VERSION_KEYS=(0.15 1.0 1.1 1.2)
 # every scenario `generate ... all` makes (timeline-marker ones only where the version has the server)
 ALL_SCENARIOS=(cow-nomdt-direct cow-mdt-direct mor-nomdt-direct mor-mdt-direct
                cow-nomdt-timeline cow-mdt-timeline mor-nomdt-timeline mor-mdt-timeline
@@ -324,6 +327,38 @@ cmd_rollback() {
   hj "$1" rollback --dir "$2"
 }
 
+# Hudi's lazy rollback as `rollback` runs it (OCC, LAZY failed-writes policy, the INTEROP_LOCK lock;
+# INTEROP_EXTRA_PROPS applies), started in the background with INTEROP_PAUSE_DELETES=<pause-file>: the JVM
+# holds its first data-file delete (PausingLocalFileSystem). Waits until <pause-file>.paused appears,
+# prints "PAUSED pid=<JVM pid> path=<held file>" and returns 0 while the JVM stays held; it goes on once
+# <pause-file> exists (or after INTEROP_PAUSE_DELETES_SECONDS). The JVM's stdout/stderr go to
+# <pause-file>.stdout/.stderr, its exit status to <pause-file>.rc when it ends. Returns 1 (with the JVM's
+# output) if the JVM ends before it pauses, e.g. when there is nothing to delete.
+cmd_rollback_paused() {
+  [[ $# == 3 ]] || die "usage: run.sh rollback-paused <version-key> <dir> <pause-file>"
+  local key="$1" dir="$2" pause="$3"
+  module_dir "$key" >/dev/null
+  [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (rollback needs the scenario of the table)"
+  [[ "$pause" == /* ]] || pause="$PWD/$pause"
+  cmd_build
+  rm -f "$pause" "$pause.paused" "$pause.paused.tmp" "$pause.rc" "$pause.rc.tmp" "$pause.stdout" "$pause.stderr"
+  # all of the subshell's descriptors go to files: a caller reading run.sh's output gets EOF when run.sh
+  # returns, not when the held JVM ends
+  ( rc=0
+    INTEROP_PAUSE_DELETES="$pause" hj "$key" rollback --dir "$dir" >"$pause.stdout" 2>"$pause.stderr" || rc=$?
+    echo "$rc" >"$pause.rc.tmp" && mv -f "$pause.rc.tmp" "$pause.rc" ) </dev/null >/dev/null 2>&1 &
+  local waited=0 limit=$(( 5 * ${PAUSE_WAIT_S:-300} ))
+  while [[ ! -f "$pause.paused" ]]; do
+    if [[ -f "$pause.rc" ]]; then
+      cat "$pause.stdout" "$pause.stderr" >&2 || true
+      die "Hudi's rollback ended (exit $(cat "$pause.rc")) before it deleted a data file"
+    fi
+    (( ++waited > limit )) && die "Hudi's rollback did not pause in ${PAUSE_WAIT_S:-300}s (see $pause.stderr)"
+    sleep 0.2
+  done
+  echo "PAUSED $(cat "$pause.paused")"
+}
+
 cmd_verify() {
   local usage="usage: run.sh verify <version-key> <dir> [--expect <records.json>] [--native-hfile-reader|--hbase-hfile-reader]"
   [[ $# -ge 2 ]] || die "$usage"
@@ -336,7 +371,7 @@ cmd_verify() {
       # validator builds (0.15.0 and 1.0.1 read it there); 1.1.1 has only the native reader
       --native-hfile-reader) export INTEROP_HFILE_NATIVE_READER=true; shift ;;
       --hbase-hfile-reader)
-        [[ "$key" != 1.1 ]] || die "Hudi 1.1.1 has no HBase HFile reader"
+        [[ "$key" != 1.1 && "$key" != 1.2 ]] || die "Hudi $key has no HBase HFile reader"
         export INTEROP_HFILE_NATIVE_READER=false; shift ;;
       *) die "$usage" ;;
     esac
@@ -380,8 +415,11 @@ cmd_restore() {
 # Self-test of the harness: per version, generate a COW and a MOR+MDT scenario, then
 #   verify(Hudi's rollback) must pass, verify(failed table) must fail,
 #   a second Hudi rollback of the failed table must diff equal to the reference.
+# Keys after the root folder limit it to those versions (default: every key).
 cmd_selftest() {
-  local root="${1:-$(mktemp -d /tmp/interop-selftest.XXXXXX)}" k sc d pass=0 fail=0
+  local root="${1:-$(mktemp -d /tmp/interop-selftest.XXXXXX)}" k sc d pass=0 fail=0 keys=("${VERSION_KEYS[@]}")
+  (( $# > 1 )) && keys=("${@:2}")
+  for k in "${keys[@]}"; do module_dir "$k" >/dev/null; done
   cmd_build
   mkdir -p "$root"
   check() { # name command...
@@ -390,7 +428,7 @@ cmd_selftest() {
     else fail=$((fail + 1)); log "FAIL $name (see $root/last.out.$fail)"; cp "$root/last.out" "$root/last.out.$fail"; fi
   }
   not() { ! "$@"; }
-  for k in "${VERSION_KEYS[@]}"; do
+  for k in "${keys[@]}"; do
     for sc in cow-nomdt-direct mor-mdt-direct; do
       d="$root/$k/$sc"
       check "generate $k $sc" "$0" generate "$k" "$sc" "$d"
@@ -516,6 +554,7 @@ case "${1:-}" in
   selftest) shift; cmd_selftest "$@" ;;
   generate) shift; cmd_generate "$@" ;;
   rollback) shift; cmd_rollback "$@" ;;
+  rollback-paused) shift; cmd_rollback_paused "$@" ;;
   verify) shift; cmd_verify "$@" ;;
   diff) shift; exec python3 "$HERE/diff.py" "$@" ;;
   timeline) shift; cmd_timeline "$@" ;;

@@ -1,7 +1,7 @@
 //! The HFile data blocks hudi-keeper writes into v6 metadata-table log files, read by real Hudi:
 //! an HFile of `files`-partition records written with the core crate's writer is read back by
-//! Hudi 0.15's HBase-based reader (its default), Hudi 0.15's native reader and Hudi 1.1's reader,
-//! each by a full scan and by point lookups of every key (through the root index). The file is
+//! Hudi 0.15's HBase-based reader (its default), Hudi 0.15's native reader and Hudi 1.1's and 1.2's
+//! readers, each by a full scan and by point lookups of every key (through the root index). The file is
 //! over 1 MiB, so it has several data blocks, a multi-entry root index with HBase's shortened
 //! index keys, and one record larger than a block.
 
@@ -71,7 +71,7 @@ fn parse_record(r: &Value) -> (String, BTreeMap<String, i64>) {
 }
 
 #[test]
-fn hudi_015_and_11_readers_return_exactly_the_records_of_our_hfile() {
+fn hudi_015_11_and_12_readers_return_exactly_the_records_of_our_hfile() {
     if !enabled() {
         return;
     }
@@ -91,7 +91,12 @@ fn hudi_015_and_11_readers_return_exactly_the_records_of_our_hfile() {
     let path = dir.path().join("files.hfile");
     std::fs::write(&path, &bytes).expect("write file");
 
-    for (version, native) in [("0.15", false), ("0.15", true), ("1.1", true)] {
+    for (version, native) in [
+        ("0.15", false),
+        ("0.15", true),
+        ("1.1", true),
+        ("1.2", true),
+    ] {
         let mut args = vec!["hfile-read", version, path.to_str().expect("utf-8")];
         if native {
             args.push("--native");

@@ -1,7 +1,6 @@
 package io.hudikeeper.interop;
 
 import java.io.File;
-import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -50,15 +49,16 @@ final class HFileRead {
     HoodieStorage storage = HoodieStorageUtils.getStorage(path, conf);
     Object reader = open(conf, storage, path, nativeReader);
     try {
-      Schema schema = (Schema) reader.getClass().getMethod("getSchema").invoke(reader);
+      // Avro's Schema before 1.2, HoodieSchema in 1.2
+      Schema schema = SchemaCompat.avro(reader.getClass().getMethod("getSchema").invoke(reader));
       ObjectNode out = Main.JSON.createObjectNode();
       out.put("reader", reader.getClass().getName());
       out.put("schema_name", schema.getFullName());
       // Full scan. The readers put the row key in the record's "key" field.
       List<String> keys = new ArrayList<>();
       ArrayNode scan = out.putArray("scan");
-      Method all = reader.getClass().getMethod("getIndexedRecordIterator", Schema.class, Schema.class);
-      try (ClosableIterator<?> it = (ClosableIterator<?>) all.invoke(reader, schema, schema)) {
+      try (ClosableIterator<?> it =
+               (ClosableIterator<?>) SchemaCompat.call(reader, "getIndexedRecordIterator", schema, schema)) {
         while (it.hasNext()) {
           GenericRecord r = (GenericRecord) it.next();
           keys.add(String.valueOf(r.get("key")));
@@ -67,8 +67,8 @@ final class HFileRead {
       }
       // Point lookups of every key (through the root index).
       ObjectNode records = out.putObject("lookup");
-      Method byKeys = reader.getClass().getMethod("getRecordsByKeysIterator", List.class, Schema.class);
-      try (ClosableIterator<?> it = (ClosableIterator<?>) byKeys.invoke(reader, keys, schema)) {
+      try (ClosableIterator<?> it =
+               (ClosableIterator<?>) SchemaCompat.call(reader, "getRecordsByKeysIterator", keys, schema)) {
         while (it.hasNext()) {
           // the HoodieRecord carries no HoodieKey here; the key is in the record
           GenericRecord r = (GenericRecord) ((HoodieRecord<?>) it.next()).getData();

@@ -547,7 +547,8 @@ final class Verify {
     for (File f : logs) {
       List<String> blocks = new ArrayList<>();
       try (org.apache.hudi.common.table.log.HoodieLogFormat.Reader r =
-               org.apache.hudi.common.table.log.HoodieLogFormat.newReader(storage,
+               (org.apache.hudi.common.table.log.HoodieLogFormat.Reader) SchemaCompat.callStatic(
+                   org.apache.hudi.common.table.log.HoodieLogFormat.class, "newReader", storage,
                    new HoodieLogFile(new StoragePath(f.toURI().toString())), schema)) {
         while (r.hasNext()) {
           org.apache.hudi.common.table.log.block.HoodieLogBlock b = r.next();
@@ -613,10 +614,10 @@ final class Verify {
       if (content == null) {
         return "unknown (block content not loaded; " + flag + ")";
       }
-      Object reader = org.apache.hudi.io.storage.HoodieIOFactory.getIOFactory(storage)
-          .getReaderFactory(HoodieRecord.HoodieRecordType.AVRO)
-          .getContentReader(cfg, new StoragePath("/in-memory.hfile"), org.apache.hudi.common.model.HoodieFileFormat.HFILE,
-              storage, content, Option.of(schema));
+      Object factory = org.apache.hudi.io.storage.HoodieIOFactory.getIOFactory(storage)
+          .getReaderFactory(HoodieRecord.HoodieRecordType.AVRO);
+      Object reader = SchemaCompat.call(factory, "getContentReader", cfg, new StoragePath("/in-memory.hfile"),
+          org.apache.hudi.common.model.HoodieFileFormat.HFILE, storage, content, Option.of(schema));
       String cls = reader.getClass().getSimpleName();
       ((AutoCloseable) reader).close();
       return (cls.contains("HBase") ? "hbase" : cls.contains("Native") ? "native" : "?") + " (" + cls + "; " + flag + ")";
@@ -654,7 +655,7 @@ final class Verify {
   private Map<String, GenericRecord> readAll(HoodieTableMetaClient mc) throws Exception {
     Map<String, GenericRecord> out = new TreeMap<>();
     duplicateKeys.clear();
-    Schema schema = new TableSchemaResolver(mc).getTableAvroSchema();
+    Schema schema = SchemaCompat.tableAvroSchema(new TableSchemaResolver(mc));
     HoodieTimeline done = mc.getCommitsTimeline().filterCompletedInstants();
     if (done.empty()) {
       return out;
@@ -703,11 +704,13 @@ final class Verify {
   private void mergeLogs(HoodieTableMetaClient mc, Schema schema, String latest, List<String> logs,
                          Map<String, GenericRecord> slice) throws Exception {
     File spill = Files.createTempDirectory("interop-spill").toFile();
-    try (HoodieMergedLogRecordScanner scanner = HoodieMergedLogRecordScanner.newBuilder()
+    // withReaderSchema takes Avro's Schema before 1.2 and HoodieSchema in 1.2
+    HoodieMergedLogRecordScanner.Builder builder = (HoodieMergedLogRecordScanner.Builder) SchemaCompat.call(
+        HoodieMergedLogRecordScanner.newBuilder(), "withReaderSchema", schema);
+    try (HoodieMergedLogRecordScanner scanner = builder
         .withStorage(mc.getStorage())
         .withBasePath(base)
         .withLogFilePaths(logs)
-        .withReaderSchema(schema)
         .withLatestInstantTime(latest)
         .withReverseReader(false)
         .withBufferSize(1 << 20)
