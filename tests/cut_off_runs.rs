@@ -192,7 +192,7 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
     let recorded = std::fs::read_to_string(&record).expect("the daemon recorded its rollback");
     assert!(recorded.contains(&r), "{recorded}");
 
-    // The rollback's heartbeat the killed daemon left (it expires in 1.5 s under HEARTBEATS;
+    // The rollback's heartbeat the killed daemon left (it expires in 2.5 s under HEARTBEATS;
     // then anyone takes the rollback over) goes, as for a rollback of a writer before Hudi 1.2,
     // which writes none: then its age decides.
     let heartbeat = format!(".hoodie/.heartbeat/{r}");
@@ -371,7 +371,7 @@ fn a_daemon_killed_mid_restore_finishes_its_own_restore_once_the_heartbeat_it_le
         )
     };
     // The killed daemon's child rollback leaves its heartbeat: the restarted daemon finishes
-    // the restore once that heartbeat expired (1.5 s under HEARTBEATS).
+    // the restore once that heartbeat expired (2.5 s under HEARTBEATS).
     let mut killed = Daemon::start(work.path(), &config(&proxy.endpoint()));
     let body = format!(r#"{{"savepoint": "{T1}"}}"#);
     let mut client = std::net::TcpStream::connect(&killed.addr).expect("connect");

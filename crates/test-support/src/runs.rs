@@ -23,7 +23,7 @@ pub const LOCK_FLAGS: [&str; 12] = [
     "--heartbeat-interval",
     "1s",
     "--heartbeat-tolerable-misses",
-    "1",
+    "2",
     "--clock-skew-margin",
     "500ms",
 ];
@@ -94,11 +94,13 @@ pub fn normalize(snapshot: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u
     crate::normalize::normalize(snapshot, Normalization::RUNS)
 }
 
-/// The daemon's view of the writers' heartbeats in these tests.
+/// The daemon's view of the writers' heartbeats in these tests: expired after 2.5 s. Two misses
+/// (Hudi's default) leave a rollback's own heartbeat claim room (1.5 s) for a store slowed
+/// down by a proxy.
 pub const HEARTBEATS: &str =
-    "heartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 1\nclock_skew_margin = \"500ms\"\n";
+    "heartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nclock_skew_margin = \"500ms\"\n";
 
-/// Give the failed write a heartbeat file, then let it expire under [`HEARTBEATS`] (1.5 s):
+/// Give the failed write a heartbeat file, then let it expire under [`HEARTBEATS`] (2.5 s):
 /// the write is failed by its expired heartbeat.
 pub fn with_expired_heartbeat(rt: &tokio::runtime::Runtime, f: &Fixture) {
     let path = hudi_keeper_core::protocol::heartbeat::heartbeat_path(TF).unwrap();

@@ -195,8 +195,8 @@ impl Heartbeat {
         Self::begin(storage, instant, interval, None, token).await
     }
 
-    /// Like [`Heartbeat::start`], for a claim judged by others with `policy`, beating twice per
-    /// [`claim_window`] (more often than the writers' interval: harmless to readers): once a beat
+    /// Like [`Heartbeat::start`], for a claim judged by others with `policy`, beating four times
+    /// per [`claim_window`] (more often than the writers' interval: harmless to readers): once a beat
     /// could not be written for that window it stops for good (another process may take the
     /// instant for expired soon after), and [`Heartbeat::fence`] fails from then on.
     pub async fn claim(
@@ -205,10 +205,11 @@ impl Heartbeat {
         policy: &HeartbeatPolicy,
         token: CancellationToken,
     ) -> Result<Self, StorageError> {
-        // Beat twice per window: one lost beat is no lapse, even with one tolerated miss (a
-        // window shorter than the interval).
+        // Beat four times per window: a slow store (a beat's age is counted from when it was
+        // sent) and one lost beat are no lapse, even with one tolerated miss (a window shorter
+        // than the interval).
         let window = claim_window(policy);
-        Self::begin(storage, instant, window / 2, Some(window), token).await
+        Self::begin(storage, instant, window / 4, Some(window), token).await
     }
 
     async fn begin(
