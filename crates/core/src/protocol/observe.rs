@@ -15,7 +15,8 @@ use crate::timeline::{Action, Instant, State, Timeline};
 /// What a look at the table's storage found for judging its pending instants.
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
-    /// Heartbeat file mtimes (epoch ms) of pending candidate instants and pending rollbacks.
+    /// Heartbeat file mtimes (epoch ms) of pending candidate instants, pending rollbacks and (with clustering
+    /// expirations on) pending clusterings.
     pub heartbeats: BTreeMap<String, i64>,
     /// What each pending replacecommit is.
     pub replace_kinds: BTreeMap<String, ReplaceKind>,
@@ -56,11 +57,11 @@ pub async fn observe(
         .collect();
     // Pending rollbacks are judged by their rollback heartbeat (Hudi 1.2, hudi-keeper), and
     // with clustering expirations on, pending clusterings by theirs.
-    let rollbacks: Vec<&Instant> = timeline
+    let services: Vec<&Instant> = timeline
         .pending()
         .filter(|i| i.action == Action::Rollback || (clusterings && i.action == Action::Clustering))
         .collect();
-    if candidates.is_empty() && rollbacks.is_empty() {
+    if candidates.is_empty() && services.is_empty() {
         return Ok(out);
     }
     for instant in &candidates {
@@ -84,7 +85,7 @@ pub async fn observe(
     let listing = table.storage().list_dir(&dir).await?;
     let wanted: BTreeSet<&str> = candidates
         .iter()
-        .chain(&rollbacks)
+        .chain(&services)
         .map(|i| i.requested_time.as_str())
         .collect();
     // Only heartbeats of writes on the active timeline (pending or completed) show the table's

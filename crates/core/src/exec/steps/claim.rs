@@ -1,9 +1,10 @@
 //! The rollback heartbeat (Hudi 1.2's multi-writer protocol): whoever executes a rollback keeps
 //! `.hoodie/.heartbeat/<rollback instant>` fresh, and nobody else starts executing it while that
 //! heartbeat is fresh. A rollback claims it under the table lock, after checking that no one
-//! else's is fresh and that the rollback is not completed; it keeps it fresh at the writers'
-//! heartbeat interval while executing, with every write fenced by it (a claim that could lapse
-//! stops the run at its next write); it deletes it when done. A cut-off run leaves it to expire.
+//! else's is fresh and that the rollback is not completed; it keeps it fresh while executing
+//! (four beats per [`claim_window`](crate::protocol::heartbeat::claim_window), more often than
+//! the writers' interval), with every write fenced by it (a claim that could lapse stops the run
+//! at its next write); it deletes it when done. A cut-off run leaves it to expire.
 
 use std::sync::Arc;
 
