@@ -11,8 +11,8 @@ use hudi_keeper_test_support as common;
 use std::path::{Path, PathBuf};
 
 use common::interop::{
-    copy_table, enabled, failed_checks, roll_back_like_the_harness_writers, run_sh, scenario_json,
-    tables_root, verify_with_each_hfile_reader,
+    copy_table, enabled, failed_checks, generated, roll_back_like_the_harness_writers, run_sh,
+    scenario_json, tables_root, verify_with_each_hfile_reader,
 };
 use common::{stderr, stdout};
 
@@ -51,38 +51,10 @@ fn supported(version: &str, scenario: &str) -> bool {
 /// The generated tables of `version`: reused from HUDI_KEEPER_INTEROP_TABLES, else made once
 /// under target/.
 fn tables(version: &str) -> PathBuf {
-    // Tests of this file run in parallel; two of them must not generate the same table.
-    static GENERATE: [std::sync::Mutex<()>; 4] = [
-        std::sync::Mutex::new(()),
-        std::sync::Mutex::new(()),
-        std::sync::Mutex::new(()),
-        std::sync::Mutex::new(()),
-    ];
-    let slot = match version {
-        "0.15" => 0,
-        "1.0" => 1,
-        "1.1" => 2,
-        _ => 3,
-    };
-    let _guard = GENERATE[slot].lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tables_root().join(version);
     for s in SCENARIOS.iter().filter(|s| supported(version, s)) {
-        let table = dir.join(s);
-        let reference = dir.join(format!("{s}-hudi-rollback"));
-        if table.join("scenario.json").exists() && reference.exists() {
-            continue;
-        }
-        let _ = std::fs::remove_dir_all(&table);
-        let _ = std::fs::remove_dir_all(&reference);
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        let out = run_sh(&["generate", version, s, table.to_str().expect("utf-8")]);
-        assert!(
-            out.status.success(),
-            "Hudi {version} could not generate {s}: {}",
-            stderr(&out)
-        );
+        generated(version, s);
     }
-    dir
+    tables_root().join(version)
 }
 
 fn listing(dir: &Path) -> Vec<String> {

@@ -189,3 +189,38 @@ pub fn roll_back_like_the_harness_writers(
     args.extend_from_slice(extra);
     super::bin().args(&args).output().expect("run hudi-keeper")
 }
+
+/// The harness's table `scenario` made by Hudi `version`, with its reference
+/// `<scenario>-hudi-rollback` (Hudi's own rollback of it): under [`tables_root`]`/<version>/`,
+/// reused when both are there (the suites share them), else generated (one generation at a time
+/// per version in a test binary; versions in parallel).
+pub fn generated(version: &str, scenario: &str) -> PathBuf {
+    type Slots = std::collections::BTreeMap<String, std::sync::Arc<std::sync::Mutex<()>>>;
+    static GENERATE: std::sync::Mutex<Slots> = std::sync::Mutex::new(Slots::new());
+    let slot = GENERATE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(version.to_string())
+        .or_default()
+        .clone();
+    let _one = slot.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tables_root().join(version);
+    let table = dir.join(scenario);
+    let reference = dir.join(format!("{scenario}-hudi-rollback"));
+    if table.join("scenario.json").exists() && reference.exists() {
+        return table;
+    }
+    let _ = std::fs::remove_dir_all(&table);
+    let _ = std::fs::remove_dir_all(&reference);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    must(
+        run_sh(&[
+            "generate",
+            version,
+            scenario,
+            table.to_str().expect("utf-8"),
+        ]),
+        &format!("Hudi {version} generating {scenario}"),
+    );
+    table
+}
