@@ -38,7 +38,7 @@
 # makes the direct-marker scenarios without Hudi's reference rollback.
 #
 # version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1), 1.2 (v9, Hudi 1.2.0)
-# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-twice]
+# scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested|-clusterfail][-append][-twice]
 #            [-urlenc|-hive|-slash|-nopart]
 set -euo pipefail
 
@@ -157,6 +157,8 @@ hj_exec() {
 scenario_supported() { # key scenario
   local key="$1" sc="$2"
   if [[ "$sc" == *-timeline* && "$key" != 0.15 ]]; then return 1; fi
+  # a killed clustering with clustering expirations on: Hudi 1.2's hoodie.clustering.enable.expirations
+  if [[ "-$sc-" == *-clusterfail-* && "$key" != 1.2 ]]; then return 1; fi
   return 0
 }
 

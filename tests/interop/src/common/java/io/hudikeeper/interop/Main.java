@@ -707,6 +707,9 @@ public final class Main {
       // these stop or change the write inside the local file system (BlockingLocalFileSystem, renames)
       throw new IllegalArgumentException(s.name + " needs a local table folder, not " + base);
     }
+    if (s.clusterFail) {
+      return failClustering(dir, s);
+    }
     StorageConfiguration<Configuration> conf = storageConf(s.mdtDone || s.mdtInflight);
     HoodieJavaEngineContext context = s.appendMarkers
         ? new HoodieJavaEngineContext(conf, new OtherTask())
@@ -738,6 +741,39 @@ public final class Main {
     }
     readyToDie(t, "wrote " + files);
     return 0;
+  }
+
+  /**
+   * The execution strategy of {@code -clusterfail}'s clustering (src/v12, the Hudi 1.2 module only): Hudi's
+   * Java sort-and-size strategy that, once it has written the clustered base files, prints
+   * {@code READY_TO_DIE} and blocks until SIGKILL.
+   */
+  static final String DYING_CLUSTERING_STRATEGY = "io.hudikeeper.interop.DyingClusteringStrategy";
+
+  /**
+   * {@code -clusterfail}: schedules a clustering of the table (Hudi's Java size-based plan: every file
+   * slice of p0-p2, one group per partition) with clustering expirations on, so that Hudi starts the
+   * clustering instant's heartbeat when it schedules it; then executes it with {@link
+   * #DYING_CLUSTERING_STRATEGY}, which writes the new base files (the instant now inflight, its markers
+   * written) and blocks before the commit until the driver kills the JVM.
+   */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static int failClustering(TableDir dir, Scenario s) throws Exception {
+    Properties extra = s.makingProps();
+    extra.setProperty("hoodie.clustering.plan.strategy.class",
+        "org.apache.hudi.client.clustering.plan.strategy.JavaSizeBasedClusteringPlanStrategy");
+    extra.setProperty("hoodie.clustering.execution.strategy.class", DYING_CLUSTERING_STRATEGY);
+    StorageConfiguration<Configuration> conf = storageConf(false);
+    HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
+        writeConfig(s, dir.base, extra));
+    org.apache.hudi.common.util.Option<String> t = client.scheduleClustering(org.apache.hudi.common.util.Option.empty());
+    if (!t.isPresent()) {
+      throw new IllegalStateException("Hudi scheduled no clustering of " + dir.base);
+    }
+    OUT.println("STARTED " + t.get());
+    OUT.flush();
+    client.cluster(t.get(), true); // blocks in the strategy once the clustered files are written
+    throw new IllegalStateException("clustering " + t.get() + " was expected to block in " + DYING_CLUSTERING_STRATEGY);
   }
 
   /**

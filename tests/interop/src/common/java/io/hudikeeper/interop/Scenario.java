@@ -13,12 +13,14 @@ import java.util.Properties;
  * A scenario: table type, metadata table on/off, marker kind, how the failed write dies, and how the
  * table is partitioned.
  * Name grammar:
- * {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested][-append][-urlenc|-hive|-slash|-nopart]}.
+ * {@code <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested|-clusterfail][-append][-urlenc|-hive|-slash|-nopart]}.
  */
 public final class Scenario {
   public static final String TABLE_NAME = "interop";
   public static final int HEARTBEAT_INTERVAL_MS = 1000;
   public static final int HEARTBEAT_TOLERABLE_MISSES = 2;
+  /** {@code hoodie.clustering.expiration.threshold.mins} of the {@code -clusterfail} scenarios. */
+  public static final int CLUSTERING_EXPIRATION_THRESHOLD_MINS = 0;
 
   public final String name;
   public final boolean mor;
@@ -47,6 +49,15 @@ public final class Scenario {
    * {@code 0-0-0} of the rollbacks' task.
    */
   public final boolean appendMarkers;
+  /**
+   * {@code -clusterfail} (Hudi 1.2 only): the failed job is a clustering, not a write. It schedules a
+   * clustering of the table with {@code hoodie.clustering.enable.expirations=true} (so Hudi heartbeats
+   * the clustering instant from its scheduling on), writes the clustered base files and is killed before
+   * it commits: the clustering instant stays inflight, its new base files and markers exist, and its
+   * heartbeat goes stale. Every JVM of the scenario has clustering expirations on, with
+   * {@code hoodie.clustering.expiration.threshold.mins=0}.
+   */
+  public final boolean clusterFail;
   /** How records are mapped to partition folders (the name's last suffix; none: {@link Partitioning#PLAIN}). */
   public final Partitioning partitioning;
 
@@ -139,7 +150,7 @@ public final class Scenario {
 
   private Scenario(String name, boolean mor, boolean mdt, boolean timelineMarkers, boolean mdtDone,
                    boolean mdtInflight, boolean requestedOnly, boolean mdtCompact, boolean appendMarkers,
-                   Partitioning partitioning) {
+                   boolean clusterFail, Partitioning partitioning) {
     this.name = name;
     this.mor = mor;
     this.mdt = mdt;
@@ -149,6 +160,7 @@ public final class Scenario {
     this.requestedOnly = requestedOnly;
     this.mdtCompact = mdtCompact;
     this.appendMarkers = appendMarkers;
+    this.clusterFail = clusterFail;
     this.partitioning = partitioning;
   }
 
@@ -179,6 +191,7 @@ public final class Scenario {
     boolean mdtInflight = false;
     boolean requestedOnly = false;
     boolean mdtCompact = false;
+    boolean clusterFail = false;
     if (p.length == 4) {
       if (p[3].equals("mdtdone") || p[3].equals("mdtcompact")) {
         if (!mdt) {
@@ -193,15 +206,17 @@ public final class Scenario {
         mdtInflight = true;
       } else if (p[3].equals("requested")) {
         requestedOnly = true;
+      } else if (p[3].equals("clusterfail")) {
+        clusterFail = true;
       } else {
         throw new IllegalArgumentException("bad scenario suffix " + p[3]);
       }
     }
-    if (appendMarkers && (!mor || requestedOnly)) {
+    if (appendMarkers && (!mor || requestedOnly || clusterFail)) {
       throw new IllegalArgumentException("-append needs a merge-on-read table whose failed write wrote log files");
     }
     return new Scenario(name.toLowerCase(Locale.ROOT), mor, mdt, tl, mdtDone, mdtInflight, requestedOnly, mdtCompact,
-        appendMarkers, partitioning);
+        appendMarkers, clusterFail, partitioning);
   }
 
   private static boolean req(String v, String yes, String no) {
@@ -298,6 +313,13 @@ public final class Scenario {
     // small parquet footers (the default bloom filter makes every base file ~430 KB)
     p.setProperty("hoodie.index.bloom.num_entries", "100");
     p.setProperty("hoodie.clustering.inline", "false");
+    if (clusterFail) {
+      // Hudi 1.2: a clustering heartbeats from its scheduling on, and a LAZY rollback of failed writes
+      // also rolls back a pending clustering whose heartbeat expired and whose instant time is at least
+      // the threshold old (0: any age)
+      p.setProperty("hoodie.clustering.enable.expirations", "true");
+      p.setProperty("hoodie.clustering.expiration.threshold.mins", String.valueOf(CLUSTERING_EXPIRATION_THRESHOLD_MINS));
+    }
     return p;
   }
 
@@ -365,9 +387,14 @@ public final class Scenario {
     n.put("embedded_timeline_server", timelineMarkers);
     n.put("failure_point", mdtDone ? "after-mdt-commit-before-dt-complete"
         : mdtInflight ? "mdt-deltacommit-written-before-mdt-complete"
-        : requestedOnly ? "after-start-commit" : "after-write-before-commit");
+        : requestedOnly ? "after-start-commit"
+        : clusterFail ? "clustering-files-written-before-commit" : "after-write-before-commit");
     n.put("metadata_table_compacts_during_failed_write", mdtCompact);
     n.put("append_markers", appendMarkers);
+    n.put("clustering_expirations", clusterFail);
+    if (clusterFail) {
+      n.put("clustering_expiration_threshold_mins", CLUSTERING_EXPIRATION_THRESHOLD_MINS);
+    }
     n.put("heartbeat_interval_ms", HEARTBEAT_INTERVAL_MS);
     n.put("heartbeat_tolerable_misses", HEARTBEAT_TOLERABLE_MISSES);
     n.put("lock_provider", "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider (traced subclass)");
