@@ -1,5 +1,6 @@
 //! The command line.
 
+mod audit;
 pub(crate) mod demo;
 mod health;
 mod inspect;
@@ -49,6 +50,9 @@ pub enum Command {
     /// Show a table's configuration, its timeline, and its pending instants with heartbeat age,
     /// verdict and markers.
     Inspect(inspect::InspectArgs),
+    /// Classify every data file of a table by the instant that wrote it: committed, pending,
+    /// left behind by a rollback, orphaned, or unknown. Read-only.
+    Audit(audit::AuditArgs),
     /// Roll back failed writes as Hudi would: every instant the policy calls failed (and every
     /// pending rollback), or one named instant.
     Rollback(Box<rollback::RollbackArgs>),
@@ -429,6 +433,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format, level);
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
+        Command::Audit(args) => audit::run(args).await,
         Command::Rollback(args) => rollback::run(*args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args),

@@ -1,0 +1,265 @@
+//! What the audit knows about a table's instants, and the class of a data file by the instant that
+//! wrote it. Pure: the executor ([`super::audit`]) gathers the [`Knowledge`] and feeds it every
+//! listed file.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+/// A data file's class, strongest first: a file is put in the first class that applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// Written by a completed instant (active or archived timeline), or named by a completed
+    /// rollback's metadata as its own (a command-block log file).
+    Committed,
+    /// Written by a pending instant: left alone.
+    Pending,
+    /// Written by an instant a completed rollback or restore undid: its rollback missed the
+    /// file, or a zombie writer wrote it afterwards.
+    RollbackLeftover,
+    /// Written by an instant on neither timeline, older than the oldest instant on the active
+    /// timeline, with every archive location read whole.
+    Orphan,
+    /// Anything else: reported, never deleted.
+    Unknown,
+}
+
+impl Class {
+    /// Every class, strongest first.
+    pub const ALL: [Class; 5] = [
+        Class::Committed,
+        Class::Pending,
+        Class::RollbackLeftover,
+        Class::Orphan,
+        Class::Unknown,
+    ];
+
+    /// The name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Committed => "committed",
+            Class::Pending => "pending",
+            Class::RollbackLeftover => "rollback_leftover",
+            Class::Orphan => "orphan",
+            Class::Unknown => "unknown",
+        }
+    }
+}
+
+/// Instants below this are Hudi's special ones (`00000000000000` init, `…01` metadata bootstrap,
+/// `…02` full bootstrap, in 14 or 17 digits): never on a timeline, never an orphan.
+const SPECIAL_INSTANT_BELOW: &str = "00000000000010";
+
+/// What the audit knows about the instants of one table.
+#[derive(Debug, Default, Clone)]
+pub struct Knowledge {
+    /// Requested times of completed instants on the active timeline.
+    pub active_completed: BTreeSet<String>,
+    /// Requested times of pending instants on the active timeline.
+    pub active_pending: BTreeSet<String>,
+    /// The oldest requested time on the active timeline.
+    pub oldest_active: Option<String>,
+    /// Requested times of completed instants on the archived timeline.
+    pub archived_completed: BTreeSet<String>,
+    /// Requested times of every instant on the archived timeline, in whatever state.
+    pub archived_any: BTreeSet<String>,
+    /// Whether every archive location was read whole.
+    pub archive_complete: bool,
+    /// Instants a completed rollback or restore undid (active or archived) -> the rollback or
+    /// restore instant that names it.
+    pub rolled_back: BTreeMap<String, String>,
+    /// Paths (relative to the base path) that a completed rollback's metadata accounts for
+    /// (command-block log files it wrote, version-6 log files of the failed write it left for
+    /// its command block to undo) -> that rollback's instant.
+    pub rollback_files: BTreeMap<String, String>,
+}
+
+/// A file's class and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The class.
+    pub class: Class,
+    /// Why, in words for the report.
+    pub reason: String,
+}
+
+fn verdict(class: Class, reason: impl Into<String>) -> Verdict {
+    Verdict {
+        class,
+        reason: reason.into(),
+    }
+}
+
+impl Knowledge {
+    /// The class of the file at `path` written by `instant`.
+    pub fn classify(&self, path: &str, instant: &str) -> Verdict {
+        if let Some(r) = self.rollback_files.get(path) {
+            return verdict(
+                Class::Committed,
+                format!("accounted for by completed rollback {r}"),
+            );
+        }
+        self.classify_instant(instant)
+    }
+
+    /// The class of a file written by `instant` (see [`Class`] for the order).
+    pub fn classify_instant(&self, instant: &str) -> Verdict {
+        if self.active_completed.contains(instant) {
+            return verdict(Class::Committed, "completed instant on the active timeline");
+        }
+        if self.archived_completed.contains(instant) {
+            return verdict(
+                Class::Committed,
+                "completed instant on the archived timeline",
+            );
+        }
+        if self.active_pending.contains(instant) {
+            return verdict(Class::Pending, "pending instant");
+        }
+        if let Some(r) = self.rolled_back.get(instant) {
+            return verdict(
+                Class::RollbackLeftover,
+                format!("instant {instant} was rolled back by {r}, which missed this file or ran before it was written"),
+            );
+        }
+        if instant < SPECIAL_INSTANT_BELOW {
+            return verdict(
+                Class::Unknown,
+                format!("{instant} is one of Hudi's special instants (bootstrap)"),
+            );
+        }
+        let Some(oldest) = &self.oldest_active else {
+            return verdict(Class::Unknown, "the active timeline is empty");
+        };
+        if instant >= oldest.as_str() {
+            return verdict(
+                Class::Unknown,
+                format!("{instant} is on no timeline but not older than the oldest active instant {oldest}"),
+            );
+        }
+        if self.archived_any.contains(instant) {
+            return verdict(
+                Class::Unknown,
+                format!("{instant} is archived, but not as completed"),
+            );
+        }
+        if !self.archive_complete {
+            return verdict(
+                Class::Unknown,
+                format!("{instant} is older than the active timeline and the archived timeline could not be read whole"),
+            );
+        }
+        verdict(
+            Class::Orphan,
+            format!("{instant} is on neither timeline and older than the oldest active instant {oldest}"),
+        )
+    }
+
+    /// The strongest class of a file holding blocks of each of `instants` (a version-6 log file:
+    /// appended by several instants). No instant at all: unknown.
+    pub fn classify_blocks<'a>(
+        &self,
+        path: &str,
+        instants: impl IntoIterator<Item = &'a str>,
+    ) -> Verdict {
+        if let Some(r) = self.rollback_files.get(path) {
+            return verdict(
+                Class::Committed,
+                format!("accounted for by completed rollback {r}"),
+            );
+        }
+        instants
+            .into_iter()
+            .map(|i| self.classify_instant(i))
+            .min_by_key(|v| v.class)
+            .unwrap_or_else(|| verdict(Class::Unknown, "a log file without readable blocks"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn knowledge() -> Knowledge {
+        Knowledge {
+            active_completed: set(&["20240105000000000", "20240107000000000"]),
+            active_pending: set(&["20240108000000000"]),
+            oldest_active: Some("20240105000000000".into()),
+            archived_completed: set(&["20240101000000000", "20240102000000000"]),
+            archived_any: set(&[
+                "20240101000000000",
+                "20240102000000000",
+                "20240103000000000",
+            ]),
+            archive_complete: true,
+            rolled_back: BTreeMap::from([
+                ("20240104000000000".into(), "20240105000000000".into()),
+                // rolled back, then run again under the same instant (a compaction)
+                ("20240107000000000".into(), "20240105000000000".into()),
+            ]),
+            rollback_files: BTreeMap::from([(
+                "p/.f1_20240104000000000.log.1_0-0-0".into(),
+                "20240105000000000".into(),
+            )]),
+        }
+    }
+
+    #[test]
+    fn classes_in_their_order() {
+        let k = knowledge();
+        let c = |i: &str| k.classify("p/f", i).class;
+        assert_eq!(c("20240105000000000"), Class::Committed);
+        assert_eq!(c("20240101000000000"), Class::Committed);
+        assert_eq!(c("20240108000000000"), Class::Pending);
+        assert_eq!(c("20240104000000000"), Class::RollbackLeftover);
+        // completed again after its rollback: committed outranks the leftover
+        assert_eq!(c("20240107000000000"), Class::Committed);
+        assert_eq!(c("20240100000000000"), Class::Orphan);
+        // archived, but not as completed
+        assert_eq!(c("20240103000000000"), Class::Unknown);
+        // newer than the oldest active instant but on no timeline
+        assert_eq!(c("20240106000000000"), Class::Unknown);
+        assert_eq!(c("00000000000001"), Class::Unknown);
+        assert_eq!(c("00000000000000000"), Class::Unknown);
+    }
+
+    #[test]
+    fn a_rollbacks_own_file_is_committed_whatever_its_instant() {
+        let k = knowledge();
+        let v = k.classify("p/.f1_20240104000000000.log.1_0-0-0", "20240104000000000");
+        assert_eq!(v.class, Class::Committed, "{}", v.reason);
+    }
+
+    #[test]
+    fn no_orphan_without_the_whole_archive() {
+        let mut k = knowledge();
+        k.archive_complete = false;
+        let v = k.classify_instant("20240100000000000");
+        assert_eq!(v.class, Class::Unknown);
+        assert!(v.reason.contains("could not be read whole"), "{}", v.reason);
+        k.oldest_active = None;
+        assert_eq!(
+            k.classify_instant("20240100000000000").class,
+            Class::Unknown
+        );
+    }
+
+    #[test]
+    fn a_log_file_takes_the_strongest_class_of_its_blocks() {
+        let k = knowledge();
+        let v = k.classify_blocks(
+            "p/.f2_x.log.1_0-0-0",
+            ["20240104000000000", "20240105000000000"],
+        );
+        assert_eq!(v.class, Class::Committed);
+        let v = k.classify_blocks("p/.f2_x.log.1_0-0-0", ["20240104000000000"]);
+        assert_eq!(v.class, Class::RollbackLeftover);
+        let v = k.classify_blocks("p/.f2_x.log.1_0-0-0", []);
+        assert_eq!(v.class, Class::Unknown);
+    }
+}

@@ -1,0 +1,173 @@
+//! What the audit reads before it lists: the active timeline, the archived timeline's extent, the
+//! completed rollbacks' and restores' metadata (which instants they undid, which files they
+//! wrote), and on table version 6 the write stats that name the log files deltacommits appended
+//! to.
+
+use std::collections::BTreeMap;
+
+use tracing::debug;
+
+use super::classify::Knowledge;
+use super::report::ArchiveSummary;
+use crate::config::properties;
+use crate::config::{TableConfig, TableVersion};
+use crate::format::commit::json_write_stats;
+use crate::format::restore::RestoreMetadata;
+use crate::format::rollback::RollbackMetadata;
+use crate::storage::{RelPath, StorageError};
+use crate::table::Table;
+use crate::timeline::{Action, State};
+use crate::Error;
+
+/// Everything [`super::audit`] classifies by.
+pub(super) struct Gathered {
+    pub knowledge: Knowledge,
+    /// Version 6: a log file (table-relative path) -> the completed deltacommit whose write stats
+    /// name it (the newest such).
+    pub v6_log_writers: BTreeMap<String, String>,
+    pub archive: ArchiveSummary,
+    /// Completed rollbacks and restores whose metadata could not be read: (path, why). Any makes
+    /// the audit claim no orphan (an unread rollback may name the instant).
+    pub unreadable: Vec<(String, String)>,
+}
+
+pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
+    let timeline = table.timeline().await?;
+    let storage = table.storage();
+    let mut k = Knowledge::default();
+    let mut unreadable = Vec::new();
+    let mut v6_log_writers = BTreeMap::new();
+    let v6 = table.config().version == TableVersion::V6;
+    for i in timeline.instants() {
+        if i.is_pending() {
+            k.active_pending.insert(i.requested_time.clone());
+        } else {
+            k.active_completed.insert(i.requested_time.clone());
+        }
+    }
+    k.oldest_active = timeline
+        .instants()
+        .iter()
+        .map(|i| i.requested_time.clone())
+        .min();
+    for i in timeline.completed() {
+        let Some(file) = i.file(State::Completed) else {
+            continue;
+        };
+        let wanted = matches!(i.action, Action::Rollback | Action::Restore)
+            || (v6 && i.action == Action::DeltaCommit);
+        if !wanted {
+            continue;
+        }
+        let bytes = storage.get(&file.path).await?;
+        let read = match i.action {
+            Action::Rollback => RollbackMetadata::from_avro(&bytes)
+                .map(|m| note_rollback(&mut k, &i.requested_time, &m))
+                .map_err(|e| e.to_string()),
+            Action::Restore => RestoreMetadata::from_avro(&bytes)
+                .map(|m| {
+                    for t in &m.instants_to_rollback {
+                        k.rolled_back
+                            .entry(t.clone())
+                            .or_insert_with(|| i.requested_time.clone());
+                    }
+                    for child in m.hoodie_restore_metadata.values().flatten() {
+                        note_rollback(&mut k, &i.requested_time, child);
+                    }
+                })
+                .map_err(|e| e.to_string()),
+            _ => json_write_stats(&bytes).map(|stats| {
+                for s in stats {
+                    if s.path.contains(".log.") {
+                        v6_log_writers.insert(s.path, i.requested_time.clone());
+                    }
+                }
+            }),
+        };
+        match read {
+            Err(why) if i.action == Action::DeltaCommit => {
+                // Only costs requests: the log files it names are opened instead.
+                debug!(instant = %i.requested_time, %why, "write stats unreadable");
+            }
+            Err(why) => unreadable.push((file.path.to_string(), why)),
+            Ok(()) => {}
+        }
+    }
+    let archive = archive_extent(table).await?;
+    k.archive_complete = archive.complete && unreadable.is_empty();
+    Ok(Gathered {
+        knowledge: k,
+        v6_log_writers,
+        archive,
+        unreadable,
+    })
+}
+
+/// A completed rollback `r`: the instants it undid, and the files its metadata accounts for, by
+/// table-relative path: the command-block log files it wrote, and (version 6) the failed write's
+/// log files it left in place on purpose, their blocks undone by its command block.
+fn note_rollback(k: &mut Knowledge, r: &str, m: &RollbackMetadata) {
+    for t in &m.commits_rollback {
+        k.rolled_back
+            .entry(t.clone())
+            .or_insert_with(|| r.to_string());
+    }
+    for p in m.partition_metadata.values() {
+        let named = [&p.rollback_log_files, &p.log_files_from_failed_commit];
+        for written in named.into_iter().flatten().flat_map(|f| f.keys()) {
+            let name = written.rsplit('/').next().unwrap_or(written);
+            let path = if p.partition_path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", p.partition_path)
+            };
+            k.rollback_files.insert(path, r.to_string());
+        }
+    }
+}
+
+/// Where the archived timeline lives, and whether it holds anything.
+///
+/// The archived timeline's records are not read yet: a table with any archive file counts as
+/// not read whole, so the audit calls nothing an orphan there (such files are `unknown`). A table
+/// that never archived (no file in any archive location) has nothing more to read.
+async fn archive_extent(table: &Table) -> Result<ArchiveSummary, Error> {
+    let storage = table.storage();
+    let config: &TableConfig = table.config();
+    // `hoodie.archivelog.folder` (version 6; tables upgraded to 1.x keep theirs) and the LSM
+    // history under the timeline folder (versions 8 and 9).
+    let props = storage
+        .get(&RelPath::parse(TableConfig::PATH).map_err(StorageError::from)?)
+        .await?;
+    let folder = properties::parse(&String::from_utf8_lossy(&props))
+        .ok()
+        .and_then(|p| p.get("hoodie.archivelog.folder").cloned())
+        .filter(|f| !f.is_empty())
+        .unwrap_or_else(|| "archived".to_string());
+    let mut locations = vec![format!(".hoodie/{folder}")];
+    if config.version != TableVersion::V6 {
+        locations.push(format!("{}/history", config.timeline_path()));
+    }
+    let mut unread = Vec::new();
+    for l in &locations {
+        let Ok(rel) = RelPath::parse(l) else {
+            unread.push((l.clone(), "not a path inside the table".to_string()));
+            continue;
+        };
+        let files = storage.list(&rel).await?;
+        if !files.is_empty() {
+            unread.push((
+                l.clone(),
+                format!(
+                    "{} archive files; hudi-keeper does not read the archived timeline yet",
+                    files.len()
+                ),
+            ));
+        }
+    }
+    Ok(ArchiveSummary {
+        complete: unread.is_empty(),
+        locations,
+        unread,
+    })
+}

@@ -1,0 +1,166 @@
+//! The table audit (`hudi-keeper audit`): every data file, base and log, in every partition,
+//! classified by the instant that wrote it ([`Class`]): committed, pending, left behind by a
+//! rollback, orphaned, or unknown. Read-only: it lists the table once (every top-level folder
+//! but `.hoodie/`, streamed: only counts and examples are held), and reads the timeline, the
+//! completed rollbacks' and restores' metadata, and (table version 6, merge-on-read) the write
+//! stats of completed deltacommits, which name the log files they appended to. Only a log file
+//! that no metadata explains is opened, for the instants in its blocks' headers.
+
+pub mod classify;
+mod knowledge;
+mod report;
+
+use tracing::{info, info_span, Instrument};
+
+pub use classify::{Class, Knowledge, Verdict};
+pub use report::{ArchiveSummary, AuditReport, Counts, Example};
+
+use crate::config::TableVersion;
+use crate::format::log_block::read_block_headers;
+use crate::storage::{FileMeta, RelPath, StorageError};
+use crate::table::files::DataFile;
+use crate::table::Table;
+use crate::Error;
+
+/// How an audit runs.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// Examples kept per class (never for `committed`).
+    pub examples: usize,
+    /// The largest log file opened to read its blocks' instants; a larger one that no metadata
+    /// explains is `unknown`.
+    pub max_log_read: u64,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        Self {
+            examples: 10,
+            max_log_read: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// The header key of a log block's instant (`INSTANT_TIME`).
+const HEADER_INSTANT_TIME: i32 = 0;
+
+/// Audit `table`: see the module documentation.
+pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport, Error> {
+    let span = info_span!("audit", table = %table.config().name);
+    async {
+        let gathered = knowledge::gather(table).await?;
+        let v6_logs = table.config().version == TableVersion::V6;
+        let mut report = AuditReport::new(
+            table,
+            gathered.knowledge.oldest_active.clone(),
+            gathered.archive.clone(),
+            gathered.unreadable.clone(),
+        );
+        let mut to_open: Vec<(FileMeta, String)> = Vec::new();
+        let storage = table.storage();
+        let root = storage.list_dir(&RelPath::root()).await?;
+        let mut judge = |m: &FileMeta| -> bool {
+            let name = m.file_name();
+            let Some(file) = DataFile::parse(name) else {
+                report.other_files += 1;
+                return false;
+            };
+            let path = m.path.as_str();
+            let verdict = match &file {
+                DataFile::Log { .. }
+                    if v6_logs && !gathered.knowledge.rollback_files.contains_key(path) =>
+                {
+                    // A version-6 log file's name carries its slice's base instant; the
+                    // instants that appended to it are in the write stats, else in its blocks.
+                    match gathered.v6_log_writers.get(path) {
+                        Some(w) => gathered.knowledge.classify_blocks(path, [w.as_str()]),
+                        None => {
+                            to_open.push((m.clone(), file.instant().to_string()));
+                            return false;
+                        }
+                    }
+                }
+                _ => gathered.knowledge.classify(path, file.instant()),
+            };
+            report.add(m, file.instant(), verdict, options.examples);
+            false
+        };
+        for f in &root.files {
+            judge(f);
+        }
+        for dir in root.dirs.iter().filter(|d| d.as_str() != ".hoodie") {
+            let prefix = RelPath::root().join(dir).map_err(StorageError::from)?;
+            storage.list_filtered(&prefix, &mut judge).await?;
+        }
+        for (m, name_instant) in to_open {
+            let verdict = open_log(table, &gathered.knowledge, &m, options).await?;
+            report.logs_opened += 1;
+            report.add(&m, &name_instant, verdict, options.examples);
+        }
+        info!(
+            files = report.data_files(),
+            leftovers = report.count(Class::RollbackLeftover).files,
+            orphans = report.count(Class::Orphan).files,
+            "audited"
+        );
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+/// The class of a version-6 log file that no write stats name, by the instants in its blocks'
+/// headers (a data block's writer, a command block's rollback).
+async fn open_log(
+    table: &Table,
+    knowledge: &Knowledge,
+    m: &FileMeta,
+    options: &AuditOptions,
+) -> Result<Verdict, Error> {
+    let path = m.path.as_str();
+    if m.size > options.max_log_read {
+        return Ok(Verdict {
+            class: Class::Unknown,
+            reason: format!(
+                "a log file of {} bytes that no metadata names, larger than the {} bytes an audit opens",
+                m.size, options.max_log_read
+            ),
+        });
+    }
+    let bytes = match table
+        .storage()
+        .get_opt_capped(&m.path, options.max_log_read)
+        .await
+    {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return Ok(Verdict {
+                class: Class::Unknown,
+                reason: "gone since it was listed".into(),
+            })
+        }
+        Err(StorageError::TooLarge { .. }) => {
+            return Ok(Verdict {
+                class: Class::Unknown,
+                reason: "grew past the bytes an audit opens since it was listed".into(),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(headers) = read_block_headers(&bytes) else {
+        return Ok(Verdict {
+            class: Class::Unknown,
+            reason: "its log blocks cannot be read".into(),
+        });
+    };
+    let instants: Vec<&str> = headers
+        .iter()
+        .filter_map(|h| {
+            h.entries
+                .iter()
+                .find(|(k, _)| *k == HEADER_INSTANT_TIME)
+                .map(|(_, v)| v.as_str())
+        })
+        .collect();
+    Ok(knowledge.classify_blocks(path, instants))
+}
