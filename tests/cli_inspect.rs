@@ -249,3 +249,45 @@ fn inspect_reads_the_storage_lock_file_and_names_its_holder() {
         .unwrap()
         .contains("not a Hudi storage lock file"));
 }
+
+/// `hudi-keeper audit`: the classes in JSON and in the text report, on a hand-made table.
+#[test]
+fn audit_classifies_data_files_by_their_instant() {
+    let t = TableDir::v8_mor();
+    t.touch(&[
+        ".hoodie/timeline/20200101000000000.deltacommit.requested",
+        ".hoodie/timeline/20200101000000000.deltacommit.inflight",
+        ".hoodie/timeline/20200101000000000_20200101000001000.deltacommit",
+        ".hoodie/timeline/20200102000000000.deltacommit.requested",
+        ".hoodie/timeline/20200102000000000.deltacommit.inflight",
+        "p1/a_0-1-2_20200101000000000.parquet",
+        "p1/.a_20200102000000000.log.1_0-1-2",
+        "p1/.hoodie_partition_metadata",
+        // older than the oldest active instant, on no timeline, and no archive: an orphan
+        "p2/b_0-1-2_20191231000000000.parquet",
+    ]);
+    let uri = t.uri();
+    let out = run(&["audit", uri.as_str(), "--json"]);
+    assert!(out.status.success(), "audit failed: {}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("audit --json");
+    assert_eq!(v["classes"]["committed"]["files"], 1, "{v:#}");
+    assert_eq!(v["classes"]["pending"]["files"], 1, "{v:#}");
+    assert_eq!(v["classes"]["orphan"]["files"], 1, "{v:#}");
+    assert_eq!(v["classes"]["rollback_leftover"]["files"], 0, "{v:#}");
+    assert_eq!(v["partitions"]["p2"]["orphan"]["files"], 1, "{v:#}");
+    assert_eq!(
+        v["examples"]["orphan"][0]["path"],
+        "p2/b_0-1-2_20191231000000000.parquet"
+    );
+    assert_eq!(v["other_files"], 1);
+    assert!(v["requests"]["list"].as_u64().unwrap_or(0) >= 1, "{v:#}");
+
+    let out = run(&["audit", uri.as_str()]);
+    assert!(out.status.success(), "audit failed: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("orphan"), "{text}");
+    assert!(
+        text.contains("p2/b_0-1-2_20191231000000000.parquet"),
+        "{text}"
+    );
+}
