@@ -14,6 +14,8 @@
 #   run.sh dump     <version-key> <timeline-file>     (Avro plans/metadata as text)
 #   run.sh selftest [root [version-key...]]           (generate+verify+diff per version; default every key)
 #   run.sh timeline <version-key> <dir>               (Hudi's active timeline + MDT timeline as JSON; read-only)
+#   run.sh archived <version-key> <dir>               (Hudi's archived timeline as JSON, with what archived
+#                                                     rollbacks/restores rolled back; read-only)
 #   run.sh bench-fail     <version-key> <dir> <files> [partitions]   (benchmark table: failed write of ~<files> files;
 #                                                     <dir> or an s3a:// base path; BENCH_SCENARIO picks the
 #                                                     table, default cow-nomdt-direct)
@@ -445,6 +447,13 @@ cmd_selftest() {
   [[ $fail == 0 ]]
 }
 
+cmd_archived() {
+  [[ $# == 2 ]] || die "usage: run.sh archived <version-key> <dir>"
+  module_dir "$1" >/dev/null
+  cmd_build
+  hj "$1" archived --dir "$2"
+}
+
 cmd_timeline() {
   [[ $# == 2 ]] || die "usage: run.sh timeline <version-key> <dir>"
   module_dir "$1" >/dev/null
@@ -560,6 +569,7 @@ case "${1:-}" in
   verify) shift; cmd_verify "$@" ;;
   diff) shift; exec python3 "$HERE/diff.py" "$@" ;;
   timeline) shift; cmd_timeline "$@" ;;
+  archived) shift; cmd_archived "$@" ;;
   bench-fail) shift; cmd_bench_fail "$@" ;;
   bench-rollback) shift; cmd_bench_rollback "$@" ;;
   writer) shift; [[ $# == 4 ]] || die "usage: run.sh writer <version-key> <dir> <id> <commits>"

@@ -30,6 +30,11 @@ pub mod keys {
     pub const MDT_PARTITIONS_INFLIGHT: &str = "hoodie.table.metadata.partitions.inflight";
     /// `hoodie.table.base.file.format`
     pub const BASE_FILE_FORMAT: &str = "hoodie.table.base.file.format";
+    /// `hoodie.archivelog.folder`: the layout-1 archive folder under `.hoodie`.
+    pub const ARCHIVELOG_FOLDER: &str = "hoodie.archivelog.folder";
+    /// `hoodie.timeline.history.path`: the layout-2 archive (LSM timeline) folder under the
+    /// timeline folder.
+    pub const TIMELINE_HISTORY_PATH: &str = "hoodie.timeline.history.path";
 }
 
 /// Why a table's configuration cannot be used. Every variant names the table.
@@ -198,6 +203,14 @@ pub struct TableConfig {
     pub metadata_partitions_inflight: Vec<String>,
     /// `hoodie.table.base.file.format`.
     pub base_file_format: String,
+    /// The layout-1 archive folder, `.hoodie/<hoodie.archivelog.folder>` (`archived` by
+    /// default), relative to the table base path. Tables upgraded from layout 1 may keep one.
+    #[serde(skip)]
+    pub archive_dir: String,
+    /// Layout 2: the LSM (archived) timeline folder,
+    /// `<timeline folder>/<hoodie.timeline.history.path>` (`history` by default).
+    #[serde(skip)]
+    pub history_dir: Option<String>,
 }
 
 impl TableConfig {
@@ -230,6 +243,13 @@ impl TableConfig {
         let table_type = p.table_type()?;
         let timeline_dir = p.timeline_dir(timeline_layout)?;
         let timezone = p.timezone()?;
+        let archive_dir = p.sub_folder(keys::ARCHIVELOG_FOLDER, ".hoodie", "archived")?;
+        let history_dir = match timeline_layout {
+            TimelineLayout::V1 => None,
+            TimelineLayout::V2 => {
+                Some(p.sub_folder(keys::TIMELINE_HISTORY_PATH, &timeline_dir, "history")?)
+            }
+        };
         Ok(TableConfig {
             name: p.get(keys::NAME).unwrap_or_default().to_string(),
             table_type,
@@ -243,6 +263,8 @@ impl TableConfig {
                 .get(keys::BASE_FILE_FORMAT)
                 .unwrap_or("PARQUET")
                 .to_string(),
+            archive_dir,
+            history_dir,
         })
     }
 
@@ -371,6 +393,19 @@ impl Props<'_> {
         }
     }
 
+    /// `<parent>/<value of key>` (`default` when absent), checked to be a relative folder path.
+    fn sub_folder(
+        &self,
+        key: &'static str,
+        parent: &str,
+        default: &str,
+    ) -> Result<String, ConfigError> {
+        let sub = self.get(key).filter(|s| !s.is_empty()).unwrap_or(default);
+        let path = RelPath::parse(&format!("{parent}/{sub}"))
+            .map_err(|e| self.invalid(key, sub, format!("not a folder name: {e}")))?;
+        Ok(path.to_string())
+    }
+
     /// `hoodie.table.timeline.timezone`, LOCAL by default.
     fn timezone(&self) -> Result<TimelineTimezone, ConfigError> {
         match self.get(keys::TIMEZONE) {
@@ -410,6 +445,24 @@ mod tests {
         assert_eq!(c.timeline_dir, ".hoodie/tl");
         assert_eq!(c.timezone, TimelineTimezone::Utc);
         assert!(!c.metadata_table_enabled());
+    }
+
+    #[test]
+    fn archive_folders_default_and_follow_their_keys() {
+        let v6 = cfg("hoodie.table.version=6\n").unwrap();
+        assert_eq!(v6.archive_dir, ".hoodie/archived");
+        assert_eq!(v6.history_dir, None);
+        let v9 = cfg("hoodie.table.version=9\nhoodie.timeline.path=tl\n").unwrap();
+        assert_eq!(v9.archive_dir, ".hoodie/archived");
+        assert_eq!(v9.history_dir.as_deref(), Some(".hoodie/tl/history"));
+        let custom = cfg("hoodie.table.version=8\nhoodie.archivelog.folder=old\nhoodie.timeline.history.path=h2\n").unwrap();
+        assert_eq!(custom.archive_dir, ".hoodie/old");
+        assert_eq!(custom.history_dir.as_deref(), Some(".hoodie/timeline/h2"));
+        let err = cfg("hoodie.table.version=9\nhoodie.timeline.history.path=../x\n").unwrap_err();
+        assert!(
+            err.to_string().contains("hoodie.timeline.history.path"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Hudi's bytes: Avro timeline files.
 
 pub mod avro;
-mod avro_check;
+pub(crate) mod avro_check;
 pub(crate) mod avro_error;
 pub mod commit;
 #[cfg(test)]

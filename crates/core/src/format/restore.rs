@@ -135,7 +135,14 @@ impl RestoreMetadata {
     /// Read a completed restore file.
     pub fn from_avro(bytes: &[u8]) -> Result<Self, AvroError> {
         let v = read_single_record_as(bytes, metadata_schema()?)?;
-        let hoodie_restore_metadata = match get(&v, "hoodieRestoreMetadata")? {
+        Self::from_value(&v)
+    }
+
+    /// Read a decoded `HoodieRestoreMetadata` record (also archived in layout-1 archive
+    /// entries).
+    pub(crate) fn from_value(v: &Value) -> Result<Self, AvroError> {
+        let v = super::avro::unwrap_union(v);
+        let hoodie_restore_metadata = match get(v, "hoodieRestoreMetadata")? {
             Value::Map(m) => m
                 .iter()
                 .map(|(k, list)| {
@@ -152,16 +159,16 @@ impl RestoreMetadata {
                 .collect::<Result<BTreeMap<_, _>, AvroError>>()?,
             other => return Err(shape("hoodieRestoreMetadata", other)),
         };
-        let restore_instant_info = match get(&v, "restoreInstantInfo")? {
+        let restore_instant_info = match get(v, "restoreInstantInfo")? {
             Value::Null => vec![],
-            _ => get_instant_infos(&v, "restoreInstantInfo")?,
+            _ => get_instant_infos(v, "restoreInstantInfo")?,
         };
         Ok(Self {
-            start_restore_time: get_string(&v, "startRestoreTime")?,
-            time_taken_in_millis: get_long(&v, "timeTakenInMillis")?,
-            instants_to_rollback: get_str_array(&v, "instantsToRollback")?,
+            start_restore_time: get_string(v, "startRestoreTime")?,
+            time_taken_in_millis: get_long(v, "timeTakenInMillis")?,
+            instants_to_rollback: get_str_array(v, "instantsToRollback")?,
             hoodie_restore_metadata,
-            version: get_opt_int(&v, "version")?,
+            version: get_opt_int(v, "version")?,
             restore_instant_info,
         })
     }

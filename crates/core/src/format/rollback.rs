@@ -274,7 +274,7 @@ impl RollbackMetadata {
     }
 
     /// Read a decoded `HoodieRollbackMetadata` record (also embedded in restore metadata).
-    pub(super) fn from_value(v: &Value) -> Result<Self, AvroError> {
+    pub(crate) fn from_value(v: &Value) -> Result<Self, AvroError> {
         let v = super::avro::unwrap_union(v);
         let partition_metadata = match get(v, "partitionMetadata")? {
             Value::Map(m) => m

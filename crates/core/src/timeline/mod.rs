@@ -1,6 +1,7 @@
 //! The active timeline: instants, their file names, and the queries later stages need.
 
 mod action;
+pub mod archived;
 mod file_name;
 mod time;
 

@@ -106,6 +106,7 @@ public final class Main {
       case "verify" -> rc = Verify.run(new File(req(opts, "dir")), new File(req(opts, "expect")));
       case "dump" -> rc = Dump.run(new File(req(opts, "file")));
       case "timeline" -> rc = Timeline.run(new File(req(opts, "dir")));
+      case "archived" -> rc = Archived.run(new File(req(opts, "dir")));
       case "bench-fail" -> rc = Bench.fail(TableDir.of(req(opts, "dir")), Integer.parseInt(req(opts, "files")),
           Integer.parseInt(opts.getOrDefault("partitions", "100")), opts.getOrDefault("scenario", Bench.SCENARIO));
       case "bench-rollback" -> rc = Bench.rollback(TableDir.of(req(opts, "dir")));
@@ -125,7 +126,7 @@ public final class Main {
         + " | writer --dir D --id W --commits N | hold-lock --dir D --seconds N | savepoint --dir D --instant T"
         + " | lock-cycles --base B --cycles N --hold-ms H --wait-ms W [--pause-ms P]"
         + " | restore --dir D --instant T [--mode savepoint|instant] | commit --dir D | commits-n --dir D --n N"
-        + " | verify --dir D --expect F | dump --file F | timeline --dir D"
+        + " | verify --dir D --expect F | dump --file F | timeline --dir D | archived --dir D"
         + " | bench-fail --dir D --files N [--partitions P] [--scenario S] | bench-rollback --dir D");
     System.exit(2);
   }
