@@ -5,17 +5,16 @@
 //! inflight, then the completed file, under the table lock (as Hudi 1.x does), with the files of
 //! the commit's view (`plan::savepoint`); nothing else changes, the metadata table included.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use tracing::info;
 
+use super::steps::holding_lock;
 use super::steps::{delete_newest_first, list_data_files, Wanted};
 use super::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::avro::{read_single_record, string_field};
 use crate::format::savepoint::SavepointMetadata;
 use crate::plan::savepoint::{default_target, plan_savepoint, SavepointInput};
-use crate::protocol::lock::{acquire_until, LockOptions};
+use crate::protocol::lock::LockOptions;
 use crate::timeline::{Action, State, Timeline};
 use crate::{Error, Table};
 
@@ -180,10 +179,7 @@ pub async fn create_savepoint(
     request: &SavepointRequest,
     lock: &LockOptions,
 ) -> Result<SavepointCreated, Error> {
-    let lock = lock.for_table(&table.config().name);
-    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
-    let fenced = table.fenced(Arc::new(guard.fence()));
-    let result = async {
+    let (created, _) = holding_lock(table, lock, |fenced| async move {
         let (instant, metadata) = savepoint_metadata(&fenced, request).await?;
         let config = fenced.config();
         let storage = fenced.storage();
@@ -224,10 +220,9 @@ pub async fn create_savepoint(
             written: true,
             metadata,
         })
-    }
-    .await;
-    let released = guard.release().await;
-    super::after_release(result, released)
+    })
+    .await?;
+    Ok(created)
 }
 
 /// Delete the savepoint of `instant` under the table lock: the completed file first, then the
@@ -237,10 +232,7 @@ pub async fn delete_savepoint(
     instant: &str,
     lock: &LockOptions,
 ) -> Result<(), Error> {
-    let lock = lock.for_table(&table.config().name);
-    let guard = acquire_until(table.storage(), &lock, table.cancel_token()).await?;
-    let fenced = table.fenced(Arc::new(guard.fence()));
-    let result = async {
+    holding_lock(table, lock, |fenced| async move {
         let timeline = fenced.timeline().await?;
         let Some(sp) = timeline
             .find(instant)
@@ -256,15 +248,15 @@ pub async fn delete_savepoint(
         delete_newest_first(fenced.storage(), sp.files.clone()).await?;
         info!(table = %table.uri(), instant, "deleted savepoint");
         Ok(())
-    }
-    .await;
-    let released = guard.release().await;
-    super::after_release(result, released)
+    })
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     use bytes::Bytes;
     use object_store::memory::InMemory;

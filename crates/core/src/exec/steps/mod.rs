@@ -81,7 +81,21 @@ where
     F: FnOnce(Table) -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
-    let lock = options.lock.for_table(&table.config().name);
+    holding_lock(table, &options.lock, work).await
+}
+
+/// [`locked`] with the lock `lock` (the one way every change takes the table lock: rollbacks,
+/// restores, savepoints, the audit's repair).
+pub(crate) async fn holding_lock<T, F, Fut>(
+    table: &Table,
+    lock: &LockOptions,
+    work: F,
+) -> Result<(T, Duration), Error>
+where
+    F: FnOnce(Table) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Error>>,
+{
+    let lock = lock.for_table(&table.config().name);
     // The lock's own writes are never fenced (a rollback heartbeat's fence that tripped must
     // not keep the lock from being released).
     let lock_storage = table.storage().unfenced();
