@@ -291,3 +291,88 @@ fn audit_classifies_data_files_by_their_instant() {
         "{text}"
     );
 }
+
+/// `hudi-keeper audit --repair`: a dry run changes nothing, a floor under an hour is refused,
+/// a lock decision is needed, and the orphan older than the floor goes.
+#[test]
+fn audit_repair_removes_old_orphans_only_with_a_lock_decision() {
+    let t = TableDir::v8_mor();
+    t.touch(&[
+        ".hoodie/timeline/20200101000000000.deltacommit.requested",
+        ".hoodie/timeline/20200101000000000.deltacommit.inflight",
+        ".hoodie/timeline/20200101000000000_20200101000001000.deltacommit",
+        "p1/a_0-1-2_20200101000000000.parquet",
+        "p2/b_0-1-2_20191231000000000.parquet",
+    ]);
+    t.age_all(std::time::Duration::from_secs(2 * 3600));
+    let uri = t.uri();
+    let orphan = t.path().join("p2/b_0-1-2_20191231000000000.parquet");
+
+    let out = run(&[
+        "audit",
+        uri.as_str(),
+        "--repair",
+        "--older-than",
+        "1h",
+        "--dry-run",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(
+        v["repair"]["removed"][0]["path"],
+        "p2/b_0-1-2_20191231000000000.parquet"
+    );
+    assert_eq!(v["repair"]["dry_run"], true);
+    assert!(orphan.exists());
+
+    let out = run(&[
+        "audit",
+        uri.as_str(),
+        "--repair",
+        "--older-than",
+        "30m",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("1 hour"), "{}", stderr(&out));
+    assert!(orphan.exists());
+
+    let out = run(&[
+        "audit",
+        uri.as_str(),
+        "--repair",
+        "--older-than",
+        "1h",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no lock provider chosen"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(orphan.exists());
+
+    let out = run(&[
+        "audit",
+        uri.as_str(),
+        "--repair",
+        "--older-than",
+        "1h",
+        "--yes",
+        "--lock",
+        "filesystem",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Removed 1 file(s)"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!orphan.exists());
+    assert!(t
+        .path()
+        .join("p1/a_0-1-2_20200101000000000.parquet")
+        .exists());
+}

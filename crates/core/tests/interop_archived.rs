@@ -14,8 +14,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::interop::{
-    copy_table, enabled, enabled_full, generated, must, run_sh, run_sh_command, tables_root,
+    copy_table, enabled, enabled_full, generated, must, run_sh, run_sh_command, scenario_json,
+    tables_root,
 };
+use hudi_keeper_core::audit::{audit, AuditOptions, Class};
 use hudi_keeper_core::storage::StorageOptions;
 use hudi_keeper_core::timeline::archived::{read_archived_timeline, ArchivedInstant};
 use hudi_keeper_core::Table;
@@ -166,6 +168,93 @@ async fn check(version: &str, expected_table_version: u64, locations: &[&str]) {
             .all(|i| i.completed && i.completion_time.is_some()));
     }
     assert_lsm_layout(&dir, expected_table_version);
+    audit_with_the_rollback_archived(version, &dir).await;
+}
+
+/// `audit` on the table whose rollback of the scenario's failed write is archived: every data
+/// file committed (archived commits included), the archive read whole; a base file of the failed
+/// write put back is a leftover of the archived rollback.
+async fn audit_with_the_rollback_archived(version: &str, dir: &Path) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let copy = work.path().join("t");
+    copy_table(dir, &copy);
+    let open = || async {
+        Table::open(copy.to_str().unwrap(), &StorageOptions::default())
+            .await
+            .expect("open")
+    };
+    let clean = audit(&open().await, &AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(clean.archive.complete, "{version}: {:?}", clean.archive);
+    assert!(
+        clean.count(Class::Committed).files > 0,
+        "{version}: {clean:#?}"
+    );
+    for c in [
+        Class::Pending,
+        Class::RollbackLeftover,
+        Class::Orphan,
+        Class::Unknown,
+    ] {
+        assert_eq!(clean.count(c).files, 0, "{version} {c:?}: {clean:#?}");
+    }
+
+    let failed_table = generated(version, "cow-nomdt-direct");
+    let failed = scenario_json(&failed_table)["failed_instant"]
+        .as_str()
+        .expect("failed instant")
+        .to_string();
+    let file = walk(&failed_table)
+        .into_iter()
+        .find(|p| !p.starts_with(".hoodie") && p.ends_with(&format!("_{failed}.parquet")))
+        .expect("a base file of the failed write");
+    std::fs::copy(failed_table.join(&file), copy.join(&file)).expect("put the file back");
+    let planted = audit(&open().await, &AuditOptions::default())
+        .await
+        .expect("audit");
+    assert_eq!(
+        planted.count(Class::RollbackLeftover).files,
+        1,
+        "{version}: {planted:#?}"
+    );
+    let example = &planted.examples[&Class::RollbackLeftover][0];
+    assert_eq!(example.path, file);
+    assert!(
+        !table_has_instant(&open().await, &failed).await,
+        "{failed} should be archived away"
+    );
+    eprintln!(
+        "Hudi {version}: a file of {failed}, whose rollback is archived: {}",
+        example.reason
+    );
+}
+
+async fn table_has_instant(table: &Table, instant: &str) -> bool {
+    table
+        .timeline()
+        .await
+        .expect("timeline")
+        .find(instant)
+        .count()
+        > 0
+}
+
+/// Every file below `dir`, relative to it.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).expect("prefix").display().to_string());
+            }
+        }
+    }
+    out
 }
 
 /// What real Hudi wrote there: the files of the archive folder.

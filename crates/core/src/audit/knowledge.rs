@@ -1,4 +1,4 @@
-//! What the audit reads before it lists: the active timeline, the archived timeline's extent, the
+//! What the audit reads before it lists: the active timeline, the archived timeline, the
 //! completed rollbacks' and restores' metadata (which instants they undid, which files they
 //! wrote), and on table version 6 the write stats that name the log files deltacommits appended
 //! to.
@@ -9,13 +9,12 @@ use tracing::debug;
 
 use super::classify::Knowledge;
 use super::report::ArchiveSummary;
-use crate::config::properties;
-use crate::config::{TableConfig, TableVersion};
+use crate::config::TableVersion;
 use crate::format::commit::json_write_stats;
 use crate::format::restore::RestoreMetadata;
 use crate::format::rollback::RollbackMetadata;
-use crate::storage::{RelPath, StorageError};
 use crate::table::Table;
+use crate::timeline::archived::read_archived_timeline;
 use crate::timeline::{Action, State};
 use crate::Error;
 
@@ -93,7 +92,7 @@ pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
             Ok(()) => {}
         }
     }
-    let archive = archive_extent(table).await?;
+    let archive = read_archive(table, &mut k).await?;
     k.archive_complete = archive.complete && unreadable.is_empty();
     Ok(Gathered {
         knowledge: k,
@@ -126,48 +125,25 @@ fn note_rollback(k: &mut Knowledge, r: &str, m: &RollbackMetadata) {
     }
 }
 
-/// Where the archived timeline lives, and whether it holds anything.
-///
-/// The archived timeline's records are not read yet: a table with any archive file counts as
-/// not read whole, so the audit calls nothing an orphan there (such files are `unknown`). A table
-/// that never archived (no file in any archive location) has nothing more to read.
-async fn archive_extent(table: &Table) -> Result<ArchiveSummary, Error> {
-    let storage = table.storage();
-    let config: &TableConfig = table.config();
-    // `hoodie.archivelog.folder` (version 6; tables upgraded to 1.x keep theirs) and the LSM
-    // history under the timeline folder (versions 8 and 9).
-    let props = storage
-        .get(&RelPath::parse(TableConfig::PATH).map_err(StorageError::from)?)
-        .await?;
-    let folder = properties::parse(&String::from_utf8_lossy(&props))
-        .ok()
-        .and_then(|p| p.get("hoodie.archivelog.folder").cloned())
-        .filter(|f| !f.is_empty())
-        .unwrap_or_else(|| "archived".to_string());
-    let mut locations = vec![format!(".hoodie/{folder}")];
-    if config.version != TableVersion::V6 {
-        locations.push(format!("{}/history", config.timeline_path()));
-    }
-    let mut unread = Vec::new();
-    for l in &locations {
-        let Ok(rel) = RelPath::parse(l) else {
-            unread.push((l.clone(), "not a path inside the table".to_string()));
-            continue;
-        };
-        let files = storage.list(&rel).await?;
-        if !files.is_empty() {
-            unread.push((
-                l.clone(),
-                format!(
-                    "{} archive files; hudi-keeper does not read the archived timeline yet",
-                    files.len()
-                ),
-            ));
+/// The archived timeline: its completed instants, every instant it holds, and the instants its
+/// rollbacks and restores undid, into `k`. Whether it was read whole is in the summary.
+async fn read_archive(table: &Table, k: &mut Knowledge) -> Result<ArchiveSummary, Error> {
+    let archived = read_archived_timeline(table).await?;
+    for i in &archived.instants {
+        k.archived_any.insert(i.requested_time.clone());
+        if i.completed {
+            k.archived_completed.insert(i.requested_time.clone());
+        }
+        for t in &i.rolled_back {
+            k.rolled_back
+                .entry(t.clone())
+                .or_insert_with(|| i.requested_time.clone());
         }
     }
     Ok(ArchiveSummary {
-        complete: unread.is_empty(),
-        locations,
-        unread,
+        locations: archived.locations,
+        complete: archived.complete,
+        instants: archived.instants.len(),
+        unread: archived.unread,
     })
 }

@@ -8,12 +8,13 @@
 
 pub mod classify;
 mod knowledge;
+pub mod repair;
 mod report;
 
 use tracing::{info, info_span, Instrument};
 
 pub use classify::{Class, Knowledge, Verdict};
-pub use report::{ArchiveSummary, AuditReport, Counts, Example};
+pub use report::{ArchiveSummary, AuditReport, Candidate, Counts, Example};
 
 use crate::config::TableVersion;
 use crate::format::log_block::read_block_headers;
@@ -30,13 +31,19 @@ pub struct AuditOptions {
     /// The largest log file opened to read its blocks' instants; a larger one that no metadata
     /// explains is `unknown`.
     pub max_log_read: u64,
+    /// Keep every leftover and orphan in [`AuditReport::candidates`] (for the repair).
+    pub collect: bool,
 }
+
+/// The most leftovers and orphans one audit keeps for a repair; a repair of more takes reruns.
+pub const MAX_CANDIDATES: usize = 100_000;
 
 impl Default for AuditOptions {
     fn default() -> Self {
         Self {
             examples: 10,
             max_log_read: 256 * 1024 * 1024,
+            collect: false,
         }
     }
 }
@@ -82,7 +89,13 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
                 }
                 _ => gathered.knowledge.classify(path, file.instant()),
             };
-            report.add(m, file.instant(), verdict, options.examples);
+            report.add(
+                m,
+                &[file.instant().to_string()],
+                verdict,
+                options.examples,
+                options.collect,
+            );
             false
         };
         for f in &root.files {
@@ -93,9 +106,12 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             storage.list_filtered(&prefix, &mut judge).await?;
         }
         for (m, name_instant) in to_open {
-            let verdict = open_log(table, &gathered.knowledge, &m, options).await?;
+            let (verdict, mut instants) = open_log(table, &gathered.knowledge, &m, options).await?;
             report.logs_opened += 1;
-            report.add(&m, &name_instant, verdict, options.examples);
+            if instants.is_empty() {
+                instants.push(name_instant);
+            }
+            report.add(&m, &instants, verdict, options.examples, options.collect);
         }
         info!(
             files = report.data_files(),
@@ -110,22 +126,26 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
 }
 
 /// The class of a version-6 log file that no write stats name, by the instants in its blocks'
-/// headers (a data block's writer, a command block's rollback).
-async fn open_log(
+/// headers (a data block's writer, a command block's rollback), and those instants (none when
+/// its blocks were not read).
+pub(super) async fn open_log(
     table: &Table,
     knowledge: &Knowledge,
     m: &FileMeta,
     options: &AuditOptions,
-) -> Result<Verdict, Error> {
+) -> Result<(Verdict, Vec<String>), Error> {
     let path = m.path.as_str();
     if m.size > options.max_log_read {
-        return Ok(Verdict {
-            class: Class::Unknown,
-            reason: format!(
-                "a log file of {} bytes that no metadata names, larger than the {} bytes an audit opens",
-                m.size, options.max_log_read
-            ),
-        });
+        return Ok((
+            Verdict {
+                class: Class::Unknown,
+                reason: format!(
+                    "a log file of {} bytes that no metadata names, larger than the {} bytes an audit opens",
+                    m.size, options.max_log_read
+                ),
+            },
+            Vec::new(),
+        ));
     }
     let bytes = match table
         .storage()
@@ -133,34 +153,34 @@ async fn open_log(
         .await
     {
         Ok(Some(b)) => b,
-        Ok(None) => {
-            return Ok(Verdict {
-                class: Class::Unknown,
-                reason: "gone since it was listed".into(),
-            })
-        }
+        Ok(None) => return Ok((unknown("gone since it was listed"), Vec::new())),
         Err(StorageError::TooLarge { .. }) => {
-            return Ok(Verdict {
-                class: Class::Unknown,
-                reason: "grew past the bytes an audit opens since it was listed".into(),
-            })
+            return Ok((
+                unknown("grew past the bytes an audit opens since it was listed"),
+                Vec::new(),
+            ))
         }
         Err(e) => return Err(e.into()),
     };
     let Some(headers) = read_block_headers(&bytes) else {
-        return Ok(Verdict {
-            class: Class::Unknown,
-            reason: "its log blocks cannot be read".into(),
-        });
+        return Ok((unknown("its log blocks cannot be read"), Vec::new()));
     };
-    let instants: Vec<&str> = headers
+    let instants: Vec<String> = headers
         .iter()
         .filter_map(|h| {
             h.entries
                 .iter()
                 .find(|(k, _)| *k == HEADER_INSTANT_TIME)
-                .map(|(_, v)| v.as_str())
+                .map(|(_, v)| v.clone())
         })
         .collect();
-    Ok(knowledge.classify_blocks(path, instants))
+    let verdict = knowledge.classify_blocks(path, instants.iter().map(String::as_str));
+    Ok((verdict, instants))
+}
+
+fn unknown(reason: &str) -> Verdict {
+    Verdict {
+        class: Class::Unknown,
+        reason: reason.to_string(),
+    }
 }

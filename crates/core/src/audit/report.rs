@@ -47,6 +47,18 @@ pub struct Example {
     pub reason: String,
 }
 
+/// A file the repair may remove (a leftover or an orphan), as the audit classified it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The file as listed.
+    pub meta: FileMeta,
+    /// The instants it was classified by: the one its name carries, or (a version-6 log file
+    /// that no metadata names) those of its blocks.
+    pub instants: Vec<String>,
+    /// Its class.
+    pub class: Class,
+}
+
 /// Where the archived timeline was looked for, and whether it was read whole.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ArchiveSummary {
@@ -54,6 +66,8 @@ pub struct ArchiveSummary {
     pub locations: Vec<String>,
     /// Whether every location was read whole: only then is a file an orphan.
     pub complete: bool,
+    /// Instants read from it.
+    pub instants: usize,
     /// What was not read, and why.
     pub unread: Vec<(String, String)>,
 }
@@ -82,6 +96,13 @@ pub struct AuditReport {
     pub other_files: u64,
     /// Version-6 log files that no write stats name, opened to read their blocks' instants.
     pub logs_opened: u64,
+    /// With [`super::AuditOptions::collect`]: every leftover and orphan, up to
+    /// [`super::MAX_CANDIDATES`] (for the repair).
+    #[serde(skip)]
+    pub candidates: Vec<Candidate>,
+    /// More leftovers and orphans were found than [`super::MAX_CANDIDATES`].
+    #[serde(skip)]
+    pub candidates_truncated: bool,
 }
 
 impl AuditReport {
@@ -103,10 +124,33 @@ impl AuditReport {
             examples: BTreeMap::new(),
             other_files: 0,
             logs_opened: 0,
+            candidates: Vec::new(),
+            candidates_truncated: false,
         }
     }
 
-    pub(super) fn add(&mut self, m: &FileMeta, instant: &str, v: Verdict, examples: usize) {
+    /// Count `m`, of `instants` (the first named in examples), in `v`'s class; keep it as a
+    /// candidate when `collect` and it is a leftover or an orphan.
+    pub(super) fn add(
+        &mut self,
+        m: &FileMeta,
+        instants: &[String],
+        v: Verdict,
+        examples: usize,
+        collect: bool,
+    ) {
+        let instant = instants.first().map(String::as_str).unwrap_or_default();
+        if collect && matches!(v.class, Class::RollbackLeftover | Class::Orphan) {
+            if self.candidates.len() < super::MAX_CANDIDATES {
+                self.candidates.push(Candidate {
+                    meta: m.clone(),
+                    instants: instants.to_vec(),
+                    class: v.class,
+                });
+            } else {
+                self.candidates_truncated = true;
+            }
+        }
         self.classes.entry(v.class).or_default().add(m);
         let partition = m.path.parent().to_string();
         self.partitions

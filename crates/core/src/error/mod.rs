@@ -43,6 +43,14 @@ pub enum Error {
         /// Why, and what the operator can do.
         reason: String,
     },
+    /// The audit's repair refuses, before changing anything; the message says why.
+    #[error("table `{table}`: repair refused: {reason}")]
+    RepairRefused {
+        /// The table URI.
+        table: String,
+        /// Why, and what the operator can do.
+        reason: String,
+    },
     /// A file could not be deleted; the rollback stays pending and resumes on the next run.
     #[error("table `{table}`, instant {instant}: could not delete `{path}`: {source}")]
     Delete {

@@ -17,6 +17,7 @@ pub mod savepoint;
 mod steps;
 mod timeline_ops;
 
+pub(crate) use steps::holding_lock;
 pub use timeline_ops::new_instant_time;
 
 use std::future::Future;

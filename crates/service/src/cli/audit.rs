@@ -5,10 +5,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use hudi_keeper_core::audit::repair::{repair, RepairOptions, RepairReport};
 use hudi_keeper_core::audit::{audit, AuditOptions, AuditReport, Class, Counts};
+use hudi_keeper_core::storage::Storage;
+use hudi_keeper_core::Table;
 use serde::Serialize;
 
-use super::TableArgs;
+use super::{parse_duration, Counted, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -20,6 +23,25 @@ pub struct AuditArgs {
     /// Example files shown per class (all but `committed`).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16))]
     pub examples: u16,
+    /// Remove the `rollback_leftover` and `orphan` files older than --older-than, under the
+    /// table lock (--lock), each classified again under it.
+    #[arg(long)]
+    pub repair: bool,
+    /// With --repair: only files last modified longer ago than this (under 1h is refused).
+    #[arg(long, value_parser = parse_duration, default_value = "3d", requires = "repair")]
+    pub older_than: std::time::Duration,
+    /// With --repair: show what would be removed; change nothing.
+    #[arg(long, requires = "repair")]
+    pub dry_run: bool,
+    /// With --repair: copy each file to this base path (same table-relative path, the same
+    /// --storage-option flags) before deleting it.
+    #[arg(long, value_name = "URI", requires = "repair")]
+    pub quarantine: Option<String>,
+    /// With --repair: do not ask.
+    #[arg(long, short = 'y', requires = "repair")]
+    pub yes: bool,
+    #[command(flatten)]
+    pub lock: LockArgs,
 }
 
 /// The JSON document: the report and the object-store requests it took.
@@ -36,6 +58,9 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         examples: usize::from(args.examples),
         ..AuditOptions::default()
     };
+    if args.repair {
+        return run_repair(&args, &table, &options, &requests).await;
+    }
     let report = audit(&table, &options)
         .await
         .with_context(|| format!("cannot audit table `{}`", table.uri()))?;
@@ -134,5 +159,104 @@ pub fn render(r: &AuditReport) -> String {
         r.other_files,
         r.logs_opened
     );
+    out
+}
+
+async fn run_repair(
+    args: &AuditArgs,
+    table: &Table,
+    audit_options: &AuditOptions,
+    requests: &Counted,
+) -> anyhow::Result<ExitCode> {
+    let quarantine = match &args.quarantine {
+        Some(uri) => Some(
+            Storage::open(uri, &args.table.storage_options())
+                .with_context(|| format!("cannot open the quarantine `{uri}`"))?,
+        ),
+        None => None,
+    };
+    let mut options = RepairOptions {
+        older_than: args.older_than,
+        lock: hudi_keeper_core::protocol::lock::LockOptions::none(),
+        dry_run: true,
+        quarantine,
+    };
+    // What would go, first: the dry run, and the question (unless --yes).
+    let preview = repair(table, &options, audit_options)
+        .await
+        .with_context(|| format!("cannot audit table `{}`", table.uri()))?;
+    if args.dry_run || preview.removed.is_empty() {
+        print_repair(args, &preview, requests)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    options.lock = args.lock.lock_options(table)?;
+    options.dry_run = false;
+    if !args.yes
+        && !super::confirm(
+            "repair",
+            &render_repair(&preview),
+            &format!(
+                "Remove {} file(s) from {}?",
+                preview.removed.len(),
+                table.uri()
+            ),
+        )?
+    {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let resume = |_: Option<&str>| {
+        "this command again (it audits the table again and goes on with what is left)".to_string()
+    };
+    let done = match super::change_table(table, resume, |t| async move {
+        repair(&t, &options, audit_options).await
+    })
+    .await?
+    {
+        Ok(done) => done,
+        Err(code) => return Ok(code),
+    };
+    print_repair(args, &done, requests)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_repair(args: &AuditArgs, r: &RepairReport, requests: &Counted) -> anyhow::Result<()> {
+    if args.json {
+        let doc = serde_json::json!({"repair": r, "requests": requests.by_kind()});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", render(&r.audit));
+        print!("{}", render_repair(r));
+    }
+    Ok(())
+}
+
+fn render_repair(r: &RepairReport) -> String {
+    let mut out = String::new();
+    let verb = if r.dry_run { "Would remove" } else { "Removed" };
+    let _ = writeln!(
+        out,
+        "\n{verb} {} file(s) ({} bytes), older than {} s:",
+        r.removed.len(),
+        r.removed.iter().map(|x| x.size).sum::<u64>(),
+        r.older_than_s
+    );
+    for x in &r.removed {
+        let _ = writeln!(out, "  {} ({}, {} bytes)", x.path, x.class.as_str(), x.size);
+    }
+    if !r.kept.is_empty() {
+        let _ = writeln!(out, "Kept {} file(s):", r.kept.len());
+        for k in &r.kept {
+            let _ = writeln!(out, "  {} ({}): {}", k.path, k.class.as_str(), k.reason);
+        }
+    }
+    if r.more_to_do {
+        let _ = writeln!(
+            out,
+            "More leftovers and orphans than one run handles: run again."
+        );
+    }
+    if r.dry_run {
+        let _ = writeln!(out, "Dry run: nothing was changed.");
+    }
     out
 }

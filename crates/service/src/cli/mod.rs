@@ -52,7 +52,7 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Classify every data file of a table by the instant that wrote it: committed, pending,
     /// left behind by a rollback, orphaned, or unknown. Read-only.
-    Audit(audit::AuditArgs),
+    Audit(Box<audit::AuditArgs>),
     /// Roll back failed writes as Hudi would: every instant the policy calls failed (and every
     /// pending rollback), or one named instant.
     Rollback(Box<rollback::RollbackArgs>),
@@ -433,7 +433,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging(cli.log_format, level);
     match cli.command {
         Command::Inspect(args) => inspect::run(args).await,
-        Command::Audit(args) => audit::run(args).await,
+        Command::Audit(args) => audit::run(*args).await,
         Command::Rollback(args) => rollback::run(*args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args),

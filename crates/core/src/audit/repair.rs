@@ -1,0 +1,297 @@
+//! `hudi-keeper audit --repair`: remove the files the audit calls `rollback_leftover` or
+//! `orphan`, with the safety rules users trust from Iceberg's `remove_orphan_files` and Delta's
+//! `VACUUM`:
+//!
+//! - only files older than a floor (3 days by default; under 1 hour is refused): a writer that
+//!   is slow or paused, not dead, is given that long;
+//! - only data files inside the base path (the listing never enters `.hoodie/`), never through
+//!   a symbolic link (every delete checks its way);
+//! - under the table lock, each file classified again from a timeline read under it: a file
+//!   whose instant became pending or completed meanwhile, or that a rollback's metadata now
+//!   accounts for, stays; one whose size or time changed since it was listed stays;
+//! - a file whose instant has a completed deltacommit on the metadata table's active timeline
+//!   stays (the metadata table may list it, and its readers would fail on it): the metadata
+//!   table is not repaired here;
+//! - `--dry-run` shows what would go; a quarantine store gets a copy of each file before it is
+//!   deleted (a file too large to copy in memory stays).
+//!
+//! A cut-off repair stops at a safe point between files and releases the lock; a rerun audits
+//! again and goes on with what is left (the audit is the repair's journal: every file it removes
+//! is still a leftover or orphan when found again).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tracing::{info, warn};
+
+use super::classify::Class;
+use super::{audit, knowledge, AuditOptions, AuditReport, Candidate};
+use crate::exec::holding_lock;
+use crate::protocol::lock::LockOptions;
+use crate::storage::{OpKind, Storage, StorageError};
+use crate::table::Table;
+use crate::timeline::State;
+use crate::Error;
+
+/// The least age a repair accepts.
+pub const MIN_OLDER_THAN: Duration = Duration::from_secs(3600);
+/// The default age floor.
+pub const DEFAULT_OLDER_THAN: Duration = Duration::from_secs(3 * 24 * 3600);
+/// The largest file copied to a quarantine store (read whole into memory).
+pub const MAX_QUARANTINE_FILE: u64 = 512 * 1024 * 1024;
+
+/// How a repair runs.
+#[derive(Debug, Clone)]
+pub struct RepairOptions {
+    /// Only files last modified longer ago than this go.
+    pub older_than: Duration,
+    /// The table lock the writers take.
+    pub lock: LockOptions,
+    /// Show what would go; change nothing (and take no lock).
+    pub dry_run: bool,
+    /// Copy each file here (same table-relative path) before deleting it.
+    pub quarantine: Option<Storage>,
+}
+
+/// One file the repair removed, or would remove.
+#[derive(Debug, Clone, Serialize)]
+pub struct Removed {
+    /// Table-relative path.
+    pub path: String,
+    /// Its class.
+    pub class: Class,
+    /// Bytes.
+    pub size: u64,
+    /// Its modification time.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// One leftover or orphan the repair left, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Kept {
+    /// Table-relative path.
+    pub path: String,
+    /// Its class when the audit found it.
+    pub class: Class,
+    /// Why it stays.
+    pub reason: String,
+}
+
+/// What a repair did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepairReport {
+    /// The audit it acted on.
+    pub audit: AuditReport,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+    /// The age floor, in seconds.
+    pub older_than_s: u64,
+    /// Files removed (a dry run: that would be).
+    pub removed: Vec<Removed>,
+    /// Leftovers and orphans left, with the reason.
+    pub kept: Vec<Kept>,
+    /// More leftovers and orphans than one run handles: run again.
+    pub more_to_do: bool,
+    /// How long taking the lock waited.
+    pub lock_wait_ms: u64,
+}
+
+fn refused(table: &Table, reason: impl Into<String>) -> Error {
+    Error::RepairRefused {
+        table: table.uri().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Audit `table` and remove its leftovers and orphans by the rules of the module.
+pub async fn repair(
+    table: &Table,
+    options: &RepairOptions,
+    audit_options: &AuditOptions,
+) -> Result<RepairReport, Error> {
+    if options.older_than < MIN_OLDER_THAN {
+        return Err(refused(
+            table,
+            format!(
+                "--older-than {}s is under the floor of 1 hour: a write that is slow, not dead, could lose its files; nothing was changed",
+                options.older_than.as_secs()
+            ),
+        ));
+    }
+    let mut audited = audit(
+        table,
+        &AuditOptions {
+            collect: true,
+            ..audit_options.clone()
+        },
+    )
+    .await?;
+    let candidates = std::mem::take(&mut audited.candidates);
+    let more_to_do = audited.candidates_truncated;
+    let now = Utc::now();
+    let floor = chrono::Duration::from_std(options.older_than).unwrap_or(chrono::Duration::MAX);
+    let (old, young): (Vec<Candidate>, Vec<Candidate>) = candidates
+        .into_iter()
+        .partition(|c| now.signed_duration_since(c.meta.last_modified) >= floor);
+    let mut kept: Vec<Kept> = young
+        .into_iter()
+        .map(|c| Kept {
+            path: c.meta.path.to_string(),
+            class: c.class,
+            reason: format!(
+                "modified {}, less than --older-than ago",
+                c.meta.last_modified.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+        })
+        .collect();
+    let mut report = RepairReport {
+        audit: audited,
+        dry_run: options.dry_run,
+        older_than_s: options.older_than.as_secs(),
+        removed: Vec::new(),
+        kept: Vec::new(),
+        more_to_do,
+        lock_wait_ms: 0,
+    };
+    if options.dry_run || old.is_empty() {
+        report.removed = old.iter().map(removed).collect();
+        report.kept = kept;
+        return Ok(report);
+    }
+    let ((removed, kept_locked), waited) =
+        holding_lock(table, &options.lock, |fenced| async move {
+            remove_under_lock(&fenced, old, options).await
+        })
+        .await?;
+    kept.extend(kept_locked);
+    report.removed = removed;
+    report.kept = kept;
+    report.lock_wait_ms = waited.as_millis() as u64;
+    info!(
+        table = %table.uri(),
+        removed = report.removed.len(),
+        kept = report.kept.len(),
+        "repaired"
+    );
+    Ok(report)
+}
+
+fn removed(c: &Candidate) -> Removed {
+    Removed {
+        path: c.meta.path.to_string(),
+        class: c.class,
+        size: c.meta.size,
+        last_modified: c.meta.last_modified,
+    }
+}
+
+/// Under the lock: classify each candidate again and remove those still leftovers or orphans.
+async fn remove_under_lock(
+    table: &Table,
+    candidates: Vec<Candidate>,
+    options: &RepairOptions,
+) -> Result<(Vec<Removed>, Vec<Kept>), Error> {
+    let storage = table.storage();
+    let now = knowledge::gather(table).await?;
+    let mdt_completed = metadata_table_completed(table).await?;
+    let mut removed_files = Vec::new();
+    let mut kept = Vec::new();
+    for c in candidates {
+        table.stop_point("between the files of a repair", None)?;
+        let path = c.meta.path.as_str();
+        let keep = |reason: String| Kept {
+            path: path.to_string(),
+            class: c.class,
+            reason,
+        };
+        let verdict = now
+            .knowledge
+            .classify_blocks(path, c.instants.iter().map(String::as_str));
+        if !matches!(verdict.class, Class::RollbackLeftover | Class::Orphan) {
+            kept.push(keep(format!(
+                "now {}: {}",
+                verdict.class.as_str(),
+                verdict.reason
+            )));
+            continue;
+        }
+        if let Some(i) = c.instants.iter().find(|i| mdt_completed.contains(*i)) {
+            kept.push(keep(format!(
+                "the metadata table has a completed deltacommit {i}, so it may list this file; deleting it would fail its readers (the metadata table is not repaired here)"
+            )));
+            continue;
+        }
+        match storage.head(&c.meta.path).await? {
+            None => {
+                kept.push(keep("gone since it was listed".into()));
+                continue;
+            }
+            Some(m) if m.size != c.meta.size || m.last_modified != c.meta.last_modified => {
+                kept.push(keep("changed since it was listed".into()));
+                continue;
+            }
+            Some(_) => {}
+        }
+        if let Err(e) = storage
+            .check_way(OpKind::Delete, std::slice::from_ref(&c.meta.path))
+            .await
+        {
+            if e.is_link_refusal() {
+                kept.push(keep(e.to_string()));
+                continue;
+            }
+            return Err(e.into());
+        }
+        if let Some(q) = &options.quarantine {
+            if c.meta.size > MAX_QUARANTINE_FILE {
+                kept.push(keep(format!(
+                    "larger than the {MAX_QUARANTINE_FILE} bytes copied to a quarantine"
+                )));
+                continue;
+            }
+            let bytes = match storage
+                .get_opt_capped(&c.meta.path, MAX_QUARANTINE_FILE)
+                .await
+            {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    kept.push(keep("gone since it was listed".into()));
+                    continue;
+                }
+                Err(StorageError::TooLarge { .. }) => {
+                    kept.push(keep("grew since it was listed".into()));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            q.put(&c.meta.path, bytes).await?;
+        }
+        storage.delete(&c.meta.path).await?;
+        info!(path, class = c.class.as_str(), "removed");
+        removed_files.push(removed(&c));
+    }
+    if !kept.is_empty() {
+        warn!(
+            kept = kept.len(),
+            "leftovers or orphans kept; see the report"
+        );
+    }
+    Ok((removed_files, kept))
+}
+
+/// The requested times of the completed instants on the metadata table's active timeline (none
+/// without a metadata table).
+async fn metadata_table_completed(table: &Table) -> Result<BTreeSet<String>, Error> {
+    let Some(mdt) = table.metadata_table().await? else {
+        return Ok(BTreeSet::new());
+    };
+    let timeline = mdt.timeline().await?;
+    Ok(timeline
+        .instants()
+        .iter()
+        .filter(|i| i.state == State::Completed)
+        .map(|i| i.requested_time.clone())
+        .collect())
+}
