@@ -6,23 +6,13 @@ use hudi_keeper_test_support as common;
 
 use std::path::{Path, PathBuf};
 
-use common::interop::{enabled, enabled_full, run_sh, tables_root};
+use common::interop::{enabled, enabled_full, generated, run_sh};
 use common::{run, stderr, stdout};
 use serde_json::Value;
 
-/// A table of `version`: reused if generated before (by this suite or the rollback suite).
+/// A table of `version`: reused if generated before (by this suite or another).
 fn table(version: &str, scenario: &str) -> PathBuf {
-    let dir = tables_root().join(version).join(scenario);
-    if !dir.join("scenario.json").exists()
-        || !PathBuf::from(format!("{}-hudi-rollback", dir.display())).exists()
-    {
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::remove_dir_all(format!("{}-hudi-rollback", dir.display()));
-        std::fs::create_dir_all(dir.parent().expect("parent")).expect("mkdir");
-        let out = run_sh(&["generate", version, scenario, dir.to_str().expect("utf-8")]);
-        assert!(out.status.success(), "generate failed: {}", stderr(&out));
-    }
-    dir
+    generated(version, scenario)
 }
 
 fn rows(instants: &Value) -> Vec<(String, String, String, Option<String>)> {

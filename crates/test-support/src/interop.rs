@@ -192,8 +192,9 @@ pub fn roll_back_like_the_harness_writers(
 
 /// The harness's table `scenario` made by Hudi `version`, with its reference
 /// `<scenario>-hudi-rollback` (Hudi's own rollback of it): under [`tables_root`]`/<version>/`,
-/// reused when both are there (the suites share them), else generated (one generation at a time
-/// per version in a test binary; versions in parallel).
+/// reused when both are there (the suites share them), else generated. One generation at a time
+/// per version, across test binaries too (`scripts/test` runs two lanes of suites at once): an
+/// exclusive lock on `<version>/.generate.lock` is held while looking and generating.
 pub fn generated(version: &str, scenario: &str) -> PathBuf {
     type Slots = std::collections::BTreeMap<String, std::sync::Arc<std::sync::Mutex<()>>>;
     static GENERATE: std::sync::Mutex<Slots> = std::sync::Mutex::new(Slots::new());
@@ -205,6 +206,9 @@ pub fn generated(version: &str, scenario: &str) -> PathBuf {
         .clone();
     let _one = slot.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tables_root().join(version);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let lock = std::fs::File::create(dir.join(".generate.lock")).expect("the generate lock file");
+    lock.lock().expect("lock the generate lock file");
     let table = dir.join(scenario);
     let reference = dir.join(format!("{scenario}-hudi-rollback"));
     if table.join("scenario.json").exists() && reference.exists() {
@@ -212,7 +216,6 @@ pub fn generated(version: &str, scenario: &str) -> PathBuf {
     }
     let _ = std::fs::remove_dir_all(&table);
     let _ = std::fs::remove_dir_all(&reference);
-    std::fs::create_dir_all(&dir).expect("mkdir");
     must(
         run_sh(&[
             "generate",
