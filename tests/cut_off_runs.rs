@@ -216,7 +216,7 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
         },
     );
     assert_eq!(pending_rollback(&rt, &f).as_deref(), Some(r.as_str()));
-    assert!(other.terminate(Duration::from_secs(30)).success());
+    other.terminate_cleanly(Duration::from_secs(30));
 
     // With it, the restarted daemon finishes its own rollback at its first poll.
     std::fs::rename(&aside, &record).unwrap();
@@ -232,7 +232,7 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
         let now = std::fs::read_to_string(&record).unwrap_or_default();
         (!now.contains(&r)).then_some(())
     });
-    assert!(restarted.terminate(Duration::from_secs(30)).success());
+    restarted.terminate_cleanly(Duration::from_secs(30));
 }
 
 #[test]
@@ -288,7 +288,7 @@ fn a_table_being_unregistered_mid_change_cannot_be_registered_again_until_the_ch
     assert_eq!(r.status, 204, "{}", r.body);
     let r = common::http::request(&d.addr, "POST", "/api/v1/tables", Some(TOKEN), Some(&entry));
     assert_eq!(r.status, 201, "{}", r.body);
-    assert!(d.terminate(Duration::from_secs(30)).success());
+    d.terminate_cleanly(Duration::from_secs(30));
 }
 
 #[test]
@@ -310,7 +310,7 @@ fn a_second_daemon_on_the_same_state_dir_refuses_to_start() {
         "{}",
         stderr(&out)
     );
-    assert!(first.terminate(Duration::from_secs(30)).success());
+    first.terminate_cleanly(Duration::from_secs(30));
 }
 
 /// The fixture with its failed write rolled back and a savepoint of T1, ready for a restore.
@@ -409,7 +409,7 @@ fn a_daemon_killed_mid_restore_finishes_its_own_restore_once_the_heartbeat_it_le
     });
     assert!(restored(&keys(&rt, &f)));
     assert_eq!(normalize(&rt.block_on(f.snapshot())), expected);
-    assert!(restarted.terminate(Duration::from_secs(30)).success());
+    restarted.terminate_cleanly(Duration::from_secs(30));
 }
 
 #[test]

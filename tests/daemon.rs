@@ -138,7 +138,7 @@ fn a_dead_writer_is_rolled_back_within_a_poll_of_expiry_and_live_writers_never_a
     for b in beats.into_iter().flatten() {
         rt.block_on(b.stop()).unwrap();
     }
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 /// `serve` with the API token, the file-system lock and table `t` at `table_dir` (the fixture
@@ -622,7 +622,7 @@ fn tables_registered_through_the_api_survive_a_restart_and_sigterm_exits_zero() 
     let doc = d.get("/api/v1/openapi.json");
     assert_eq!(doc.status, 200);
     assert_eq!(doc.json()["openapi"], "3.0.3");
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 #[test]

@@ -90,7 +90,7 @@ fn probes_answer_on_their_own_listener_while_300_idle_connections_hold_every_api
     // The probe listener serves no API.
     assert_eq!(get(&probes, "/api/v1/tables").status, 404);
     drop(idle);
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 #[test]
@@ -134,5 +134,5 @@ fn the_list_of_tables_is_paged() {
         let r = d.get(&format!("/api/v1/tables?{bad}"));
         assert_eq!(r.status, 400, "{bad}: {}", r.body);
     }
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }

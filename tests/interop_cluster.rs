@@ -505,7 +505,7 @@ fn three_replicas(version: &str) {
     let leave = stopped.elapsed();
     for d in daemons.iter_mut() {
         if let Some(d) = d.take() {
-            assert!(d.terminate(Duration::from_secs(30)).success());
+            d.terminate_cleanly(Duration::from_secs(30));
         }
     }
 

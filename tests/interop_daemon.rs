@@ -45,7 +45,7 @@ fn daemon_rolls_back(key: &str, scenario: &str) {
         failed.as_str()
     );
     assert_eq!(status["status"]["last_rollback"]["trigger"], "auto");
-    assert!(d.terminate(Duration::from_secs(30)).success());
+    d.terminate_cleanly(Duration::from_secs(30));
     let verify = run_sh(&["verify", key, dir_s]);
     assert!(
         verify.status.success(),

@@ -465,7 +465,7 @@ fn the_daemon_remembers_heartbeat_files_across_restarts_but_never_rolls_back_a_w
         "{s}"
     );
     assert!(work.path().join("state/writer-evidence/t.json").exists());
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 
     // The LAZY writer committed (its heartbeat went with it); another write without heartbeat
     // started an hour ago. After a restart nothing on the table shows a heartbeat, but the
@@ -503,7 +503,7 @@ fn the_daemon_remembers_heartbeat_files_across_restarts_but_never_rolls_back_a_w
         Some(r#"{"dry_run": true}"#),
     );
     assert_eq!(dry.status, 200, "{}", dry.body);
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 /// The daemon config of the issue-#29 findings: a LAZY table, the minimum age `min_age`, polls
@@ -544,7 +544,7 @@ fn a_replica_that_takes_a_table_over_leaves_an_eager_write_it_never_saw_young_al
         Duration::from_secs(20),
         || (verdict(&d, W1).as_deref() == Some("eager_writer_suspected")).then_some(()),
     );
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 
     let [req, inflight] = timeline_files(W1);
     t.set_mtime(&[&req, &inflight], SystemTime::now() - HOUR);
@@ -562,7 +562,7 @@ fn a_replica_that_takes_a_table_over_leaves_an_eager_write_it_never_saw_young_al
     assert!(exists(&t, W2), "the live LAZY writer was rolled back");
     assert_eq!(verdict(&d, W1).as_deref(), Some("eager_writer_suspected"));
     assert_eq!(d.table("t")["status"]["rollbacks"], 0);
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 #[test]
@@ -586,7 +586,7 @@ fn a_poll_interval_longer_than_the_minimum_age_leaves_an_eager_write_alone() {
     );
     assert_eq!(verdict(&d, W1).as_deref(), Some("eager_writer_suspected"));
     assert!(exists(&t, W2), "the live LAZY writer was rolled back");
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 #[test]
@@ -604,7 +604,7 @@ fn unreadable_state_files_leave_an_eager_write_alone_and_are_reported() {
         Duration::from_secs(20),
         || (verdict(&d, W1).as_deref() == Some("eager_writer_suspected")).then_some(()),
     );
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
     let state = work.path().join("state");
     for folder in ["suspected-eager-writes", "writer-evidence", "own-changes"] {
         let file = state.join(folder).join("t.json");
@@ -652,7 +652,7 @@ fn unreadable_state_files_leave_an_eager_write_alone_and_are_reported() {
             && logs.contains("writer-evidence/t.json"),
         "{logs}"
     );
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }
 
 #[test]
@@ -679,5 +679,5 @@ fn the_daemon_takes_no_orphan_heartbeat_file_for_evidence_of_lazy_writers() {
     let s = d.table("t");
     assert_eq!(s["status"]["writers"]["lazy_writers_known"], false, "{s}");
     assert!(!work.path().join("state/writer-evidence/t.json").exists());
-    assert!(d.terminate(Duration::from_secs(20)).success());
+    d.terminate_cleanly(Duration::from_secs(20));
 }

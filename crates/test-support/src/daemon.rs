@@ -140,6 +140,20 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// [`Daemon::terminate`], which must end in exit status 0; otherwise the panic shows the
+    /// status and the daemon's log.
+    pub fn terminate_cleanly(self, within: Duration) {
+        let logs = self.log.clone();
+        let status = self.terminate(within);
+        assert!(
+            status.success(),
+            "the daemon exited with {status} after SIGTERM:\n{}",
+            logs.lock().map(|l| l.join("\n")).unwrap_or_default()
+        );
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

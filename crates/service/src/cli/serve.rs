@@ -26,6 +26,8 @@ pub struct ServeArgs {
 
 /// `hudi-keeper serve`.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Before anything listens: SIGTERM from here on is a shutdown.
+    let shutdown = shutdown_signal();
     let (path, required) = match &args.config {
         Some(p) => (p.clone(), true),
         None => (PathBuf::from(config::DEFAULT_PATH), false),
@@ -41,7 +43,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for entry in config.tables.iter().filter(|e| e.demo) {
         ensure_demo_table(&entry.uri)?;
     }
-    serve(config, listeners, shutdown_signal()).await?;
+    serve(config, listeners, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 

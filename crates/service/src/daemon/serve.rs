@@ -155,25 +155,34 @@ fn release_free_memory() {
     }
 }
 
-/// Wait for SIGINT (Ctrl-C) or, on Unix, SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// A future that completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM. The handlers are installed
+/// when this is called, not when the future is first polled: called before the daemon binds its
+/// listeners, a signal sent as soon as it answers (a readiness probe passed, then SIGTERM) is
+/// always its shutdown, never the default action that kills the process.
+pub fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        let terminate = signal(SignalKind::terminate()).ok();
+        async move {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = wait(interrupt) => {}
+                _ = wait(terminate) => {}
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
@@ -191,6 +200,23 @@ mod tests {
         let mut out = String::new();
         s.read_to_string(&mut out).await.unwrap();
         out
+    }
+
+    /// A SIGTERM that comes after `shutdown_signal()` was called, before its future was first
+    /// polled (the daemon answered a probe, then was told to stop), ends the wait: it does not
+    /// take the default action, which kills the process with no shutdown at all.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_sigterm_before_the_first_poll_is_a_shutdown() {
+        let shutdown = shutdown_signal();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &std::process::id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(10), shutdown)
+            .await
+            .expect("the SIGTERM ends the wait");
     }
 
     #[tokio::test]
