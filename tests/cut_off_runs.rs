@@ -221,9 +221,13 @@ fn a_daemon_killed_mid_rollback_resumes_its_own_rollback_at_once_and_leaves_anyo
     // With it, the restarted daemon finishes its own rollback at its first poll.
     std::fs::rename(&aside, &record).unwrap();
     let restarted = Daemon::start(work.path(), &config(&endpoint()));
+    // Done: completed, and its heartbeat released (deleted right after the completed file).
     assert!(
         within(Duration::from_secs(60), || pending_rollback(&rt, &f)
-            .is_none()),
+            .is_none()
+            && !keys(&rt, &f)
+                .iter()
+                .any(|k| k.starts_with(".hoodie/.heartbeat/"))),
         "the restarted daemon did not finish its rollback\n{}",
         restarted.logs()
     );
