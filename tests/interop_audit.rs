@@ -12,7 +12,7 @@ use hudi_keeper_test_support as common;
 
 use std::path::Path;
 
-use common::interop::{copy_table, enabled, generated, scenario_json};
+use common::interop::{copy_table, enabled, files_below, generated, scenario_json};
 use common::{stderr, stdout};
 
 /// The scenarios audited per version: copy-on-write and merge-on-read, with the metadata table.
@@ -32,22 +32,9 @@ fn files(report: &serde_json::Value, class: &str) -> u64 {
 
 /// A data file of `instant` under `table` (a path relative to it), outside `.hoodie/`.
 fn data_file_of(table: &Path, instant: &str) -> Option<String> {
-    let mut stack = vec![table.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            let rel = p.strip_prefix(table).expect("prefix").display().to_string();
-            if rel.starts_with(".hoodie") {
-                continue;
-            }
-            if p.is_dir() {
-                stack.push(p);
-            } else if rel.ends_with(&format!("_{instant}.parquet")) {
-                return Some(rel);
-            }
-        }
-    }
-    None
+    files_below(table)
+        .into_iter()
+        .find(|p| !p.starts_with(".hoodie") && p.ends_with(&format!("_{instant}.parquet")))
 }
 
 fn audit_version(version: &str) {

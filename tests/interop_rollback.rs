@@ -11,8 +11,8 @@ use hudi_keeper_test_support as common;
 use std::path::{Path, PathBuf};
 
 use common::interop::{
-    copy_table, enabled, failed_checks, generated, roll_back_like_the_harness_writers, run_sh,
-    scenario_json, tables_root, verify_with_each_hfile_reader,
+    copy_table, enabled, failed_checks, files_below, generated, roll_back_like_the_harness_writers,
+    run_sh, scenario_json, tables_root, verify_with_each_hfile_reader,
 };
 use common::{stderr, stdout};
 
@@ -55,23 +55,6 @@ fn tables(version: &str) -> PathBuf {
         generated(version, s);
     }
     tables_root().join(version)
-}
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).expect("prefix").display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 struct Outcome {
@@ -232,7 +215,7 @@ fn hudis_validator_catches_left_over_and_missing_files() {
     // A data file of the failed write put back.
     let left_over = work.path().join("left-over");
     copy_table(&reference, &left_over);
-    let stray = listing(&failed_table)
+    let stray = files_below(&failed_table)
         .into_iter()
         .find(|p| p.ends_with(&format!("_{failed}.parquet")))
         .expect("the failed write left a data file");
@@ -248,7 +231,7 @@ fn hudis_validator_catches_left_over_and_missing_files() {
     let missing = work.path().join("missing");
     copy_table(&reference, &missing);
     // The newest base file of a file group is in the latest file slice: readers need it.
-    let committed = listing(&missing)
+    let committed = files_below(&missing)
         .into_iter()
         .filter(|p| p.ends_with(".parquet") && !p.starts_with(".hoodie"))
         .max_by_key(|p| {

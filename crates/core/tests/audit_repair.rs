@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use common::fixtures::{build_local, Fixture, Kind, TF};
-use hudi_keeper_core::audit::repair::{repair, RepairOptions, DEFAULT_OLDER_THAN};
+use hudi_keeper_core::audit::repair::{repair, RepairOptions, RepairReport, DEFAULT_OLDER_THAN};
 use hudi_keeper_core::audit::{AuditOptions, Class};
 use hudi_keeper_core::exec::rollback::{rollback, Selection};
 use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider};
@@ -36,6 +36,23 @@ fn options(older_than: Duration) -> RepairOptions {
         dry_run: false,
         quarantine: None,
     }
+}
+
+/// `repair` with the floor at one hour and the fixture's lock.
+fn repair_an_hour_on(
+    rt: &tokio::runtime::Runtime,
+    table: &hudi_keeper_core::Table,
+) -> RepairReport {
+    rt.block_on(repair(
+        table,
+        &options(Duration::from_secs(3600)),
+        &AuditOptions::default(),
+    ))
+    .unwrap()
+}
+
+fn removed_paths(r: &RepairReport) -> Vec<&str> {
+    r.removed.iter().map(|x| x.path.as_str()).collect()
 }
 
 /// A rolled-back failed write, then a leftover of it and an orphan planted, both `age` old.
@@ -95,13 +112,7 @@ fn only_leftovers_and_orphans_older_than_the_floor_go() {
     assert_eq!(rt.block_on(f.snapshot()), before);
 
     // For real: exactly those two files go; the lock is released.
-    let r = rt
-        .block_on(repair(
-            &table,
-            &options(Duration::from_secs(3600)),
-            &AuditOptions::default(),
-        ))
-        .unwrap();
+    let r = repair_an_hour_on(&rt, &table);
     assert_eq!(r.removed.len(), 2, "{:?} {:?}", r.removed, r.kept);
     let after = rt.block_on(f.snapshot());
     let mut expected = before.clone();
@@ -155,20 +166,8 @@ fn a_file_the_metadata_table_may_list_stays() {
         rt.block_on(f.put(&format!(".hoodie/metadata/.hoodie/timeline/{name}"), b""));
     }
     let table = rt.block_on(open(&f));
-    let r = rt
-        .block_on(repair(
-            &table,
-            &options(Duration::from_secs(3600)),
-            &AuditOptions::default(),
-        ))
-        .unwrap();
-    assert_eq!(
-        r.removed
-            .iter()
-            .map(|x| x.path.as_str())
-            .collect::<Vec<_>>(),
-        vec![LEFTOVER]
-    );
+    let r = repair_an_hour_on(&rt, &table);
+    assert_eq!(removed_paths(&r), vec![LEFTOVER]);
     assert_eq!(r.kept.len(), 1, "{:?}", r.kept);
     assert_eq!(r.kept[0].path, ORPHAN);
     assert!(r.kept[0].reason.contains("metadata table"), "{:?}", r.kept);
@@ -244,20 +243,8 @@ fn each_file_is_classified_again_under_the_lock() {
             f.storage().with_interceptor(hook),
         ))
         .unwrap();
-    let r = rt
-        .block_on(repair(
-            &table,
-            &options(Duration::from_secs(3600)),
-            &AuditOptions::default(),
-        ))
-        .unwrap();
-    assert_eq!(
-        r.removed
-            .iter()
-            .map(|x| x.path.as_str())
-            .collect::<Vec<_>>(),
-        vec![LEFTOVER]
-    );
+    let r = repair_an_hour_on(&rt, &table);
+    assert_eq!(removed_paths(&r), vec![LEFTOVER]);
     assert_eq!(r.kept.len(), 1, "{:?}", r.kept);
     assert!(
         r.kept[0].reason.starts_with("now committed"),

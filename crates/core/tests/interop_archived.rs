@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::interop::{
-    copy_table, enabled, enabled_full, failed_checks, generated, must, run_sh, run_sh_command,
-    scenario_json, tables_root,
+    copy_table, enabled, enabled_full, failed_checks, files_below, generated, must, run_sh,
+    run_sh_command, scenario_json, tables_root,
 };
 use hudi_keeper_core::audit::repair::{repair, RepairOptions};
 use hudi_keeper_core::audit::{audit, AuditOptions, Class};
@@ -211,8 +211,8 @@ async fn audit_with_the_rollback_archived(version: &str, dir: &Path) {
         .to_string();
     // A base file of the failed write in a file group the table no longer has (the failed
     // write's new keys): nothing newer hides it from Hudi's reader.
-    let present = walk(&copy);
-    let file = walk(&failed_table)
+    let present = files_below(&copy);
+    let file = files_below(&failed_table)
         .into_iter()
         .filter(|p| !p.starts_with(".hoodie") && p.ends_with(&format!("_{failed}.parquet")))
         .find(|p| {
@@ -222,7 +222,7 @@ async fn audit_with_the_rollback_archived(version: &str, dir: &Path) {
         })
         .expect("a base file of the failed write in a file group of its own");
     // The committed records: those of the newest commit's expected records.
-    let expected = walk(&copy)
+    let expected = files_below(&copy)
         .into_iter()
         .filter(|p| p.starts_with("expected-records-") && p.ends_with(".json"))
         .max()
@@ -313,23 +313,6 @@ async fn table_has_instant(table: &Table, instant: &str) -> bool {
         .find(instant)
         .count()
         > 0
-}
-
-/// Every file below `dir`, relative to it.
-fn walk(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).expect("prefix").display().to_string());
-            }
-        }
-    }
-    out
 }
 
 /// What real Hudi wrote there: the files of the archive folder.

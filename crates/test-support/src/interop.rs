@@ -227,3 +227,21 @@ pub fn generated(version: &str, scenario: &str) -> PathBuf {
     );
     table
 }
+
+/// Every file below `dir`, as paths relative to it, sorted.
+pub fn files_below(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).expect("prefix").display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
