@@ -5,11 +5,13 @@
 use std::time::{Duration, SystemTime};
 
 use common::fixtures::{build_local, Fixture, Kind, TF};
+use hudi_keeper_core::audit::journal::{Journal, JOURNAL_DIR};
 use hudi_keeper_core::audit::repair::{repair, RepairOptions, RepairReport, DEFAULT_OLDER_THAN};
 use hudi_keeper_core::audit::{AuditOptions, Class};
 use hudi_keeper_core::exec::rollback::{rollback, Selection};
 use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider};
-use hudi_keeper_core::storage::{Storage, StorageOptions};
+use hudi_keeper_core::storage::testing::FailNth;
+use hudi_keeper_core::storage::{OpKind, Storage, StorageOptions};
 use hudi_keeper_core::Error;
 use hudi_keeper_test_support as common;
 use hudi_keeper_test_support::engine::{open, rollback_options};
@@ -49,6 +51,22 @@ fn repair_an_hour_on(
         &AuditOptions::default(),
     ))
     .unwrap()
+}
+
+/// Take the repair journals out of a table snapshot, parsed.
+fn journals_in(snapshot: &mut std::collections::BTreeMap<String, Vec<u8>>) -> Vec<Journal> {
+    let paths: Vec<String> = snapshot
+        .keys()
+        .filter(|k| k.starts_with(JOURNAL_DIR))
+        .cloned()
+        .collect();
+    paths
+        .into_iter()
+        .map(|p| {
+            let bytes = snapshot.remove(&p).unwrap();
+            serde_json::from_slice(&bytes).unwrap()
+        })
+        .collect()
 }
 
 fn removed_paths(r: &RepairReport) -> Vec<&str> {
@@ -111,10 +129,19 @@ fn only_leftovers_and_orphans_older_than_the_floor_go() {
     assert_eq!(named, vec![ORPHAN, LEFTOVER]);
     assert_eq!(rt.block_on(f.snapshot()), before);
 
-    // For real: exactly those two files go; the lock is released.
+    // For real: exactly those two files go, named first in a journal that is then finished;
+    // the lock is released.
     let r = repair_an_hour_on(&rt, &table);
     assert_eq!(r.removed.len(), 2, "{:?} {:?}", r.removed, r.kept);
-    let after = rt.block_on(f.snapshot());
+    let mut after = rt.block_on(f.snapshot());
+    let journals = journals_in(&mut after);
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    let j = &journals[0];
+    assert_eq!(Some(&j.id), r.journal.as_ref());
+    assert!(j.finished.is_some());
+    let mut named: Vec<_> = j.files.iter().map(|f| f.path.as_str()).collect();
+    named.sort();
+    assert_eq!(named, vec![ORPHAN, LEFTOVER]);
     let mut expected = before.clone();
     expected.remove(LEFTOVER);
     expected.remove(ORPHAN);
@@ -252,4 +279,112 @@ fn each_file_is_classified_again_under_the_lock() {
         r.kept
     );
     assert!(dir.path().join(ORPHAN).exists());
+}
+
+#[test]
+fn a_cut_off_repair_is_resumed_from_its_journal() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let f = table_with_leftovers(&rt, dir.path(), Kind::CowV8, Duration::from_secs(7200));
+    // The second delete fails: the first file is gone, the second not.
+    let fail = std::sync::Arc::new(FailNth::new(&[OpKind::Delete], 2));
+    let cut = rt
+        .block_on(hudi_keeper_core::Table::open_storage(
+            f.storage().with_interceptor(fail.clone()),
+        ))
+        .unwrap();
+    let err = rt
+        .block_on(repair(
+            &cut,
+            &options(Duration::from_secs(3600)),
+            &AuditOptions::default(),
+        ))
+        .unwrap_err();
+    assert!(fail.fired(), "{err}");
+    let mut snap = rt.block_on(f.snapshot());
+    let journals = journals_in(&mut snap);
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    assert!(journals[0].finished.is_none(), "{:?}", journals[0]);
+    let gone: Vec<&str> = [LEFTOVER, ORPHAN]
+        .into_iter()
+        .filter(|p| !dir.path().join(p).exists())
+        .collect();
+    assert_eq!(gone.len(), 1, "one file went before the cut");
+    assert!(
+        !dir.path().join(".hoodie/lock").exists(),
+        "the cut-off repair released its lock"
+    );
+
+    // The next repair resumes the journal: the file gone counts as removed by the cut-off run.
+    let table = rt.block_on(open(&f));
+    let r = repair_an_hour_on(&rt, &table);
+    assert_eq!(r.resumed_journals, vec![journals[0].id.clone()]);
+    let mut removed: Vec<(&str, bool)> = r
+        .removed
+        .iter()
+        .map(|x| (x.path.as_str(), x.already_gone))
+        .collect();
+    removed.sort();
+    let mut expected: Vec<(&str, bool)> = [ORPHAN, LEFTOVER]
+        .into_iter()
+        .map(|p| (p, gone.contains(&p)))
+        .collect();
+    expected.sort();
+    assert_eq!(removed, expected, "{:?}", r.kept);
+    assert!(!dir.path().join(LEFTOVER).exists());
+    assert!(!dir.path().join(ORPHAN).exists());
+    let mut snap = rt.block_on(f.snapshot());
+    let journals = journals_in(&mut snap);
+    assert!(
+        journals.iter().all(|j| j.finished.is_some()),
+        "{journals:?}"
+    );
+}
+
+#[test]
+fn a_journal_with_another_quarantine_or_unreadable_refuses_before_anything() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let f = table_with_leftovers(&rt, dir.path(), Kind::CowV6, Duration::from_secs(7200));
+    let table = rt.block_on(open(&f));
+    // A cut-off repair that quarantined to somewhere else.
+    let quarantine = tempfile::tempdir().unwrap();
+    let q = Storage::open(
+        quarantine.path().to_str().unwrap(),
+        &StorageOptions::default(),
+    )
+    .unwrap();
+    let audit = rt
+        .block_on(hudi_keeper_core::audit::audit(
+            &table,
+            &AuditOptions {
+                collect: true,
+                ..AuditOptions::default()
+            },
+        ))
+        .unwrap();
+    let j = Journal::new(&audit.candidates, Some(&q));
+    rt.block_on(j.create(table.storage())).unwrap();
+    let before = rt.block_on(f.snapshot());
+    let err = rt
+        .block_on(repair(
+            &table,
+            &options(Duration::from_secs(3600)),
+            &AuditOptions::default(),
+        ))
+        .unwrap_err();
+    assert!(matches!(err, Error::RepairRefused { .. }), "{err}");
+    assert!(err.to_string().contains("--quarantine"), "{err}");
+    assert_eq!(rt.block_on(f.snapshot()), before);
+
+    // A journal that cannot be parsed: what it names is unknown, so nothing goes.
+    rt.block_on(f.put(&format!("{JOURNAL_DIR}/{}.json", j.id), b"{ not json"));
+    let before = rt.block_on(f.snapshot());
+    let mut o = options(Duration::from_secs(3600));
+    o.quarantine = Some(q);
+    let err = rt
+        .block_on(repair(&table, &o, &AuditOptions::default()))
+        .unwrap_err();
+    assert!(matches!(err, Error::Journal { .. }), "{err}");
+    assert_eq!(rt.block_on(f.snapshot()), before);
 }

@@ -3,7 +3,7 @@
 //! wrote), and on table version 6 the write stats that name the log files deltacommits appended
 //! to.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::debug;
 
@@ -28,6 +28,29 @@ pub(super) struct Gathered {
     /// Completed rollbacks and restores whose metadata could not be read: (path, why). Any makes
     /// the audit claim no orphan (an unread rollback may name the instant).
     pub unreadable: Vec<(String, String)>,
+    /// Each completed rollback and restore on the active timeline -> what it undid: the
+    /// instants, and the partitions its metadata names (the archival guard lists those).
+    pub active_rollbacks: BTreeMap<String, Undone>,
+}
+
+/// What one completed rollback or restore undid, by its metadata.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Undone {
+    /// The instants it rolled back.
+    pub instants: BTreeSet<String>,
+    /// The partitions its metadata names (`""`: the base path).
+    pub partitions: BTreeSet<String>,
+}
+
+impl Undone {
+    fn note(&mut self, m: &RollbackMetadata) {
+        self.instants.extend(m.commits_rollback.iter().cloned());
+        self.partitions.extend(
+            m.partition_metadata
+                .values()
+                .map(|p| p.partition_path.clone()),
+        );
+    }
 }
 
 pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
@@ -36,6 +59,7 @@ pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
     let mut k = Knowledge::default();
     let mut unreadable = Vec::new();
     let mut v6_log_writers = BTreeMap::new();
+    let mut active_rollbacks: BTreeMap<String, Undone> = BTreeMap::new();
     let v6 = table.config().version == TableVersion::V6;
     for i in timeline.instants() {
         if i.is_pending() {
@@ -61,7 +85,13 @@ pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
         let bytes = storage.get(&file.path).await?;
         let read = match i.action {
             Action::Rollback => RollbackMetadata::from_avro(&bytes)
-                .map(|m| note_rollback(&mut k, &i.requested_time, &m))
+                .map(|m| {
+                    note_rollback(&mut k, &i.requested_time, &m);
+                    active_rollbacks
+                        .entry(i.requested_time.clone())
+                        .or_default()
+                        .note(&m);
+                })
                 .map_err(|e| e.to_string()),
             Action::Restore => RestoreMetadata::from_avro(&bytes)
                 .map(|m| {
@@ -70,8 +100,15 @@ pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
                             .entry(t.clone())
                             .or_insert_with(|| i.requested_time.clone());
                     }
+                    let undone = active_rollbacks
+                        .entry(i.requested_time.clone())
+                        .or_default();
+                    undone
+                        .instants
+                        .extend(m.instants_to_rollback.iter().cloned());
                     for child in m.hoodie_restore_metadata.values().flatten() {
                         note_rollback(&mut k, &i.requested_time, child);
+                        undone.note(child);
                     }
                 })
                 .map_err(|e| e.to_string()),
@@ -99,6 +136,7 @@ pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
         v6_log_writers,
         archive,
         unreadable,
+        active_rollbacks,
     })
 }
 

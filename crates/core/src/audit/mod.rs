@@ -7,6 +7,8 @@
 //! that no metadata explains is opened, for the instants in its blocks' headers.
 
 pub mod classify;
+pub mod guard;
+pub mod journal;
 mod knowledge;
 pub mod repair;
 mod report;
@@ -63,48 +65,27 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             gathered.archive.clone(),
             gathered.unreadable.clone(),
         );
-        let mut to_open: Vec<(FileMeta, String)> = Vec::new();
         let storage = table.storage();
         let root = storage.list_dir(&RelPath::root()).await?;
-        let mut judge = |m: &FileMeta| -> bool {
-            let name = m.file_name();
-            let Some(file) = DataFile::parse(name) else {
-                report.other_files += 1;
-                return false;
-            };
-            let path = m.path.as_str();
-            let verdict = match &file {
-                DataFile::Log { .. }
-                    if v6_logs && !gathered.knowledge.rollback_files.contains_key(path) =>
-                {
-                    // A version-6 log file's name carries its slice's base instant; the
-                    // instants that appended to it are in the write stats, else in its blocks.
-                    match gathered.v6_log_writers.get(path) {
-                        Some(w) => gathered.knowledge.classify_blocks(path, [w.as_str()]),
-                        None => {
-                            to_open.push((m.clone(), file.instant().to_string()));
-                            return false;
-                        }
-                    }
+        let mut judge = Judge::new(&gathered, v6_logs);
+        let mut add = |m: &FileMeta| -> bool {
+            match judge.judge(m) {
+                Judged::NotData => report.other_files += 1,
+                Judged::Open => {}
+                Judged::Verdict(v, instant) => {
+                    report.add(m, &[instant], v, options.examples, options.collect)
                 }
-                _ => gathered.knowledge.classify(path, file.instant()),
-            };
-            report.add(
-                m,
-                &[file.instant().to_string()],
-                verdict,
-                options.examples,
-                options.collect,
-            );
+            }
             false
         };
         for f in &root.files {
-            judge(f);
+            add(f);
         }
         for dir in root.dirs.iter().filter(|d| d.as_str() != ".hoodie") {
             let prefix = RelPath::root().join(dir).map_err(StorageError::from)?;
-            storage.list_filtered(&prefix, &mut judge).await?;
+            storage.list_filtered(&prefix, &mut add).await?;
         }
+        let to_open = judge.to_open;
         for (m, name_instant) in to_open {
             let (verdict, mut instants) = open_log(table, &gathered.knowledge, &m, options).await?;
             report.logs_opened += 1;
@@ -123,6 +104,58 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
     }
     .instrument(span)
     .await
+}
+
+/// What [`Judge::judge`] made of one listed file.
+enum Judged {
+    /// Not a data file (`.hoodie_partition_metadata`, `.crc`, …).
+    NotData,
+    /// A version-6 log file that no metadata explains: set aside in [`Judge::to_open`], to be
+    /// classified by its blocks ([`open_log`]).
+    Open,
+    /// Its class, and the instant its name carries.
+    Verdict(Verdict, String),
+}
+
+/// Classifies listed files by what was gathered; the audit and the archival guard share it.
+struct Judge<'a> {
+    gathered: &'a knowledge::Gathered,
+    v6_logs: bool,
+    /// Version-6 log files to open, with the instant their name carries.
+    to_open: Vec<(FileMeta, String)>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(gathered: &'a knowledge::Gathered, v6_logs: bool) -> Self {
+        Self {
+            gathered,
+            v6_logs,
+            to_open: Vec::new(),
+        }
+    }
+
+    fn judge(&mut self, m: &FileMeta) -> Judged {
+        let Some(file) = DataFile::parse(m.file_name()) else {
+            return Judged::NotData;
+        };
+        let path = m.path.as_str();
+        let k = &self.gathered.knowledge;
+        let verdict = match &file {
+            DataFile::Log { .. } if self.v6_logs && !k.rollback_files.contains_key(path) => {
+                // A version-6 log file's name carries its slice's base instant; the instants
+                // that appended to it are in the write stats, else in its blocks.
+                match self.gathered.v6_log_writers.get(path) {
+                    Some(w) => k.classify_blocks(path, [w.as_str()]),
+                    None => {
+                        self.to_open.push((m.clone(), file.instant().to_string()));
+                        return Judged::Open;
+                    }
+                }
+            }
+            _ => k.classify(path, file.instant()),
+        };
+        Judged::Verdict(verdict, file.instant().to_string())
+    }
 }
 
 /// The class of a version-6 log file that no write stats name, by the instants in its blocks'

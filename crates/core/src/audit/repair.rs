@@ -15,9 +15,10 @@
 //! - `--dry-run` shows what would go; a quarantine store gets a copy of each file before it is
 //!   deleted (a file too large to copy in memory stays).
 //!
-//! A cut-off repair stops at a safe point between files and releases the lock; a rerun audits
-//! again and goes on with what is left (the audit is the repair's journal: every file it removes
-//! is still a leftover or orphan when found again).
+//! A journal naming the files is written into the table under the lock before the first one
+//! goes ([`super::journal`]). A cut-off repair stops at a safe point between files and releases
+//! the lock; the next repair, from any machine, resumes the unfinished journal first (each file
+//! judged again as above; one already gone counts as removed), then audits and goes on.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -27,6 +28,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::classify::Class;
+use super::journal::{self, Journal};
 use super::{audit, knowledge, AuditOptions, AuditReport, Candidate};
 use crate::exec::holding_lock;
 use crate::protocol::lock::LockOptions;
@@ -58,6 +60,10 @@ pub struct RepairOptions {
 /// One file the repair removed, or would remove.
 #[derive(Debug, Clone, Serialize)]
 pub struct Removed {
+    /// Already gone when a resumed journal's repair came to it: removed by the repair that was
+    /// cut off.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub already_gone: bool,
     /// Table-relative path.
     pub path: String,
     /// Its class.
@@ -96,6 +102,11 @@ pub struct RepairReport {
     pub more_to_do: bool,
     /// How long taking the lock waited.
     pub lock_wait_ms: u64,
+    /// The journal this repair wrote before its first removal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
+    /// Unfinished journals of cut-off repairs that this one resumed (a dry run: would resume).
+    pub resumed_journals: Vec<String>,
 }
 
 fn refused(table: &Table, reason: impl Into<String>) -> Error {
@@ -120,6 +131,37 @@ pub async fn repair(
             ),
         ));
     }
+    let journals = journal::read_journals(table.storage()).await?;
+    let unfinished: Vec<Journal> = journals
+        .iter()
+        .filter(|j| j.finished.is_none())
+        .cloned()
+        .collect();
+    let quarantine_uri = options.quarantine.as_ref().map(|q| q.uri().to_string());
+    if let Some(j) = unfinished.iter().find(|j| j.quarantine != quarantine_uri) {
+        return Err(refused(
+            table,
+            format!(
+                "the cut-off repair {} (journal {}) copied its files to {} first; run again with {} so it is resumed the same way; nothing was changed",
+                j.id,
+                journal::JOURNAL_DIR,
+                j.quarantine.as_deref().map_or("no quarantine".to_string(), |q| format!("the quarantine {q}")),
+                j.quarantine.as_deref().map_or("no --quarantine".to_string(), |q| format!("--quarantine {q}")),
+            ),
+        ));
+    }
+    let mut resumed: Vec<Candidate> = Vec::new();
+    for j in &unfinished {
+        let (candidates, invalid) = j.candidates();
+        if let Some(bad) = invalid.first() {
+            return Err(Error::Journal {
+                path: j.path().map(|p| p.to_string()).unwrap_or_default(),
+                reason: format!("names `{bad}`, which is no data file path of the table; move the journal away after looking at it"),
+            });
+        }
+        resumed.extend(candidates);
+    }
+    let resumed_paths: BTreeSet<String> = resumed.iter().map(|c| c.meta.path.to_string()).collect();
     let mut audited = audit(
         table,
         &AuditOptions {
@@ -134,6 +176,8 @@ pub async fn repair(
     let floor = chrono::Duration::from_std(options.older_than).unwrap_or(chrono::Duration::MAX);
     let (old, young): (Vec<Candidate>, Vec<Candidate>) = candidates
         .into_iter()
+        .filter(|c| !resumed_paths.contains(c.meta.path.as_str()))
+        .chain(resumed)
         .partition(|c| now.signed_duration_since(c.meta.last_modified) >= floor);
     let mut kept: Vec<Kept> = young
         .into_iter()
@@ -154,20 +198,22 @@ pub async fn repair(
         kept: Vec::new(),
         more_to_do,
         lock_wait_ms: 0,
+        journal: None,
+        resumed_journals: unfinished.iter().map(|j| j.id.clone()).collect(),
     };
-    if options.dry_run || old.is_empty() {
+    if options.dry_run || (old.is_empty() && unfinished.is_empty()) {
         report.removed = old.iter().map(removed).collect();
         report.kept = kept;
         return Ok(report);
     }
-    let ((removed, kept_locked), waited) =
-        holding_lock(table, &options.lock, |fenced| async move {
-            remove_under_lock(&fenced, old, options).await
-        })
-        .await?;
-    kept.extend(kept_locked);
-    report.removed = removed;
+    let ((outcome, journal_id), waited) = holding_lock(table, &options.lock, |fenced| async move {
+        journaled(&fenced, old, unfinished, journals, options).await
+    })
+    .await?;
+    kept.extend(outcome.kept);
+    report.removed = outcome.removed;
     report.kept = kept;
+    report.journal = journal_id;
     report.lock_wait_ms = waited.as_millis() as u64;
     info!(
         table = %table.uri(),
@@ -178,8 +224,65 @@ pub async fn repair(
     Ok(report)
 }
 
-fn removed(c: &Candidate) -> Removed {
+/// Under the lock: write the journal of `old` (a resumed journal's files among them), remove
+/// them, mark this journal and the resumed ones finished, and prune old journals.
+async fn journaled(
+    table: &Table,
+    old: Vec<Candidate>,
+    unfinished: Vec<Journal>,
+    journals: Vec<Journal>,
+    options: &RepairOptions,
+) -> Result<(Outcome, Option<String>), Error> {
+    let storage = table.storage();
+    let mut journal = if old.is_empty() {
+        None
+    } else {
+        let j = Journal::new(&old, options.quarantine.as_ref());
+        j.create(storage).await?;
+        Some(j)
+    };
+    let resumed: BTreeSet<String> = unfinished
+        .iter()
+        .flat_map(|j| j.files.iter().map(|f| f.path.clone()))
+        .collect();
+    let mut outcome = remove_under_lock(table, old, options.quarantine.as_ref(), REPAIRED).await?;
+    // A resumed journal's file that is gone was removed by the repair that was cut off.
+    let (gone_before, gone_now): (Vec<Candidate>, Vec<Candidate>) =
+        std::mem::take(&mut outcome.gone)
+            .into_iter()
+            .partition(|c| resumed.contains(c.meta.path.as_str()));
+    outcome.removed.extend(gone_before.iter().map(|c| Removed {
+        already_gone: true,
+        ..removed(c)
+    }));
+    outcome.kept.extend(gone_now.into_iter().map(|c| Kept {
+        path: c.meta.path.to_string(),
+        class: c.class,
+        reason: "gone since it was listed".into(),
+    }));
+    let mut finished = journals;
+    for mut j in unfinished {
+        table.stop_point("between the journals of a repair", None)?;
+        j.finish(storage).await?;
+        if let Some(f) = finished.iter_mut().find(|f| f.id == j.id) {
+            *f = j;
+        }
+    }
+    let id = match journal.as_mut() {
+        Some(j) => {
+            j.finish(storage).await?;
+            finished.push(j.clone());
+            Some(j.id.clone())
+        }
+        None => None,
+    };
+    journal::prune(storage, &finished).await?;
+    Ok((outcome, id))
+}
+
+pub(super) fn removed(c: &Candidate) -> Removed {
     Removed {
+        already_gone: false,
         path: c.meta.path.to_string(),
         class: c.class,
         size: c.meta.size,
@@ -187,17 +290,32 @@ fn removed(c: &Candidate) -> Removed {
     }
 }
 
-/// Under the lock: classify each candidate again and remove those still leftovers or orphans.
-async fn remove_under_lock(
+/// The classes a repair removes.
+const REPAIRED: &[Class] = &[Class::RollbackLeftover, Class::Orphan];
+
+/// What [`remove_under_lock`] did.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    pub removed: Vec<Removed>,
+    pub kept: Vec<Kept>,
+    /// Candidates gone since they were listed (a head proved them absent).
+    pub gone: Vec<Candidate>,
+}
+
+/// Under the lock: classify each candidate again and remove those still of an `allowed` class
+/// (copied to `quarantine` first, when given).
+pub(super) async fn remove_under_lock(
     table: &Table,
     candidates: Vec<Candidate>,
-    options: &RepairOptions,
-) -> Result<(Vec<Removed>, Vec<Kept>), Error> {
+    quarantine: Option<&Storage>,
+    allowed: &[Class],
+) -> Result<Outcome, Error> {
     let storage = table.storage();
     let now = knowledge::gather(table).await?;
     let mdt_completed = metadata_table_completed(table).await?;
     let mut removed_files = Vec::new();
     let mut kept = Vec::new();
+    let mut gone = Vec::new();
     for c in candidates {
         table.stop_point("between the files of a repair", None)?;
         let path = c.meta.path.as_str();
@@ -209,7 +327,7 @@ async fn remove_under_lock(
         let verdict = now
             .knowledge
             .classify_blocks(path, c.instants.iter().map(String::as_str));
-        if !matches!(verdict.class, Class::RollbackLeftover | Class::Orphan) {
+        if !allowed.contains(&verdict.class) {
             kept.push(keep(format!(
                 "now {}: {}",
                 verdict.class.as_str(),
@@ -225,7 +343,7 @@ async fn remove_under_lock(
         }
         match storage.head(&c.meta.path).await? {
             None => {
-                kept.push(keep("gone since it was listed".into()));
+                gone.push(c);
                 continue;
             }
             Some(m) if m.size != c.meta.size || m.last_modified != c.meta.last_modified => {
@@ -244,7 +362,7 @@ async fn remove_under_lock(
             }
             return Err(e.into());
         }
-        if let Some(q) = &options.quarantine {
+        if let Some(q) = quarantine {
             if c.meta.size > MAX_QUARANTINE_FILE {
                 kept.push(keep(format!(
                     "larger than the {MAX_QUARANTINE_FILE} bytes copied to a quarantine"
@@ -278,7 +396,11 @@ async fn remove_under_lock(
             "leftovers or orphans kept; see the report"
         );
     }
-    Ok((removed_files, kept))
+    Ok(Outcome {
+        removed: removed_files,
+        kept,
+        gone,
+    })
 }
 
 /// The requested times of the completed instants on the metadata table's active timeline (none

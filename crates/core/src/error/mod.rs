@@ -51,6 +51,15 @@ pub enum Error {
         /// Why, and what the operator can do.
         reason: String,
     },
+    /// A repair journal in the table cannot be written, read or trusted; the repair stops
+    /// before changing anything more.
+    #[error("repair journal `{path}`: {reason}")]
+    Journal {
+        /// Its table-relative path.
+        path: String,
+        /// Why, and what the operator can do.
+        reason: String,
+    },
     /// A file could not be deleted; the rollback stays pending and resumes on the next run.
     #[error("table `{table}`, instant {instant}: could not delete `{path}`: {source}")]
     Delete {

@@ -205,7 +205,7 @@ async fn run_repair(
         return Ok(ExitCode::SUCCESS);
     }
     let resume = |_: Option<&str>| {
-        "this command again (it audits the table again and goes on with what is left)".to_string()
+        "this command again (it resumes the repair from its journal under .hoodie/.hudi-keeper/repairs/, then audits the table again and goes on with what is left)".to_string()
     };
     let done = match super::change_table(table, resume, |t| async move {
         repair(&t, &options, audit_options).await
@@ -241,7 +241,33 @@ fn render_repair(r: &RepairReport) -> String {
         r.older_than_s
     );
     for x in &r.removed {
-        let _ = writeln!(out, "  {} ({}, {} bytes)", x.path, x.class.as_str(), x.size);
+        let gone = if x.already_gone {
+            ", already removed by the repair that was cut off"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  {} ({}, {} bytes{gone})",
+            x.path,
+            x.class.as_str(),
+            x.size
+        );
+    }
+    if !r.resumed_journals.is_empty() {
+        let verb = if r.dry_run { "Would resume" } else { "Resumed" };
+        let _ = writeln!(
+            out,
+            "{verb} the cut-off repair(s) {} from their journals.",
+            r.resumed_journals.join(", ")
+        );
+    }
+    if let Some(j) = &r.journal {
+        let _ = writeln!(
+            out,
+            "Journal: {}/{j}.json",
+            hudi_keeper_core::audit::journal::JOURNAL_DIR
+        );
     }
     if !r.kept.is_empty() {
         let _ = writeln!(out, "Kept {} file(s):", r.kept.len());
