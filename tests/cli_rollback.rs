@@ -726,3 +726,65 @@ fn without_a_terminal_nothing_but_the_summary_is_printed() {
         "{text}"
     );
 }
+
+#[test]
+fn files_the_markers_missed_are_removed_by_the_leftover_guard_unless_it_is_off() {
+    let missed = [
+        "p1/missed-0_0-1-2_20200102000000000.parquet",
+        "p1/.failed-0_20200102000000000.log.1_0-1-2",
+    ];
+    for guard_on in [true, false] {
+        let t = failed_table();
+        t.touch(&[missed[0]]);
+        // Markers alone decide the rollback's plan: the files they missed stay behind it.
+        let mut args = vec![
+            "rollback",
+            &t.uri(),
+            "--yes",
+            "--json",
+            "--lock",
+            "filesystem",
+            "--no-listing-cross-check",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        if !guard_on {
+            args.push("--no-leftover-guard".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["rollbacks"][0]["files_deleted"], 1, "{v}");
+        assert!(!t
+            .path()
+            .join("p1/failed-0_0-1-2_20200102000000000.parquet")
+            .exists());
+        if guard_on {
+            let mut removed: Vec<&str> = v["leftover_guard"]["removed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["path"].as_str().unwrap())
+                .collect();
+            removed.sort();
+            let mut expected = missed.to_vec();
+            expected.sort();
+            assert_eq!(removed, expected, "{v}");
+            for p in missed {
+                assert!(!t.path().join(p).exists(), "{p}");
+            }
+        } else {
+            assert!(v["leftover_guard"].is_null(), "{v}");
+            for p in missed {
+                assert!(t.path().join(p).exists(), "{p}");
+            }
+        }
+        assert!(t
+            .path()
+            .join("p1/committed-0_0-1-2_20200101000000000.parquet")
+            .exists());
+        assert!(!t.path().join(".hoodie/lock").exists());
+    }
+}

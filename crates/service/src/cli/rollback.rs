@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use clap::Args;
+use hudi_keeper_core::audit::guard::{guard, GuardOptions, GuardReport, GuardScope};
+use hudi_keeper_core::audit::AuditOptions;
 use hudi_keeper_core::exec::rollback::{
     count_selected, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
@@ -48,6 +50,10 @@ pub struct RollbackArgs {
     /// Deletes in flight at once.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub delete_concurrency: u16,
+    /// Do not check, after the rollbacks, the partitions they touched for files of the instants
+    /// they undid (written by a zombie writer meanwhile, or missed) and remove them under the lock.
+    #[arg(long)]
+    pub no_leftover_guard: bool,
 }
 
 pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
@@ -101,6 +107,7 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         lock: args.lock.lock_options(&table)?,
         ..options
     };
+    let options_lock = options.lock.clone();
     if !args.yes
         && !super::confirm(
             "roll back",
@@ -129,13 +136,57 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     };
     // The last bar stays on screen, above the summary.
     drop(bars);
+    let guarded = if args.no_leftover_guard || done.is_empty() {
+        None
+    } else {
+        let scope =
+            GuardScope::Rollbacks(done.iter().map(|d| d.rollback_instant.clone()).collect());
+        let guard_options = GuardOptions {
+            lock: options_lock,
+            dry_run: false,
+            max_log_read: AuditOptions::default().max_log_read,
+        };
+        let again = |_: Option<&str>| {
+            "`hudi-keeper audit <uri> --repair` to find and remove the files the rollbacks left (the rollbacks themselves are complete)".to_string()
+        };
+        match super::change_table(&table, again, |t| async move {
+            guard(&t, &scope, &guard_options).await
+        })
+        .await?
+        {
+            Ok(report) => Some(report),
+            Err(code) => return Ok(code),
+        }
+    };
     if args.json {
-        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done, "requests": requests.by_kind()});
+        let doc = serde_json::json!({"table": table.uri(), "dry_run": false, "rollbacks": done, "leftover_guard": guarded, "requests": requests.by_kind()});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render_done(&done));
+        if let Some(g) = &guarded {
+            print!("{}", render_guard(g));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn render_guard(g: &GuardReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "leftover guard: {} partition(s) of {} rollback(s) listed, {} file(s) of the rolled-back instants found, {} removed",
+        g.partitions_listed,
+        g.rollbacks_checked,
+        g.leftovers_found,
+        g.removed.len()
+    );
+    for x in &g.removed {
+        let _ = writeln!(out, "  removed {} ({} bytes)", x.path, x.size);
+    }
+    for k in &g.kept {
+        let _ = writeln!(out, "  kept {}: {}", k.path, k.reason);
+    }
+    out
 }
 
 fn render_previews(plans: &[RollbackPreview]) -> String {
