@@ -5,14 +5,24 @@
 //! marker, a zombie writer) is a `rollback_leftover`, in its partition. No log file is opened
 //! where metadata explains it.
 //!
+//! Hudi 0.15's timeline-server markers too (`*-timeline`): its own rollback leaves nothing there.
+//!
+//! The leftover guard: a base file of the failed write that its markers miss, rolled back by
+//! `hudi-keeper rollback --no-listing-cross-check` (markers alone decide the plan), is removed by the
+//! guard after the rollback; the result equals Hudi's own rollback (`run.sh diff`) and Hudi's
+//! validator passes.
+//!
 //! Run by `scripts/test` (HUDI_KEEPER_INTEROP=1): every version in CI (no JVM runs here but the
-//! generation of missing tables; the audits take seconds).
+//! generation of missing tables and, for the guard, one validator and one diff per version).
 
 use hudi_keeper_test_support as common;
 
 use std::path::Path;
 
-use common::interop::{copy_table, enabled, files_below, generated, scenario_json};
+use common::interop::{
+    copy_table, enabled, failed_checks, files_below, generated, roll_back_like_the_harness_writers,
+    run_sh, scenario_json,
+};
 use common::{stderr, stdout};
 
 /// The scenarios audited per version: copy-on-write and merge-on-read, with the metadata table.
@@ -37,9 +47,17 @@ fn data_file_of(table: &Path, instant: &str) -> Option<String> {
         .find(|p| !p.starts_with(".hoodie") && p.ends_with(&format!("_{instant}.parquet")))
 }
 
+/// Hudi 0.15's timeline-server-marker scenarios, audited besides [`SCENARIOS`].
+const TIMELINE_SERVER_0_15: &[&str] = &["cow-mdt-timeline", "mor-mdt-timeline"];
+
 fn audit_version(version: &str) {
     let work = tempfile::tempdir().expect("tempdir");
-    for s in SCENARIOS {
+    let extra: &[&str] = if version == "0.15" {
+        TIMELINE_SERVER_0_15
+    } else {
+        &[]
+    };
+    for s in SCENARIOS.iter().chain(extra) {
         let failed_table = generated(version, s);
         let reference = failed_table.with_file_name(format!("{s}-hudi-rollback"));
         let failed = scenario_json(&failed_table)["failed_instant"]
@@ -106,10 +124,75 @@ fn audit_version(version: &str) {
     }
 }
 
+/// A base file of the failed write of `cow-mdt-direct` copied under a new file id (its markers
+/// miss it); `hudi-keeper rollback --no-listing-cross-check` rolls the write back by its markers
+/// and its leftover guard removes the copy: the table equals Hudi's own rollback and Hudi's
+/// validator passes.
+fn guard_after_rollback(version: &str) {
+    let s = "cow-mdt-direct";
+    let failed_table = generated(version, s);
+    let reference = failed_table.with_file_name(format!("{s}-hudi-rollback"));
+    let meta = scenario_json(&failed_table);
+    let failed = meta["failed_instant"].as_str().expect("failed instant");
+    let interval = meta["heartbeat_interval_ms"].as_u64().unwrap_or(1000);
+    let work = tempfile::tempdir().expect("tempdir");
+    let ours = work.path().join(s);
+    copy_table(&failed_table, &ours);
+    let file = data_file_of(&ours, failed).expect("a base file of the failed write");
+    let (dir, name) = file.rsplit_once('/').unwrap_or(("", &file));
+    let (_, rest) = name
+        .split_once('_')
+        .expect("<file id>_<token>_<instant>.parquet");
+    let missed = if dir.is_empty() {
+        format!("00000000-0000-0000-0000-00000000beef-0_{rest}")
+    } else {
+        format!("{dir}/00000000-0000-0000-0000-00000000beef-0_{rest}")
+    };
+    std::fs::copy(ours.join(&file), ours.join(&missed)).expect("copy");
+
+    let out = roll_back_like_the_harness_writers(&ours, interval, &["--no-listing-cross-check"]);
+    assert!(out.status.success(), "Hudi {version}: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("rollback --json");
+    assert_eq!(report["rollbacks"][0]["instant"], failed, "{report:#}");
+    let removed: Vec<&str> = report["leftover_guard"]["removed"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(removed, vec![missed.as_str()], "Hudi {version}: {report:#}");
+    assert!(!ours.join(&missed).exists());
+
+    let ours_s = ours.to_str().expect("utf-8");
+    let verify = run_sh(&["verify", version, ours_s]);
+    assert!(
+        verify.status.success(),
+        "Hudi {version}: validator failed {:?}: {}{}",
+        failed_checks(&stdout(&verify)),
+        stdout(&verify),
+        stderr(&verify)
+    );
+    let diff = run_sh(&["diff", ours_s, reference.to_str().expect("utf-8")]);
+    assert!(
+        diff.status.success(),
+        "Hudi {version}: differs from Hudi's rollback: {}",
+        stdout(&diff)
+    );
+    eprintln!(
+        "Hudi {version}: the guard removed {missed}; validator passed; same as Hudi's rollback"
+    );
+}
+
 #[test]
 fn audits_of_hudi_0_15_tables() {
     if enabled() {
         audit_version("0.15");
+    }
+}
+
+#[test]
+fn the_leftover_guard_after_a_rollback_on_hudi_0_15_and_1_1_tables() {
+    if enabled() {
+        guard_after_rollback("0.15");
+        guard_after_rollback("1.1");
     }
 }
 
