@@ -376,3 +376,40 @@ fn audit_repair_removes_old_orphans_only_with_a_lock_decision() {
         .join("p1/a_0-1-2_20200101000000000.parquet")
         .exists());
 }
+
+#[test]
+fn audit_adds_the_audits_summary_to_the_report() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("t");
+    common::fixtures::build_local(&rt, &dir, common::fixtures::Kind::CowV8);
+    // Older than the oldest active instant, on no timeline, the archive read whole: an orphan.
+    let orphan = "p1/old-0_0-1-1_20231201000000000.parquet";
+    std::fs::write(dir.join(orphan), b"orphan").unwrap();
+    let uri = dir.display().to_string();
+
+    let out = run(&["inspect", &uri, "--json", "--audit"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["pending"].as_array().map(Vec::len), Some(1), "{v:#}");
+    assert_eq!(v["audit"]["classes"]["orphan"]["files"], 1, "{v:#}");
+    assert_eq!(v["audit"]["classes"]["pending"]["files"], 3, "{v:#}");
+    assert_eq!(v["audit"]["classes"]["committed"]["files"], 3, "{v:#}");
+    assert_eq!(v["audit"]["examples"]["orphan"][0]["path"], orphan);
+
+    let out = run(&["inspect", &uri, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(v.get("audit").is_none(), "no audit unless asked: {v:#}");
+
+    let out = run(&["inspect", &uri, "--audit"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("\nAudit\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("orphan") && l.contains(" 1 ")),
+        "{text}"
+    );
+    assert!(text.contains(orphan), "{text}");
+}

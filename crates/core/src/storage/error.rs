@@ -48,8 +48,9 @@ pub enum StorageError {
         /// The store's words.
         reason: String,
     },
-    /// A mutation refused before it reached the store because the table lock is no longer
-    /// safely held.
+    /// A request refused before it reached the store: a mutation because the table lock is no
+    /// longer safely held, or (from a caller's interceptor) any request past its budget (the
+    /// daemon's audit, `audit_max_requests`).
     #[error("{op} of `{path}` in table `{uri}` was not sent: {reason}")]
     Fenced {
         /// The table URI.

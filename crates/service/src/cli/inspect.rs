@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use hudi_keeper_core::audit::{audit, AuditOptions, AuditReport};
 use hudi_keeper_core::inspect::{inspect, InspectOptions, InspectReport, InstantRow, PendingRow};
+use serde::Serialize;
 
 use super::{DetectionArgs, TableArgs};
 
@@ -18,6 +20,20 @@ pub struct InspectArgs {
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Also audit the table (as `hudi-keeper audit`, read-only: one listing of every data file)
+    /// and show its summary: files, bytes and the oldest file per class, the partitions with
+    /// files that are not committed, examples.
+    #[arg(long)]
+    pub audit: bool,
+}
+
+/// The JSON document: the report, and with `--audit` the audit's (under `audit`).
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    report: &'a InspectReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit: Option<&'a AuditReport>,
 }
 
 pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
@@ -33,10 +49,25 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let report = inspect(&table, &options)
         .await
         .with_context(|| format!("cannot inspect table `{}`", table.uri()))?;
+    let audited = match args.audit {
+        true => Some(
+            audit(&table, &AuditOptions::default())
+                .await
+                .with_context(|| format!("cannot audit table `{}`", table.uri()))?,
+        ),
+        false => None,
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let out = Output {
+            report: &report,
+            audit: audited.as_ref(),
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", render(&report));
+        if let Some(a) = &audited {
+            print!("\nAudit\n{}", super::audit::render(a));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

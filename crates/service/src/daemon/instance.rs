@@ -39,6 +39,10 @@ pub struct Daemon {
     pub(super) initial: StdMutex<Vec<TableEntry>>,
     /// Tables to put on the scheduler's timer heap.
     pub(super) timer: tokio::sync::mpsc::UnboundedSender<Due>,
+    /// Tables to put on the audits' timer heap (`audits`).
+    pub(super) audit_timer: tokio::sync::mpsc::UnboundedSender<Due>,
+    /// Audits running at once (`server.max_concurrent_audits`).
+    pub(super) audits: Arc<Semaphore>,
     /// The tables registered through the API, on disk (`state_dir/api-tables/`).
     pub(super) api_tables: Arc<registry::Registry>,
     /// Object-store clients shared between tables of one bucket.
@@ -97,10 +101,13 @@ impl Daemon {
             .set((evidence.unreadable_count() + own_changes.unreadable_count()) as i64);
         let cluster = cluster::ClusterView::new(cluster);
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
+        let (audit_timer, audits_due) = tokio::sync::mpsc::unbounded_channel();
         let daemon = Arc::new(Self {
             cluster,
             membership,
             timer,
+            audit_timer,
+            audits: Arc::new(Semaphore::new(config.server.max_concurrent_audits)),
             polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
             scrapes: Arc::new(Semaphore::new(config.server.max_concurrent_scrapes)),
             metrics,
@@ -119,6 +126,7 @@ impl Daemon {
             config,
         });
         daemon.tracker.spawn(daemon.clone().run_scheduler(incoming));
+        daemon.tracker.spawn(daemon.clone().run_audits(audits_due));
         Ok(daemon)
     }
 

@@ -13,6 +13,8 @@
 //! registers and keeps in the registry, `scheduler` makes due, `poll` reads, records and acts
 //! on, and `changes` changes through the API; [`http`] serves them; errors are [`TableError`].
 
+mod audit_view;
+mod audits;
 mod changes;
 pub mod cluster;
 pub mod config;
@@ -34,6 +36,8 @@ mod state_files;
 mod table_state;
 mod tables;
 
+pub use audit_view::AuditBrief;
+pub use audits::FIRST_AUDIT_WITHIN;
 pub use changes::ManualRollback;
 pub use error::TableError;
 pub use instance::Daemon;

@@ -89,6 +89,17 @@ impl Daemon {
 
     /// Open the table (its `hoodie.properties`), through the store client its bucket shares.
     pub(super) async fn open(&self, state: &TableState) -> Result<Table, PollError> {
+        self.open_through(state, self.metrics.request_counter(&state.entry.name))
+            .await
+    }
+
+    /// Open the table as [`Daemon::open`] does, every request going through `interceptor`
+    /// (which counts it for the table's metrics).
+    pub(super) async fn open_through(
+        &self,
+        state: &TableState,
+        interceptor: Arc<dyn hudi_keeper_core::storage::Interceptor>,
+    ) -> Result<Table, PollError> {
         self.config
             .check_table_location(&state.entry.uri, state.source == Source::Api)
             .map_err(PollError::Refused)?;
@@ -97,7 +108,7 @@ impl Daemon {
             &state.settings.storage_options,
             Some(&self.stores),
         )?
-        .with_interceptor(self.metrics.request_counter(&state.entry.name));
+        .with_interceptor(interceptor);
         Ok(Table::open_storage(storage).await?)
     }
 

@@ -11,11 +11,11 @@ use super::{Daemon, TableState};
 /// A table due at a time, with the generation it was scheduled under.
 pub(super) type Due = (tokio::time::Instant, u64, Arc<TableState>);
 
-/// An entry of the scheduler's timer heap, ordered by due time.
-struct HeapEntry {
-    due: tokio::time::Instant,
-    generation: u64,
-    state: Arc<TableState>,
+/// An entry of a timer heap (the polls', the audits'), ordered by due time.
+pub(super) struct HeapEntry {
+    pub(super) due: tokio::time::Instant,
+    pub(super) generation: u64,
+    pub(super) state: Arc<TableState>,
 }
 
 impl PartialEq for HeapEntry {

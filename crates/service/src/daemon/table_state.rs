@@ -12,6 +12,7 @@ use hudi_keeper_core::Table;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use super::audit_view::AuditState;
 use super::config::{self, TableEntry, TableSettings};
 use super::readiness::ReadyState;
 use super::{metrics, state_files};
@@ -119,6 +120,10 @@ pub struct TableState {
     pub(super) generation: std::sync::atomic::AtomicU64,
     /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
     pub(super) heartbeats_seen_ms: StdMutex<Option<i64>>,
+    /// Its audits (`audits`).
+    pub(super) audit: StdMutex<AuditState>,
+    /// Bumped whenever its audit is (re)scheduled; a due entry of an older generation is stale.
+    pub(super) audit_generation: std::sync::atomic::AtomicU64,
 }
 
 impl TableState {
@@ -155,6 +160,12 @@ impl TableState {
             (_, Some(true), _) => ReadyState::Ok,
             _ => ReadyState::LastPollFailed,
         }
+    }
+
+    /// Read or change what is known of its audits.
+    pub fn audit_update<T>(&self, f: impl FnOnce(&mut AuditState) -> T) -> T {
+        let mut guard = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard)
     }
 
     pub(super) fn update(&self, f: impl FnOnce(&mut TableStatus)) {

@@ -164,6 +164,8 @@ impl Daemon {
                     .get(&entry.name, &entry.uri)
                     .map(|e| e.heartbeats_first_seen_ms),
             ),
+            audit: StdMutex::new(Default::default()),
+            audit_generation: std::sync::atomic::AtomicU64::new(0),
         });
         let cluster = self.cluster();
         state.metrics.not_owned.store(
@@ -177,6 +179,7 @@ impl Daemon {
         // The first poll comes soon, spread over up to a second (or the interval).
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
         self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
+        self.schedule_first_audit(&state);
         Ok(state)
     }
 

@@ -12,6 +12,10 @@ use super::{control_character, valid_name, Config, Defaults, Location, PolicySet
 /// many times a second. The config file's tables may poll faster (down to 100ms).
 pub const API_MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The shortest `audit_interval` (other than 0, off) a registration through the API may give
+/// its table: an audit lists the whole table.
+pub const API_MIN_AUDIT_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// Why `POST /api/v1/tables` may not register a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiRefusal {
@@ -238,6 +242,25 @@ impl Config {
                 "table `{t}`: poll_interval {} is shorter than {}, the least a registration through the API may give",
                 show(every),
                 show(API_MIN_POLL_INTERVAL)
+            )));
+        }
+        if let Some(every) = entry
+            .audit_interval
+            .filter(|a| !a.is_zero() && *a < API_MIN_AUDIT_INTERVAL)
+        {
+            return Err(ApiRefusal::Invalid(format!(
+                "table `{t}`: audit_interval {} is shorter than {}, the least a registration through the API may give (0: no scheduled audit)",
+                show(every),
+                show(API_MIN_AUDIT_INTERVAL)
+            )));
+        }
+        if let Some(n) = entry
+            .audit_max_requests
+            .filter(|n| *n > self.defaults.audit_max_requests)
+        {
+            return Err(ApiRefusal::Forbidden(format!(
+                "table `{t}`: audit_max_requests {n} is more than the default {}, the most a registration through the API may give",
+                self.defaults.audit_max_requests
             )));
         }
         self.check_api_uri(&entry.uri).map_err(|e| match e {

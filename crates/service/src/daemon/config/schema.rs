@@ -113,6 +113,9 @@ pub struct ServerConfig {
     /// connection), then its body, each within this; and take each part of a response within it.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub client_timeout: Duration,
+    /// Table audits running at once, over all tables (a fleet's audits queue for these slots,
+    /// apart from the poll slots).
+    pub max_concurrent_audits: usize,
 }
 
 impl Default for ServerConfig {
@@ -137,6 +140,7 @@ impl Default for ServerConfig {
             max_concurrent_requests: 64,
             max_api_tables: 1000,
             client_timeout: Duration::from_secs(15),
+            max_concurrent_audits: 1,
         }
     }
 }
@@ -219,6 +223,13 @@ per_table_settings! {
         clustering_expiration_threshold: Duration = Duration::from_secs(3600),
         /// The table lock (a table's replaces the default one as a whole).
         lock: LockSettings = LockSettings::default(),
+        /// How often the table is audited in the background (read-only, off the poll path;
+        /// `hudi-keeper audit`'s classes); `0` switches the scheduled audit off.
+        audit_interval: Duration = Duration::from_secs(24 * 3600),
+        /// The most object-store requests one audit may make (as counted in
+        /// `hudi_keeper_object_store_requests_total`); an audit that needs more stops there
+        /// and is reported cut short, its counts not taken for the table's.
+        audit_max_requests: u32 = 100_000,
     }
 
     not overridable {
@@ -258,6 +269,10 @@ pub struct TableSettings {
     pub storage_options: StorageOptions,
     pub delete_concurrency: usize,
     pub listing_cross_check: bool,
+    /// Between scheduled audits (ms); `None`: no scheduled audit.
+    pub audit_interval_ms: Option<u64>,
+    /// The most object-store requests one audit may make.
+    pub audit_max_requests: u64,
 }
 
 impl Config {
@@ -351,6 +366,9 @@ impl ServerConfig {
         }
         if self.client_timeout.is_zero() {
             return refuse("server.client_timeout must be positive");
+        }
+        if self.max_concurrent_audits == 0 {
+            return refuse("server.max_concurrent_audits must be positive");
         }
         for p in &self.allowed_table_uris {
             Location::parse(p).map_err(|problem| ConfigError::AllowedTableUri {

@@ -8,6 +8,9 @@ use hudi_keeper_core::storage::StorageOptions;
 
 use super::{Defaults, PolicySetting, TableEntry, TableSettings};
 
+/// The shortest `audit_interval` (other than 0, off).
+pub const MIN_AUDIT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Why `what` (a table's name or URI) cannot be taken: it holds a control character, which would
 /// let it write lines of its own into text logs (a line break, a carriage return) or rewrite the
 /// terminal (an escape). The text is shown escaped, never as given.
@@ -77,6 +80,16 @@ impl Defaults {
                 "table `{t}`: max_write_duration must be positive (leave it unset for none)"
             ));
         }
+        if !given.audit_interval.is_zero() && given.audit_interval < MIN_AUDIT_INTERVAL {
+            return Err(format!(
+                "table `{t}`: audit_interval must be at least 1s (or 0: no scheduled audit)"
+            ));
+        }
+        if given.audit_max_requests == 0 {
+            return Err(format!(
+                "table `{t}`: audit_max_requests must be positive (set audit_interval = 0 for no audit)"
+            ));
+        }
         let mut opts = given.storage_options;
         opts.extend(entry.storage_options.clone());
         if self.delete_concurrency == 0 {
@@ -99,6 +112,9 @@ impl Defaults {
             storage_options: StorageOptions::from_pairs(opts),
             delete_concurrency: self.delete_concurrency,
             listing_cross_check: self.listing_cross_check,
+            audit_interval_ms: (!given.audit_interval.is_zero())
+                .then_some(given.audit_interval.as_millis() as u64),
+            audit_max_requests: u64::from(given.audit_max_requests),
         })
     }
 }

@@ -37,7 +37,8 @@ use super::Daemon;
 use admission::{admit, Admission};
 use probes::{metrics, openapi, readyz};
 use tables::{
-    list_tables, register, restore, resume, rollback, savepoint, table, timeline, unregister,
+    audit, list_tables, register, request_audit, restore, resume, rollback, savepoint, table,
+    timeline, unregister,
 };
 
 /// The OpenAPI document of this API.
@@ -60,6 +61,8 @@ pub const ROUTES: &[(&str, &str, bool)] = &[
     ("post", "/api/v1/tables/{name}/resume", true),
     ("post", "/api/v1/tables/{name}/restore", true),
     ("post", "/api/v1/tables/{name}/savepoints", true),
+    ("get", "/api/v1/tables/{name}/audit", false),
+    ("post", "/api/v1/tables/{name}/audit", true),
 ];
 
 type Shared = State<Arc<Daemon>>;
@@ -85,6 +88,10 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/api/v1/tables/{name}/resume", post(resume))
         .route("/api/v1/tables/{name}/restore", post(restore))
         .route("/api/v1/tables/{name}/savepoints", post(savepoint))
+        .route(
+            "/api/v1/tables/{name}/audit",
+            get(audit).post(request_audit),
+        )
         .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(admission, admit))

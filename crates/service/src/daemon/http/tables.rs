@@ -14,7 +14,9 @@ use super::auth::authorize;
 use super::{ApiError, Shared};
 use crate::daemon::cluster::{Cluster, Owner};
 use crate::daemon::config::{TableEntry, TableSettings};
-use crate::daemon::{Daemon, ManualRollback, Source, TableError, TableState, TableStatus};
+use crate::daemon::{
+    AuditBrief, Daemon, ManualRollback, Source, TableError, TableState, TableStatus,
+};
 
 /// A table as the API shows it, serialized as it is written out (no JSON tree per table: a
 /// list of 100,000 tables must not cost ten times its text).
@@ -26,6 +28,8 @@ struct TableView<'a> {
     owner: Option<Owner>,
     settings: &'a TableSettings,
     status: TableStatus,
+    /// The last audits, in short (`GET …/audit` has them whole).
+    audit: AuditBrief,
 }
 
 fn table_view<'a>(cluster: &Cluster, t: &'a TableState) -> TableView<'a> {
@@ -36,6 +40,7 @@ fn table_view<'a>(cluster: &Cluster, t: &'a TableState) -> TableView<'a> {
         owner: cluster.owner(&t.entry.name),
         settings: &t.settings,
         status: t.status(),
+        audit: t.audit_update(|a| a.brief()),
     }
 }
 
@@ -121,6 +126,67 @@ pub(super) async fn timeline(
         "instants": tl.instants(),
         "malformed": tl.malformed().iter().map(|m| json!({"name": m.name, "reason": m.reason})).collect::<Vec<_>>(),
     })))
+}
+
+/// `GET /api/v1/tables/{name}/audit`: the last audit and the last complete one (404 until one
+/// ended on this replica).
+pub(super) async fn audit(
+    State(d): Shared,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let t = d.table(&name).await?;
+    let (running, runs, last, complete) = t.audit_update(|a| {
+        (
+            a.running_since_ms,
+            a.runs,
+            a.last.clone(),
+            a.last_complete.clone(),
+        )
+    });
+    let Some(last) = last else {
+        let when = match t.settings.audit_interval_ms {
+            _ if running.is_some() => "one runs now".to_string(),
+            Some(ms) => format!(
+                "audit_interval is {} s; the first audit comes within {} s of the table's registration",
+                ms / 1000,
+                (ms / 1000).min(crate::daemon::FIRST_AUDIT_WITHIN.as_secs())
+            ),
+            None => "audit_interval = 0: no scheduled audit (POST this path to run one)".into(),
+        };
+        let owner = match d.cluster().owner(&name) {
+            Some(o) if !o.this_replica => format!("; its owner, {}, audits it", o.name),
+            _ => String::new(),
+        };
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no audit of `{name}` has ended on this replica yet: {when}{owner}"),
+        ));
+    };
+    Ok(Json(json!({
+        "table": name,
+        "audit_interval_ms": t.settings.audit_interval_ms,
+        "audit_max_requests": t.settings.audit_max_requests,
+        "running_since_ms": running,
+        "runs": runs,
+        "last": &*last,
+        "last_complete": complete.as_deref(),
+    }))
+    .into_response())
+}
+
+/// `POST /api/v1/tables/{name}/audit`: audit the table now (202: queued for an audit slot).
+pub(super) async fn request_audit(
+    State(d): Shared,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    authorize(&d, &headers)?;
+    d.request_audit(&name).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"table": name, "audit": "queued"})),
+    )
+        .into_response())
 }
 
 /// `POST /api/v1/tables`: only what the operator allowed the API (`Daemon::register`); run

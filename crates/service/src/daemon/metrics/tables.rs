@@ -8,7 +8,21 @@ use std::sync::{Arc, Mutex};
 
 use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
 
+use hudi_keeper_core::audit::Class;
+
 use super::{AtomicF64, LEFT_ALONE_REASONS, POLL_OUTCOMES};
+use crate::daemon::audit_view::{AuditOutcome, AuditSummary};
+
+/// The classes of `hudi_keeper_audit_files` and `hudi_keeper_audit_bytes`, in the order their
+/// series are written: a table's first two always (once it has a complete audit), the others
+/// once they are not 0.
+pub const AUDIT_CLASSES: [Class; 5] = [
+    Class::Committed,
+    Class::RollbackLeftover,
+    Class::Orphan,
+    Class::Pending,
+    Class::Unknown,
+];
 
 /// The (outcome, trigger) of each of [`TableMetrics::rollbacks`].
 const ROLLBACK_LABELS: [(&str, &str); 4] = [
@@ -48,6 +62,14 @@ pub struct TableMetrics {
     pub lock_waits: AtomicU64,
     pub lock_wait_ms: AtomicU64,
     pub halted: AtomicBool,
+    /// Audits by [`AuditOutcome::ALL`].
+    pub audits: [AtomicU64; 3],
+    /// A complete audit ran: the audit's files and bytes are its.
+    pub audited: AtomicBool,
+    /// Of the last complete audit, by [`AUDIT_CLASSES`].
+    pub audit_files: [AtomicU64; 5],
+    pub audit_bytes: [AtomicU64; 5],
+    pub audit_last_complete_timestamp: AtomicF64,
 }
 
 impl TableMetrics {
@@ -80,6 +102,25 @@ impl TableMetrics {
         }
         self.eager_writer_suspected
             .store(eager_writer_suspected, Ordering::Relaxed);
+    }
+
+    /// An audit ended: counted by outcome; a complete one's files and bytes per class become
+    /// the table's (others leave the last complete one's).
+    pub fn audit_ended(&self, outcome: AuditOutcome, summary: Option<&AuditSummary>) {
+        if let Some(i) = AuditOutcome::ALL.iter().position(|o| *o == outcome) {
+            self.audits[i].fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(s) = summary.filter(|_| outcome == AuditOutcome::Complete) else {
+            return;
+        };
+        for (i, class) in AUDIT_CLASSES.iter().enumerate() {
+            let c = s.classes.get(class).cloned().unwrap_or_default();
+            self.audit_files[i].store(c.files, Ordering::Relaxed);
+            self.audit_bytes[i].store(c.bytes, Ordering::Relaxed);
+        }
+        self.audited.store(true, Ordering::Relaxed);
+        self.audit_last_complete_timestamp
+            .set(chrono::Utc::now().timestamp_millis() as f64 / 1000.0);
     }
 
     pub fn set_pending(&self, counts: Vec<(&'static str, i64)>) {
@@ -184,6 +225,61 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         u(&|m| u64::from(m.eager_writer_suspected.load(Ordering::Relaxed))),
     );
     render_aggregate_changes(out, tables);
+    render_aggregate_audits(out, tables);
+}
+
+/// [`render_aggregate`]'s families of the audits: outcomes summed; files and bytes per class
+/// summed over the tables with a complete audit; the oldest last complete audit.
+fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    head(
+        out,
+        "hudi_keeper_audits_total",
+        "counter",
+        "Audits of tables, by outcome.",
+    );
+    for (k, o) in AuditOutcome::ALL.iter().enumerate() {
+        let v: u64 = tables.iter().map(|m| load(&m.audits[k])).sum();
+        let _ = writeln!(
+            out,
+            "hudi_keeper_audits_total{{outcome=\"{}\"}} {v}",
+            o.as_str()
+        );
+    }
+    let audited: Vec<&&TableMetrics> = tables
+        .iter()
+        .filter(|m| m.audited.load(Ordering::Relaxed))
+        .collect();
+    let oldest = audited
+        .iter()
+        .map(|m| m.audit_last_complete_timestamp.get())
+        .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
+    single(
+        out,
+        "hudi_keeper_audit_last_complete_timestamp_seconds",
+        "gauge",
+        "The oldest last complete audit (Unix time; 0: none).",
+        oldest.unwrap_or(0.0),
+    );
+    for (name, help, of) in [
+        (
+            "hudi_keeper_audit_files",
+            "Data files by class at the last complete audits.",
+            (|m: &TableMetrics, i: usize| m.audit_files[i].load(Ordering::Relaxed))
+                as fn(&TableMetrics, usize) -> u64,
+        ),
+        (
+            "hudi_keeper_audit_bytes",
+            "Their bytes.",
+            |m: &TableMetrics, i: usize| m.audit_bytes[i].load(Ordering::Relaxed),
+        ),
+    ] {
+        head(out, name, "gauge", help);
+        for (i, class) in AUDIT_CLASSES.iter().enumerate() {
+            let v: u64 = audited.iter().map(|m| of(m, i)).sum();
+            let _ = writeln!(out, "{name}{{class=\"{}\"}} {v}", class.as_str());
+        }
+    }
 }
 
 /// [`render_aggregate`]'s families of what the daemon changed and what it cost.
@@ -326,6 +422,58 @@ pub(super) fn render_tables(out: &mut Part<'_>) {
     render_poll_families(out);
     render_writer_families(out);
     render_change_families(out);
+    render_audit_families(out);
+}
+
+/// What the audits found: outcomes, the last complete one's time, files and bytes per class.
+fn render_audit_families(out: &mut Part<'_>) {
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let outcomes = AuditOutcome::ALL.map(AuditOutcome::as_str);
+    family(
+        out,
+        "hudi_keeper_audits_total",
+        "counter",
+        "Audits of a table, by outcome (complete; cut_short: its request budget, audit_max_requests, was spent, and its counts are not used; failed).",
+        |o, t, m| {
+            by_label(o, "hudi_keeper_audits_total", "outcome", &outcomes, t, |i| {
+                load(&m.audits[i])
+            })
+        },
+    );
+    scalar(
+        out,
+        "hudi_keeper_audit_last_complete_timestamp_seconds",
+        "gauge",
+        "Unix time at which the last complete audit of a table finished (0 before the first).",
+        |m| m.audit_last_complete_timestamp.get().to_string(),
+    );
+    let classes = AUDIT_CLASSES.map(Class::as_str);
+    family(
+        out,
+        "hudi_keeper_audit_files",
+        "gauge",
+        "Data files by class (committed, rollback_leftover, orphan, pending, unknown) at the last complete audit of a table; none before the first. committed and rollback_leftover are always written, the others once not 0.",
+        |o, t, m| {
+            if m.audited.load(Ordering::Relaxed) {
+                by_label(o, "hudi_keeper_audit_files", "class", &classes, t, |i| {
+                    load(&m.audit_files[i])
+                })
+            }
+        },
+    );
+    family(
+        out,
+        "hudi_keeper_audit_bytes",
+        "gauge",
+        "Bytes of the data files by class at the last complete audit of a table (as hudi_keeper_audit_files).",
+        |o, t, m| {
+            if m.audited.load(Ordering::Relaxed) {
+                by_label(o, "hudi_keeper_audit_bytes", "class", &classes, t, |i| {
+                    load(&m.audit_bytes[i])
+                })
+            }
+        },
+    );
 }
 
 /// What the polls found: their outcomes, times and the pending instants.

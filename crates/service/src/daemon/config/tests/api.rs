@@ -465,6 +465,33 @@ fn an_api_table_is_polled_at_most_once_a_second() {
 }
 
 #[test]
+fn an_api_table_is_audited_at_most_hourly_within_the_default_request_budget() {
+    let c = allowing(&["/data/"]);
+    let entry = |extra: serde_json::Value| -> TableEntry {
+        let mut v = serde_json::json!({"name": "t", "uri": "/data/t"});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    let e = entry(serde_json::json!({"audit_interval": "59m"}));
+    assert!(
+        matches!(c.check_api_entry(&e), Err(ApiRefusal::Invalid(m)) if m.contains("audit_interval")),
+    );
+    let e = entry(serde_json::json!({"audit_max_requests": 100_001}));
+    assert!(
+        matches!(c.check_api_entry(&e), Err(ApiRefusal::Forbidden(m)) if m.contains("audit_max_requests")),
+    );
+    for ok in [
+        serde_json::json!({"audit_interval": "1h", "audit_max_requests": 100_000}),
+        serde_json::json!({"audit_interval": "0s", "audit_max_requests": 10}),
+    ] {
+        c.check_api_entry(&entry(ok.clone()))
+            .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+    }
+}
+
+#[test]
 fn the_folders_a_table_around_an_api_table_would_be_in_stop_at_the_allowed_prefix() {
     let c = allowing(&["s3://b/tables/", "s3://b/tables/deep/", "az://c/"]);
     assert_eq!(

@@ -244,3 +244,48 @@ fn a_table_entry_reads_and_writes_its_overrides_flat() {
     .unwrap_err();
     assert!(err.to_string().contains("`pol_interval`"), "{err}");
 }
+
+#[test]
+fn the_audit_runs_daily_by_default_and_a_table_may_change_or_switch_it_off() {
+    let c = parse(
+        r#"
+[server]
+max_concurrent_audits = 2
+[defaults]
+audit_max_requests = 5000
+[defaults.lock]
+provider = "filesystem"
+[[tables]]
+name = "a"
+uri = "/tmp/a"
+[[tables]]
+name = "b"
+uri = "/tmp/b"
+audit_interval = "6h"
+audit_max_requests = 20
+[[tables]]
+name = "c"
+uri = "/tmp/c"
+audit_interval = 0
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.server.max_concurrent_audits, 2);
+    let s = |i: usize| c.defaults.resolve(&c.tables[i]).unwrap();
+    assert_eq!(s(0).audit_interval_ms, Some(24 * 3_600_000));
+    assert_eq!(s(0).audit_max_requests, 5000);
+    assert_eq!(s(1).audit_interval_ms, Some(6 * 3_600_000));
+    assert_eq!(s(1).audit_max_requests, 20);
+    assert_eq!(s(2).audit_interval_ms, None, "0 switches it off");
+    let plain = Config::default();
+    assert_eq!(plain.server.max_concurrent_audits, 1);
+    assert_eq!(plain.defaults.audit_max_requests, 100_000);
+    for (toml, key) in [
+        ("[server]\nmax_concurrent_audits = 0\n", "max_concurrent_audits"),
+        ("[defaults]\naudit_interval = \"500ms\"\n[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\n", "audit_interval must be at least 1s"),
+        ("[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\naudit_max_requests = 0\n", "audit_max_requests must be positive"),
+    ] {
+        let err = format!("{:#}", parse(toml).unwrap_err());
+        assert!(err.contains(key), "{toml}: {err}");
+    }
+}
