@@ -212,3 +212,29 @@ fn polls_go_on_and_sigterm_does_not_wait_while_an_audit_hangs_on_the_store() {
     // Far less than shutdown_grace: the hung audit is dropped at once.
     d.terminate_cleanly(Duration::from_secs(15));
 }
+
+#[test]
+fn an_audit_that_hangs_fails_at_audit_timeout_and_frees_its_slot() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (f, root) = s3_fixture(&rt, "daemon-audit-timeout", Kind::CowV8, false);
+    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
+    proxy.hang(&["list-type=2", &format!("prefix={root}%2Fp1")]);
+    let work = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        work.path(),
+        &format!(
+            "[server]\nstate_dir = \"state\"\naudit_timeout = \"1s\"\n[defaults]\npoll_interval = \"500ms\"\nfailed_writes_policy = \"observe\"\naudit_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            daemon_store_toml(&proxy.endpoint()),
+            f.uri
+        ),
+    );
+    // The one audit slot is freed each time: the audits go on, each failing.
+    let doc = d.wait_for("two audits timed out", Duration::from_secs(30), || {
+        audit_doc(&d, "t").filter(|a| a["runs"].as_u64() >= Some(2))
+    });
+    assert_eq!(doc["last"]["outcome"], "failed", "{doc:#}");
+    let why = doc["last"]["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("server.audit_timeout"), "{why}");
+    assert!(doc["last_complete"].is_null(), "{doc:#}");
+    assert!(d.metric(r#"hudi_keeper_audits_total{outcome="failed",table="t"}"#) >= Some(2.0));
+}

@@ -221,7 +221,8 @@ impl Daemon {
             &state.entry.uri,
             state.settings.audit_max_requests,
         ));
-        let result = async {
+        let limit = self.config.server.audit_timeout;
+        let result = tokio::time::timeout(limit, async {
             let table = self
                 .open_through(state, budget.clone())
                 .await
@@ -229,8 +230,14 @@ impl Daemon {
             audit(&table, &AuditOptions::default())
                 .await
                 .map_err(|e| e.to_string())
-        }
-        .await;
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "timed out: the audit did not finish within server.audit_timeout ({} s)",
+                limit.as_secs()
+            ))
+        });
         let (outcome, reason, summary) = outcome_of(result, &budget);
         AuditRun {
             trigger,

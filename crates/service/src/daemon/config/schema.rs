@@ -116,6 +116,10 @@ pub struct ServerConfig {
     /// Table audits running at once, over all tables (a fleet's audits queue for these slots,
     /// apart from the poll slots).
     pub max_concurrent_audits: usize,
+    /// The longest one audit may run: then it stops (failed) and frees its slot, so that a
+    /// table whose store hangs does not keep the others' audits waiting.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub audit_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -141,6 +145,7 @@ impl Default for ServerConfig {
             max_api_tables: 1000,
             client_timeout: Duration::from_secs(15),
             max_concurrent_audits: 1,
+            audit_timeout: Duration::from_secs(3600),
         }
     }
 }
@@ -367,8 +372,10 @@ impl ServerConfig {
         if self.client_timeout.is_zero() {
             return refuse("server.client_timeout must be positive");
         }
-        if self.max_concurrent_audits == 0 {
-            return refuse("server.max_concurrent_audits must be positive");
+        if self.max_concurrent_audits == 0 || self.audit_timeout.is_zero() {
+            return refuse(
+                "server.max_concurrent_audits and server.audit_timeout must be positive",
+            );
         }
         for p in &self.allowed_table_uris {
             Location::parse(p).map_err(|problem| ConfigError::AllowedTableUri {

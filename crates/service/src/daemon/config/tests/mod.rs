@@ -279,9 +279,11 @@ audit_interval = 0
     assert_eq!(s(2).audit_interval_ms, None, "0 switches it off");
     let plain = Config::default();
     assert_eq!(plain.server.max_concurrent_audits, 1);
+    assert_eq!(plain.server.audit_timeout, Duration::from_secs(3600));
     assert_eq!(plain.defaults.audit_max_requests, 100_000);
     for (toml, key) in [
         ("[server]\nmax_concurrent_audits = 0\n", "max_concurrent_audits"),
+        ("[server]\naudit_timeout = 0\n", "audit_timeout must be positive"),
         ("[defaults]\naudit_interval = \"500ms\"\n[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\n", "audit_interval must be at least 1s"),
         ("[[tables]]\nname = \"t\"\nuri = \"/t\"\nfailed_writes_policy = \"observe\"\naudit_max_requests = 0\n", "audit_max_requests must be positive"),
     ] {
