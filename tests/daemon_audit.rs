@@ -38,6 +38,8 @@ fn a_scheduled_audit_finds_a_planted_leftover_and_the_api_and_metrics_show_it() 
             .defaults("poll_interval", "500ms")
             .defaults("assume_lazy_writers", "true")
             .defaults("audit_interval", "1s")
+            // The leftover guard would remove the planted file (tests/daemon_leftovers.rs).
+            .defaults("leftover_guard_interval", "0")
             .lock("provider", "filesystem")
             .table("t", &dir.display().to_string())
             .table_with(

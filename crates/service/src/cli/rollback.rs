@@ -163,7 +163,8 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render_done(&done));
-        if let Some(g) = &guarded {
+        // Only when it found something: a clean rollback prints its summary alone.
+        if let Some(g) = guarded.as_ref().filter(|g| g.leftovers_found > 0) {
             print!("{}", render_guard(g));
         }
     }

@@ -57,6 +57,7 @@ impl Daemon {
                     for d in &done {
                         self.record_rollback(state, d, "manual");
                     }
+                    self.guard_after(state, table, &done, &options.lock).await;
                     Ok(ManualRollback::Done(done))
                 }
                 Err(e) => {

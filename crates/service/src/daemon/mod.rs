@@ -11,7 +11,8 @@
 //! The parts: [`serve()`] runs the daemon on its listeners until shutdown; [`Daemon`]
 //! (`instance`) holds the registered tables ([`TableState`], `table_state`), which `tables`
 //! registers and keeps in the registry, `scheduler` makes due, `poll` reads, records and acts
-//! on, and `changes` changes through the API; [`http`] serves them; errors are [`TableError`].
+//! on, and `changes` changes through the API; `leftovers` runs the leftover guard after
+//! rollbacks and periodically; [`http`] serves them; errors are [`TableError`].
 
 mod audit_view;
 mod audits;
@@ -24,6 +25,7 @@ mod error;
 pub mod evidence;
 pub mod http;
 mod instance;
+mod leftovers;
 pub mod membership;
 pub mod metrics;
 pub mod own_changes;

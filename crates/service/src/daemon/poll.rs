@@ -128,6 +128,8 @@ impl Daemon {
         self.forget_finished_changes(state, &timeline).await;
         if timeline.pending().next().is_none() {
             record_idle(state);
+            self.guard_periodically(state, &table, &timeline, permit)
+                .await;
             return Ok(());
         }
         // One listing of the heartbeat folder (in `assess_table`).
@@ -206,9 +208,12 @@ impl Daemon {
         let pending_rollback = timeline
             .pending()
             .any(|i| i.action == hudi_keeper_core::timeline::Action::Rollback);
-        if state.settings.failed_writes_policy == PolicySetting::Observe
-            || (failed == 0 && !pending_rollback)
-        {
+        if failed == 0 && !pending_rollback {
+            self.guard_periodically(state, table, timeline, permit)
+                .await;
+            return Ok(());
+        }
+        if state.settings.failed_writes_policy == PolicySetting::Observe {
             return Ok(());
         }
         let Some(options) = state.rollback_options() else {
@@ -231,6 +236,7 @@ impl Daemon {
                 for d in &done {
                     self.record_rollback(state, d, "auto");
                 }
+                self.guard_after(state, table, &done, &options.lock).await;
                 Ok(())
             }
             Err(e) => {

@@ -124,6 +124,9 @@ pub struct TableState {
     pub(super) audit: StdMutex<AuditState>,
     /// Bumped whenever its audit is (re)scheduled; a due entry of an older generation is stale.
     pub(super) audit_generation: std::sync::atomic::AtomicU64,
+    /// When the leftover guard's periodic check of the table is due next (`None`: not yet
+    /// scheduled: the first poll schedules it, `leftovers`).
+    pub(super) guard_due: StdMutex<Option<std::time::Instant>>,
 }
 
 impl TableState {

@@ -166,6 +166,7 @@ impl Daemon {
             ),
             audit: StdMutex::new(Default::default()),
             audit_generation: std::sync::atomic::AtomicU64::new(0),
+            guard_due: StdMutex::new(None),
         });
         let cluster = self.cluster();
         state.metrics.not_owned.store(

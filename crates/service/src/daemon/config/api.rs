@@ -123,8 +123,9 @@ impl Defaults {
     /// Where `entry` would judge or lock its table less carefully than these defaults, one
     /// sentence per key: a less cautious policy, shorter heartbeat, age or skew thresholds,
     /// fewer tolerated misses, `assume_lazy_writers`, `clustering_expirations` (or a shorter
-    /// threshold) or a `max_write_duration` the defaults do not have (or a shorter one), a lock other than `[defaults.lock]` (only its `timeout` may
-    /// differ). Whatever the table's policy.
+    /// threshold) or a `max_write_duration` the defaults do not have (or a shorter one), the
+    /// leftover guard on where the defaults have it off, a lock other than `[defaults.lock]` (only
+    /// its `timeout` may differ). Whatever the table's policy.
     pub fn weaker(&self, entry: &TableEntry) -> Vec<String> {
         let mut w = Vec::new();
         if let Some(p) = entry.failed_writes_policy {
@@ -185,6 +186,14 @@ impl Defaults {
                 show(d),
                 show(self.clustering_expiration_threshold)
             ));
+        }
+        if entry.leftover_guard_interval.is_some_and(|d| !d.is_zero())
+            && self.leftover_guard_interval.is_zero()
+        {
+            w.push(
+                "leftover_guard_interval switches on the leftover guard, which the default has off"
+                    .into(),
+            );
         }
         match (entry.max_write_duration.flatten(), self.max_write_duration) {
             (Some(d), None) => w.push(format!(

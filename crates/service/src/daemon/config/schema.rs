@@ -235,6 +235,10 @@ per_table_settings! {
         /// `hudi_keeper_object_store_requests_total`); an audit that needs more stops there
         /// and is reported cut short, its counts not taken for the table's.
         audit_max_requests: u32 = 100_000,
+        /// How often the leftover guard checks the partitions that completed rollbacks on the
+        /// active timeline touched, for files of the instants they undid (it also runs after
+        /// each rollback the daemon makes); `0` switches the guard off.
+        leftover_guard_interval: Duration = Duration::from_secs(3600),
     }
 
     not overridable {
@@ -278,6 +282,9 @@ pub struct TableSettings {
     pub audit_interval_ms: Option<u64>,
     /// The most object-store requests one audit may make.
     pub audit_max_requests: u64,
+    /// Between the leftover guard's checks of every completed rollback (ms); `None`: the guard
+    /// is off (after rollbacks too).
+    pub leftover_guard_interval_ms: Option<u64>,
 }
 
 impl Config {

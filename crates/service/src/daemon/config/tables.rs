@@ -85,6 +85,13 @@ impl Defaults {
                 "table `{t}`: audit_interval must be at least 1s (or 0: no scheduled audit)"
             ));
         }
+        if !given.leftover_guard_interval.is_zero()
+            && given.leftover_guard_interval < MIN_AUDIT_INTERVAL
+        {
+            return Err(format!(
+                "table `{t}`: leftover_guard_interval must be at least 1s (or 0: no leftover guard)"
+            ));
+        }
         if given.audit_max_requests == 0 {
             return Err(format!(
                 "table `{t}`: audit_max_requests must be positive (set audit_interval = 0 for no audit)"
@@ -115,6 +122,8 @@ impl Defaults {
             audit_interval_ms: (!given.audit_interval.is_zero())
                 .then_some(given.audit_interval.as_millis() as u64),
             audit_max_requests: u64::from(given.audit_max_requests),
+            leftover_guard_interval_ms: (!given.leftover_guard_interval.is_zero())
+                .then_some(given.leftover_guard_interval.as_millis() as u64),
         })
     }
 }

@@ -24,6 +24,9 @@ pub const AUDIT_CLASSES: [Class; 5] = [
     Class::Unknown,
 ];
 
+/// The help of `hudi_keeper_rollback_leftovers_total`.
+const LEFTOVERS_HELP: &str = "Data files of rolled-back instants found by the leftover guard in the partitions completed rollbacks touched (a zombie writer's, or missed by the rollback), by outcome: removed, or kept (see the log).";
+
 /// The (outcome, trigger) of each of [`TableMetrics::rollbacks`].
 const ROLLBACK_LABELS: [(&str, &str); 4] = [
     ("success", "auto"),
@@ -57,6 +60,9 @@ pub struct TableMetrics {
     /// By [`ROLLBACK_LABELS`].
     pub rollbacks: [AtomicU64; 4],
     pub files_deleted: AtomicU64,
+    /// Files of rolled-back instants the leftover guard removed, and found but kept.
+    pub leftovers_removed: AtomicU64,
+    pub leftovers_kept: AtomicU64,
     /// By `OpKind::ALL`.
     pub requests: [AtomicU64; 8],
     pub lock_waits: AtomicU64,
@@ -306,6 +312,21 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "Data files deleted by rollbacks.",
         u(&|m| load(&m.files_deleted)),
     );
+    head(
+        out,
+        "hudi_keeper_rollback_leftovers_total",
+        "counter",
+        LEFTOVERS_HELP,
+    );
+    for (outcome, v) in [
+        ("removed", u(&|m| load(&m.leftovers_removed))),
+        ("kept", u(&|m| load(&m.leftovers_kept))),
+    ] {
+        let _ = writeln!(
+            out,
+            "hudi_keeper_rollback_leftovers_total{{outcome=\"{outcome}\"}} {v}"
+        );
+    }
     head(
         out,
         "hudi_keeper_object_store_requests_total",
@@ -604,6 +625,23 @@ fn render_change_families(out: &mut Part<'_>) {
         "counter",
         "Data files deleted by rollbacks.",
         |m| load(&m.files_deleted).to_string(),
+    );
+    family(
+        out,
+        "hudi_keeper_rollback_leftovers_total",
+        "counter",
+        LEFTOVERS_HELP,
+        |o, t, m| {
+            for (outcome, v) in [
+                ("removed", load(&m.leftovers_removed)),
+                ("kept", load(&m.leftovers_kept)),
+            ] {
+                let _ = writeln!(
+                    o,
+                    "hudi_keeper_rollback_leftovers_total{{outcome=\"{outcome}\",table=\"{t}\"}} {v}"
+                );
+            }
+        },
     );
     family(
         out,

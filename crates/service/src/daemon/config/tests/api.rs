@@ -196,6 +196,18 @@ fn weaker_than_the_defaults_is_judged_key_by_key() {
         .defaults
         .weaker(&entry(serde_json::json!({"failed_writes_policy": "lazy"})))
         .is_empty());
+    // The leftover guard off by default: switching it on is weaker; off or on by default not.
+    let guard_off = parse(
+        "[defaults]\nleftover_guard_interval = \"0\"\n[defaults.lock]\nprovider = \"none\"\n",
+    )
+    .unwrap();
+    let w = guard_off
+        .defaults
+        .weaker(&entry(serde_json::json!({"leftover_guard_interval": "1h"})));
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("leftover_guard_interval"), "{w:?}");
+    assert!(weaker(serde_json::json!({"leftover_guard_interval": "0"})).is_empty());
+    assert!(weaker(serde_json::json!({"leftover_guard_interval": "5m"})).is_empty());
     // No max_write_duration by default: setting one is weaker.
     let none = parse("[defaults.lock]\nprovider = \"none\"\n").unwrap();
     assert_eq!(

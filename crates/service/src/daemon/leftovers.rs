@@ -1,0 +1,135 @@
+//! The leftover guard in the daemon (`hudi_keeper_core::audit::guard`): after each rollback the
+//! daemon makes (automatic or through the API), the partitions it touched; and every
+//! `leftover_guard_interval`, at a poll, those of every completed rollback and restore still on
+//! the table's active timeline (Hudi's own included), while they are there to explain the files.
+//!
+//! It runs with the table's mutex held (as a change: within `server.mutation_timeout`, stopped at
+//! a safe point on shutdown) and takes the table lock only when it has something to remove. A
+//! failure is logged and counted, never a failed poll: the next check retries it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use hudi_keeper_core::audit::guard::{guard, GuardOptions, GuardScope};
+use hudi_keeper_core::audit::AuditOptions;
+use hudi_keeper_core::exec::rollback::RollbackDone;
+use hudi_keeper_core::protocol::lock::LockOptions;
+use hudi_keeper_core::timeline::{Action, Timeline};
+use hudi_keeper_core::Table;
+use tracing::{info, warn};
+
+use super::config::PolicySetting;
+use super::scheduler::jitter;
+use super::{Daemon, TableState};
+
+/// The first periodic check of a table comes at a random time within this (or its interval, if
+/// shorter) after the daemon started watching it, so that a fleet's checks are spread.
+const FIRST_CHECK_WITHIN: Duration = Duration::from_secs(3600);
+
+impl Daemon {
+    /// After the daemon's rollbacks `done` of `table`: check the partitions they touched.
+    pub(super) async fn guard_after(
+        &self,
+        state: &TableState,
+        table: &Table,
+        done: &[RollbackDone],
+        lock: &LockOptions,
+    ) {
+        if done.is_empty() || state.settings.leftover_guard_interval_ms.is_none() {
+            return;
+        }
+        let scope = GuardScope::Rollbacks(
+            done.iter()
+                .map(|d| d.rollback_instant.clone())
+                .collect::<BTreeSet<_>>(),
+        );
+        self.run_guard(state, table, scope, lock).await;
+    }
+
+    /// At a poll that has nothing to roll back: when the periodic check is due and `timeline`
+    /// has a completed rollback or restore, check every one of them (not on an observed table).
+    /// The poll slot (`permit`) goes back first, as before a change.
+    pub(super) async fn guard_periodically(
+        &self,
+        state: &TableState,
+        table: &Table,
+        timeline: &Timeline,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        drop(permit);
+        let Some(interval_ms) = state.settings.leftover_guard_interval_ms else {
+            return;
+        };
+        if state.settings.failed_writes_policy == PolicySetting::Observe {
+            return;
+        }
+        let Some(lock) = state.settings.lock.clone() else {
+            return;
+        };
+        let lock = &lock;
+        let interval = Duration::from_millis(interval_ms);
+        let now = Instant::now();
+        {
+            let mut due = state.guard_due.lock().unwrap_or_else(|e| e.into_inner());
+            match *due {
+                None => {
+                    *due = Some(now + jitter(interval.min(FIRST_CHECK_WITHIN) / 2, 1.0));
+                    return;
+                }
+                Some(at) if now < at => return,
+                Some(_) => {}
+            }
+            let any = timeline
+                .completed()
+                .any(|i| matches!(i.action, Action::Rollback | Action::Restore));
+            if !any {
+                // Checked again at the next poll: a rollback Hudi completes meanwhile is
+                // guarded then, not an interval later.
+                return;
+            }
+            *due = Some(now + jitter(interval, 0.1));
+        }
+        self.run_guard(state, table, GuardScope::Every, lock).await;
+    }
+
+    async fn run_guard(
+        &self,
+        state: &TableState,
+        table: &Table,
+        scope: GuardScope,
+        lock: &LockOptions,
+    ) {
+        let options = GuardOptions {
+            lock: lock.clone(),
+            dry_run: false,
+            max_log_read: AuditOptions::default().max_log_read,
+        };
+        let (scope, options) = (&scope, &options);
+        let name = state.entry.name.as_str();
+        match self
+            .mutate(table, |t| async move { guard(&t, scope, options).await })
+            .await
+        {
+            Ok(report) => {
+                state
+                    .metrics
+                    .leftovers_removed
+                    .fetch_add(report.removed.len() as u64, Relaxed);
+                state
+                    .metrics
+                    .leftovers_kept
+                    .fetch_add(report.kept.len() as u64, Relaxed);
+                for r in &report.removed {
+                    info!(table = %name, path = %r.path, "leftover guard: removed a file of a rolled-back instant");
+                }
+                for k in &report.kept {
+                    warn!(table = %name, path = %k.path, reason = %k.reason, "leftover guard: a file of a rolled-back instant kept");
+                }
+            }
+            Err(e) => {
+                warn!(table = %name, error = %e, "leftover guard failed; it is tried again at the next check")
+            }
+        }
+    }
+}
