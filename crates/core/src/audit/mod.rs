@@ -5,15 +5,23 @@
 //! completed rollbacks' and restores' metadata, and (table version 6, merge-on-read) the write
 //! stats of completed deltacommits, which name the log files they appended to. Only a log file
 //! that no metadata explains is opened, for the instants in its blocks' headers.
+//!
+//! Beside the classes, the metadata table's `files` partition is compared with the store
+//! ([`metadata_table`], [`drift`]): per partition, the files it lists that the store lacks and
+//! the committed files it does not list ([`AuditReport::metadata_table`]).
 
 pub mod classify;
+pub mod drift;
 mod knowledge;
+mod metadata_table;
 pub mod repair;
+pub mod repair_metadata_table;
 mod report;
 
 use tracing::{info, info_span, Instrument};
 
 pub use classify::{Class, Knowledge, Verdict};
+pub use drift::{MetadataTableCheck, PartitionDrift};
 pub use report::{ArchiveSummary, AuditReport, Candidate, Counts, Example};
 
 use crate::config::TableVersion;
@@ -63,12 +71,15 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             gathered.archive.clone(),
             gathered.unreadable.clone(),
         );
+        let mut check = metadata_table::prepare(table, options.examples).await?;
         let mut to_open: Vec<(FileMeta, String)> = Vec::new();
         let storage = table.storage();
         let root = storage.list_dir(&RelPath::root()).await?;
         let mut judge = |m: &FileMeta| -> bool {
             let name = m.file_name();
+            let partition = m.path.parent();
             let Some(file) = DataFile::parse(name) else {
+                check.see(partition.as_str(), name, false);
                 report.other_files += 1;
                 return false;
             };
@@ -82,6 +93,8 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
                     match gathered.v6_log_writers.get(path) {
                         Some(w) => gathered.knowledge.classify_blocks(path, [w.as_str()]),
                         None => {
+                            // Seen now; whether it counts as not listed, once its class is known.
+                            check.see(partition.as_str(), name, false);
                             to_open.push((m.clone(), file.instant().to_string()));
                             return false;
                         }
@@ -89,6 +102,7 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
                 }
                 _ => gathered.knowledge.classify(path, file.instant()),
             };
+            check.see(partition.as_str(), name, verdict.class == Class::Committed);
             report.add(
                 m,
                 &[file.instant().to_string()],
@@ -111,10 +125,16 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             if instants.is_empty() {
                 instants.push(name_instant);
             }
+            if verdict.class == Class::Committed {
+                check.see(m.path.parent().as_str(), m.file_name(), true);
+            }
             report.add(&m, &instants, verdict, options.examples, options.collect);
         }
+        report.metadata_table = check.finish(table).await?;
         info!(
             files = report.data_files(),
+            metadata_table_missing = report.metadata_table.missing_from_store,
+            metadata_table_not_listed = report.metadata_table.not_listed,
             leftovers = report.count(Class::RollbackLeftover).files,
             orphans = report.count(Class::Orphan).files,
             "audited"
