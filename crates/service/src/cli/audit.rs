@@ -270,7 +270,11 @@ async fn run_repair(
     };
     let options = &options;
     let done = if preview.removed.is_empty() {
-        preview
+        // Nothing to remove: the preview is what a run does.
+        RepairReport {
+            dry_run: false,
+            ..preview
+        }
     } else {
         match super::change_table(table, resume, |t| async move {
             repair(&t, options, audit_options).await
