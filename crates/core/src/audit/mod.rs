@@ -5,17 +5,25 @@
 //! completed rollbacks' and restores' metadata, and (table version 6, merge-on-read) the write
 //! stats of completed deltacommits, which name the log files they appended to. Only a log file
 //! that no metadata explains is opened, for the instants in its blocks' headers.
+//!
+//! Beside the classes, the metadata table's `files` partition is compared with the store
+//! ([`metadata_table`], [`drift`]): per partition, the files it lists that the store lacks and
+//! the committed files it does not list ([`AuditReport::metadata_table`]).
 
 pub mod classify;
+pub mod drift;
 pub mod guard;
 pub mod journal;
 mod knowledge;
+mod metadata_table;
 pub mod repair;
+pub mod repair_metadata_table;
 mod report;
 
 use tracing::{info, info_span, Instrument};
 
 pub use classify::{Class, Knowledge, Verdict};
+pub use drift::{MetadataTableCheck, PartitionDrift};
 pub use report::{ArchiveSummary, AuditReport, Candidate, Counts, Example};
 
 use crate::config::TableVersion;
@@ -65,15 +73,26 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             gathered.archive.clone(),
             gathered.unreadable.clone(),
         );
+        let mut check = metadata_table::prepare(table, options.examples).await?;
         let storage = table.storage();
         let root = storage.list_dir(&RelPath::root()).await?;
         let mut judge = Judge::new(&gathered, v6_logs);
         let mut add = |m: &FileMeta| -> bool {
+            let partition = m.path.parent();
             match judge.judge(m) {
-                Judged::NotData => report.other_files += 1,
-                Judged::Open => {}
+                Judged::NotData => {
+                    check.see(partition.as_str(), m.file_name(), false);
+                    report.other_files += 1;
+                }
+                // Seen now; whether it counts as not listed, once its class is known.
+                Judged::Open => check.see(partition.as_str(), m.file_name(), false),
                 Judged::Verdict(v, instant) => {
-                    report.add(m, &[instant], v, options.examples, options.collect)
+                    check.see(
+                        partition.as_str(),
+                        m.file_name(),
+                        v.class == Class::Committed,
+                    );
+                    report.add(m, &[instant], v, options.examples, options.collect);
                 }
             }
             false
@@ -92,10 +111,16 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             if instants.is_empty() {
                 instants.push(name_instant);
             }
+            if verdict.class == Class::Committed {
+                check.see(m.path.parent().as_str(), m.file_name(), true);
+            }
             report.add(&m, &instants, verdict, options.examples, options.collect);
         }
+        report.metadata_table = check.finish(table).await?;
         info!(
             files = report.data_files(),
+            metadata_table_missing = report.metadata_table.missing_from_store,
+            metadata_table_not_listed = report.metadata_table.not_listed,
             leftovers = report.count(Class::RollbackLeftover).files,
             orphans = report.count(Class::Orphan).files,
             "audited"

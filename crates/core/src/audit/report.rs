@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::classify::{Class, Verdict};
+use super::drift::MetadataTableCheck;
 use crate::storage::FileMeta;
 use crate::table::Table;
 
@@ -96,6 +97,8 @@ pub struct AuditReport {
     pub other_files: u64,
     /// Version-6 log files that no write stats name, opened to read their blocks' instants.
     pub logs_opened: u64,
+    /// The metadata table's `files` partition against the store.
+    pub metadata_table: MetadataTableCheck,
     /// With [`super::AuditOptions::collect`]: every leftover and orphan, up to
     /// [`super::MAX_CANDIDATES`] (for the repair).
     #[serde(skip)]
@@ -124,6 +127,7 @@ impl AuditReport {
             examples: BTreeMap::new(),
             other_files: 0,
             logs_opened: 0,
+            metadata_table: MetadataTableCheck::default(),
             candidates: Vec::new(),
             candidates_truncated: false,
         }

@@ -9,7 +9,7 @@
 //! share.
 
 mod log_append;
-mod metadata_table;
+pub(crate) mod metadata_table;
 pub mod restore;
 mod restore_steps;
 pub mod rollback;

@@ -11,6 +11,7 @@
 //!   ([`plan_completed_deltacommit_rollback`]).
 
 pub mod files_listing;
+pub mod files_slice;
 
 use std::collections::BTreeMap;
 

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use hudi_keeper_core::audit::repair::{repair, RepairOptions, RepairReport};
-use hudi_keeper_core::audit::{audit, AuditOptions, AuditReport, Class, Counts};
+use hudi_keeper_core::audit::repair_metadata_table::{repair_metadata_table, MetadataTableRepair};
+use hudi_keeper_core::audit::{
+    audit, AuditOptions, AuditReport, Class, Counts, MetadataTableCheck,
+};
 use hudi_keeper_core::storage::Storage;
 use hudi_keeper_core::Table;
 use serde::Serialize;
@@ -37,6 +40,11 @@ pub struct AuditArgs {
     /// --storage-option flags) before deleting it.
     #[arg(long, value_name = "URI", requires = "repair")]
     pub quarantine: Option<String>,
+    /// With --repair: also delete the metadata table when it disagrees with the store (files it
+    /// lists that the store lacks, committed files it does not list), for the next writer to
+    /// rebuild. Refused while any write is pending on the table.
+    #[arg(long, requires = "repair")]
+    pub repair_metadata_table: bool,
     /// With --repair: do not ask.
     #[arg(long, short = 'y', requires = "repair")]
     pub yes: bool,
@@ -152,6 +160,7 @@ pub fn render(r: &AuditReport) -> String {
             let _ = writeln!(out, "  {} ({} bytes): {}", e.path, e.size, e.reason);
         }
     }
+    render_metadata_table(&mut out, &r.metadata_table);
     let _ = writeln!(
         out,
         "\n{} data files, {} other files; {} log files opened",
@@ -160,6 +169,43 @@ pub fn render(r: &AuditReport) -> String {
         r.logs_opened
     );
     out
+}
+
+fn render_metadata_table(out: &mut String, m: &MetadataTableCheck) {
+    let _ = writeln!(out);
+    if let Some(why) = &m.not_checked {
+        let _ = writeln!(out, "Metadata table: not checked: {why}");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Metadata table: {} files in {} partitions listed; {} listed but missing from the store, {} committed files not listed",
+        m.listed_files, m.listed_partitions, m.missing_from_store, m.not_listed
+    );
+    for (p, d) in &m.partitions {
+        let name = if p.is_empty() {
+            "(base path)"
+        } else {
+            p.as_str()
+        };
+        let _ = writeln!(
+            out,
+            "  {name}: {} missing from the store, {} not listed",
+            d.missing_from_store, d.not_listed
+        );
+        for e in &d.missing_examples {
+            let _ = writeln!(out, "    missing from the store: {e}");
+        }
+        for e in &d.not_listed_examples {
+            let _ = writeln!(out, "    not listed: {e}");
+        }
+    }
+    if m.disagrees() {
+        let _ = writeln!(
+            out,
+            "  (`audit --repair --repair-metadata-table` deletes the metadata table for the next writer to rebuild)"
+        );
+    }
 }
 
 async fn run_repair(
@@ -185,49 +231,110 @@ async fn run_repair(
     let preview = repair(table, &options, audit_options)
         .await
         .with_context(|| format!("cannot audit table `{}`", table.uri()))?;
-    if args.dry_run || preview.removed.is_empty() {
-        print_repair(args, &preview, requests)?;
+    // The metadata table's part is decided before anything changes: a refusal refuses all.
+    let mdt_preview = if args.repair_metadata_table {
+        Some(
+            repair_metadata_table(table, &preview.audit, &options, audit_options)
+                .await
+                .with_context(|| {
+                    format!("cannot repair the metadata table of `{}`", table.uri())
+                })?,
+        )
+    } else {
+        None
+    };
+    if args.dry_run || (preview.removed.is_empty() && mdt_preview.is_none()) {
+        print_repair(args, &preview, mdt_preview.as_ref(), requests)?;
         return Ok(ExitCode::SUCCESS);
     }
     options.lock = args.lock.lock_options(table)?;
     options.dry_run = false;
-    if !args.yes
-        && !super::confirm(
-            "repair",
-            &render_repair(&preview),
-            &format!(
-                "Remove {} file(s) from {}?",
-                preview.removed.len(),
-                table.uri()
-            ),
-        )?
-    {
+    let question = match &mdt_preview {
+        Some(_) => format!(
+            "Remove {} file(s) and delete the metadata table of {}?",
+            preview.removed.len(),
+            table.uri()
+        ),
+        None => format!(
+            "Remove {} file(s) from {}?",
+            preview.removed.len(),
+            table.uri()
+        ),
+    };
+    let shown = render_repair(&preview) + &render_mdt_repair(mdt_preview.as_ref());
+    if !args.yes && !super::confirm("repair", &shown, &question)? {
         return Ok(ExitCode::SUCCESS);
     }
     let resume = |_: Option<&str>| {
         "this command again (it resumes the repair from its journal under .hoodie/.hudi-keeper/repairs/, then audits the table again and goes on with what is left)".to_string()
     };
-    let done = match super::change_table(table, resume, |t| async move {
-        repair(&t, &options, audit_options).await
-    })
-    .await?
-    {
-        Ok(done) => done,
-        Err(code) => return Ok(code),
+    let options = &options;
+    let done = if preview.removed.is_empty() {
+        // Nothing to remove: the preview is what a run does.
+        RepairReport {
+            dry_run: false,
+            ..preview
+        }
+    } else {
+        match super::change_table(table, resume, |t| async move {
+            repair(&t, options, audit_options).await
+        })
+        .await?
+        {
+            Ok(done) => done,
+            Err(code) => return Ok(code),
+        }
     };
-    print_repair(args, &done, requests)?;
+    let mdt_done = match mdt_preview {
+        None => None,
+        Some(_) => {
+            let audited = &done.audit;
+            match super::change_table(table, resume, |t| async move {
+                repair_metadata_table(&t, audited, options, audit_options).await
+            })
+            .await?
+            {
+                Ok(done) => Some(done),
+                Err(code) => return Ok(code),
+            }
+        }
+    };
+    print_repair(args, &done, mdt_done.as_ref(), requests)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_repair(args: &AuditArgs, r: &RepairReport, requests: &Counted) -> anyhow::Result<()> {
+fn print_repair(
+    args: &AuditArgs,
+    r: &RepairReport,
+    mdt: Option<&MetadataTableRepair>,
+    requests: &Counted,
+) -> anyhow::Result<()> {
     if args.json {
-        let doc = serde_json::json!({"repair": r, "requests": requests.by_kind()});
+        let mut doc = serde_json::json!({"repair": r, "requests": requests.by_kind()});
+        if let Some(m) = mdt {
+            doc["metadata_table_repair"] = serde_json::to_value(m)?;
+        }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", render(&r.audit));
         print!("{}", render_repair(r));
+        print!("{}", render_mdt_repair(mdt));
     }
     Ok(())
+}
+
+fn render_mdt_repair(m: Option<&MetadataTableRepair>) -> String {
+    match m {
+        None => String::new(),
+        Some(m) if m.dry_run => format!(
+            "Would delete the metadata table ({}); the next writer rebuilds it.\nDry run: nothing was changed.\n",
+            m.reason
+        ),
+        Some(m) => format!(
+            "Deleted the metadata table ({}); the next writer with the metadata table enabled rebuilds it.\n",
+            m.reason
+        ),
+    }
 }
 
 fn render_repair(r: &RepairReport) -> String {

@@ -12,11 +12,14 @@
 //! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x; on table
 //!   version 6 as Hudi 0.15 does, with [`v6_restore`]'s sync deltacommit), or delete it for the
 //!   next writer to rebuild.
+//! - [`files_partition`]: the `files` partition read as Hudi's reader merges it (table versions
+//!   6, 8 and 9), for [`v6_restore`] and for the audit's check of the metadata table.
 //! - [`sync`]: the start of the deltacommit Hudi writes after the metadata table's own restore,
 //!   which [`restore`] (1.x) and [`v6_restore`] (version 6) both finish their way.
 
 pub(super) mod execute;
-pub(super) mod restore;
+pub(crate) mod files_partition;
+pub(crate) mod restore;
 pub(super) mod rollback;
 mod sync;
 pub(super) mod v6;

@@ -38,9 +38,7 @@ pub enum MetadataTableAction {
 
 /// A metadata table is in use, or left behind (a restore interrupted while deleting it, a
 /// writer that disabled it): either way the restore deletes it.
-pub(in crate::exec) async fn metadata_table_action(
-    table: &Table,
-) -> Result<MetadataTableAction, Error> {
+pub(crate) async fn metadata_table_action(table: &Table) -> Result<MetadataTableAction, Error> {
     let storage = table.storage();
     let backup = RelPath::parse(PROPERTIES_BACKUP).map_err(StorageError::from)?;
     let found =
@@ -423,7 +421,7 @@ async fn drop_metadata_partitions(table: &Table, keep: &[&str]) -> Result<(), Er
 /// Delete the metadata table as Hudi does when a restore cannot keep it: clear its partitions in
 /// `hoodie.properties` (Hudi's update protocol: backup, rewrite, drop the backup), then remove
 /// `.hoodie/metadata`. Each step is idempotent.
-pub(in crate::exec) async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
+pub(crate) async fn delete_metadata_table(table: &Table) -> Result<(), Error> {
     let storage = table.storage();
     let props = RelPath::parse(crate::table::TableConfig::PATH).map_err(StorageError::from)?;
     let text = String::from_utf8_lossy(&storage.get_capped(&props, SMALL_FILE_MAX_READ).await?)

@@ -1,5 +1,5 @@
-//! The `files` partition of a table-version-6 metadata table as Hudi 0.15 reads it, and the
-//! records its restore writes to bring it back in line with storage. Pure.
+//! The `files` partition of a metadata table as Hudi's reader merges it, and the records the
+//! table-version-6 restore writes to bring it back in line with storage. Pure.
 //!
 //! Read from Hudi 0.15.0's `AbstractHoodieLogRecordReader.scanInternalV1`,
 //! `HoodieMetadataPayload.preCombine`, `HoodieBackedTableMetadata.readFromBaseAndMergeWithLogRecords`,
@@ -19,6 +19,26 @@
 //!   deltacommit Hudi writes at `<new instant>003`: per partition the metadata table lists, the
 //!   files storage has that it lacks (with their sizes) and the files it lists that storage lacks
 //!   (deleted); partitions gone from storage are deleted from the partition list.
+//!
+//! Table versions 8 and 9 (Hudi 1.0.1's `HoodieMetadataLogRecordReader` over
+//! `AbstractHoodieLogRecordScanner.scanInternalV1`; Hudi 1.1.1's `HoodieBackedTableMetadata.
+//! readSliceWithFilter`, a `HoodieFileGroupReader` over `BaseHoodieLogRecordReader.scanInternalV1`
+//! with an `EXACT_MATCH` `InstantRange`) differ in three ways ([`Reader::V8`]):
+//!
+//! - a data or delete block after the metadata table's latest completed instant is skipped,
+//!   not the end of the scan, and a rollback command block is applied whatever its instant;
+//! - no block is checked against the metadata table's commits timeline (`tableVersion <
+//!   EIGHT` only): the valid instants decide alone. Log files of deltacommits not completed on
+//!   the metadata table are left out of the file slice instead (`filterUncommittedLogs`, see
+//!   [`super::files_slice`]);
+//! - the valid instants ([`valid_instants_v8`]) take every completed metadata-table
+//!   deltacommit whose instant is not pending on the data table (`isValidInstant`), not only
+//!   the suffixed ones.
+//!
+//! The merge of records is the same in all three (1.x: `HoodieAvroRecordMerger.merge` calls
+//! `HoodieMetadataPayload.combineAndGetUpdateValue`, which is `preCombine`, log records first in
+//! block order, then over the base file's record: `HoodieTableMetadataUtil.
+//! combineFileSystemMetadata`, the same rules as 0.15's `HoodieMetadataPayload`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,9 +93,21 @@ pub enum LogBlock {
     },
 }
 
-/// What decides which blocks count (Hudi's scanner state), built by [`BlockFilter::new`].
+/// Which of Hudi's log scanners reads the blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reader {
+    /// Table version 6 (Hudi 0.14/0.15).
+    #[default]
+    V6,
+    /// Table versions 8 and 9 (Hudi 1.x): see the module docs.
+    V8,
+}
+
+/// What decides which blocks count (Hudi's scanner state).
 #[derive(Debug, Clone, Default)]
 pub struct BlockFilter {
+    /// The scanner's rules.
+    pub reader: Reader,
     /// The metadata table's latest completed instant (any action): blocks after it stop the scan.
     pub latest: String,
     /// Completed instants of the metadata table's commits timeline (deltacommits, commits).
@@ -89,6 +121,9 @@ pub struct BlockFilter {
 impl BlockFilter {
     /// Whether a data block written at `instant` is read.
     fn reads(&self, instant: &str) -> bool {
+        if self.reader == Reader::V8 {
+            return instant <= self.latest.as_str() && self.valid.contains(instant);
+        }
         let before_start = self
             .completed
             .first()
@@ -155,6 +190,50 @@ pub fn valid_instants(
     valid
 }
 
+/// Hudi 1.x's `getValidInstantTimestamps` (1.0.1 and 1.1.1 alike): as [`valid_instants`], but
+/// every completed metadata-table deltacommit counts unless its instant is pending on the data
+/// table (`isValidInstant`: a write that failed after its metadata-table deltacommit completed).
+pub fn valid_instants_v8(
+    data: &[TimelineInstant],
+    rolled_back: &BTreeMap<String, Vec<String>>,
+    mdt: &[TimelineInstant],
+) -> BTreeSet<String> {
+    let pending: BTreeSet<&str> = data
+        .iter()
+        .filter(|i| !i.completed)
+        .map(|i| i.time.as_str())
+        .collect();
+    let mut valid: BTreeSet<String> = data
+        .iter()
+        .filter(|i| i.completed)
+        .map(|i| i.time.clone())
+        .collect();
+    valid.extend(
+        mdt.iter()
+            .filter(|i| {
+                i.completed && i.action == "deltacommit" && !pending.contains(i.time.as_str())
+            })
+            .map(|i| i.time.clone()),
+    );
+    let earliest = valid
+        .first()
+        .cloned()
+        .unwrap_or_else(|| format!("{SOLO_COMMIT_PREFIX}000"));
+    for i in data.iter().filter(|i| {
+        i.completed && (i.action == "rollback" || i.action == "restore") && i.time > earliest
+    }) {
+        if let Some(undone) = rolled_back.get(&i.time) {
+            valid.extend(undone.iter().cloned());
+        }
+    }
+    valid.extend(
+        mdt.iter()
+            .filter(|i| i.completed && (i.action == "rollback" || i.action == "restore"))
+            .map(|i| i.time.clone()),
+    );
+    valid
+}
+
 /// Hudi's `isValidInstant` length check: a metadata-table instant with an operation suffix.
 fn is_suffixed(time: &str) -> bool {
     time.len() == SUFFIXED_LEN && time.bytes().all(|b| b.is_ascii_digit())
@@ -202,7 +281,7 @@ pub fn merge_files_partition(
         let instant = match b {
             LogBlock::Data { instant, .. } | LogBlock::Rollback { instant, .. } => instant,
         };
-        if instant.as_str() > filter.latest.as_str() {
+        if filter.reader == Reader::V6 && instant.as_str() > filter.latest.as_str() {
             break;
         }
         match b {
@@ -467,6 +546,7 @@ mod tests {
 
     fn filter(latest: &str, completed: &[&str], valid: &[&str]) -> BlockFilter {
         BlockFilter {
+            reader: Reader::V6,
             latest: latest.into(),
             completed: completed.iter().map(|s| s.to_string()).collect(),
             inflight: BTreeSet::new(),

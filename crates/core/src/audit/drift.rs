@@ -1,0 +1,353 @@
+//! The metadata table against the store, pure: the files the metadata table's `files` partition
+//! lists per data partition, held compactly ([`Listed`]: one sorted name arena per partition
+//! and a bit per name), ticked off as the audit's listing streams by, and what is left on
+//! either side ([`MetadataTableCheck`]).
+//!
+//! Only the audit's `committed` files count as "not listed": files of pending instants,
+//! leftovers of rollbacks, orphans and unknown files are the audit's own classes. A file the
+//! metadata table lists is ticked off by any file of that name on the store, whatever its class
+//! (it is not missing: readers find it). Names are compared, not sizes (log files grow).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::plan::metadata_table::files_listing::{listed_partitions, FilesRecord};
+
+/// The most file names the check holds (about 90 bytes each); a metadata table listing more is
+/// not checked.
+pub const MAX_LISTED_FILES: usize = 4_000_000;
+
+/// What the audit found comparing the metadata table with the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MetadataTableCheck {
+    /// Whether the comparison was made.
+    pub checked: bool,
+    /// Why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_checked: Option<String>,
+    /// Partitions the metadata table lists.
+    pub listed_partitions: u64,
+    /// Files the metadata table lists, in every partition.
+    pub listed_files: u64,
+    /// Files it lists that the store lacks (readers of the metadata table fail on them).
+    pub missing_from_store: u64,
+    /// Committed files on the store it does not list (invisible to its readers).
+    pub not_listed: u64,
+    /// Every partition with a disagreement (`""`: the base path itself).
+    pub partitions: BTreeMap<String, PartitionDrift>,
+}
+
+impl MetadataTableCheck {
+    /// A check not made, and why.
+    pub fn not_checked(why: impl Into<String>) -> Self {
+        Self {
+            not_checked: Some(why.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the metadata table was compared and disagrees with the store.
+    pub fn disagrees(&self) -> bool {
+        self.checked && (self.missing_from_store > 0 || self.not_listed > 0)
+    }
+}
+
+/// The disagreement in one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PartitionDrift {
+    /// Files the metadata table lists that the store lacks.
+    pub missing_from_store: u64,
+    /// Committed files on the store it does not list.
+    pub not_listed: u64,
+    /// Examples of the first (table-relative paths).
+    pub missing_examples: Vec<String>,
+    /// Examples of the second (table-relative paths).
+    pub not_listed_examples: Vec<String>,
+}
+
+/// The names of one partition, sorted, in one arena, and whether each was seen.
+#[derive(Debug, Default)]
+struct Names {
+    arena: String,
+    /// The end of each name in `arena`.
+    ends: Vec<u32>,
+    seen: Vec<bool>,
+}
+
+impl Names {
+    fn build(mut names: Vec<&str>) -> Result<Self, String> {
+        names.sort_unstable();
+        names.dedup();
+        let bytes: usize = names.iter().map(|n| n.len()).sum();
+        if u32::try_from(bytes).is_err() {
+            return Err("a partition's file names exceed 4 GiB".into());
+        }
+        let mut out = Names {
+            arena: String::with_capacity(bytes),
+            ends: Vec::with_capacity(names.len()),
+            seen: vec![false; names.len()],
+        };
+        for n in names {
+            out.arena.push_str(n);
+            out.ends.push(out.arena.len() as u32);
+        }
+        Ok(out)
+    }
+
+    fn name(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.arena[start..self.ends[i] as usize]
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.ends.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.name(mid).cmp(name) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+}
+
+/// The files the metadata table lists, per data partition, ticked off as the store's files are
+/// seen; the committed files it does not list are counted as they come.
+#[derive(Debug, Default)]
+pub struct Listed {
+    partitions: BTreeMap<String, Names>,
+    files: u64,
+    drift: BTreeMap<String, PartitionDrift>,
+    examples: usize,
+}
+
+impl Listed {
+    /// The partitions the merged `files` records list, and the files each lists, as Hudi's
+    /// readers see them (`getAllPartitionPaths`, then each partition's file-list record, `.` for
+    /// the base path); at most `max_files` names, else why not. `examples` per partition and
+    /// direction are kept.
+    pub fn new(
+        merged: &BTreeMap<String, FilesRecord>,
+        max_files: usize,
+        examples: usize,
+    ) -> Result<Self, String> {
+        let mut out = Listed {
+            examples,
+            ..Listed::default()
+        };
+        let mut total = 0usize;
+        for partition in listed_partitions(merged) {
+            let id = if partition.is_empty() {
+                "."
+            } else {
+                partition.as_str()
+            };
+            let names: Vec<&str> = merged
+                .get(id)
+                .map(|r| {
+                    r.files
+                        .iter()
+                        .filter(|(_, i)| !i.deleted)
+                        .map(|(n, _)| n.as_str())
+                        .collect()
+                })
+                .unwrap_or_default();
+            total = total.saturating_add(names.len());
+            if total > max_files {
+                return Err(format!(
+                    "it lists more than {max_files} files, more than hudi-keeper holds to compare"
+                ));
+            }
+            out.files += names.len() as u64;
+            out.partitions.insert(partition, Names::build(names)?);
+        }
+        Ok(out)
+    }
+
+    /// A file of `partition` named `name` is on the store; `committed` when the audit calls it
+    /// so. Returns whether the metadata table lists it.
+    pub fn see(&mut self, partition: &str, name: &str, committed: bool) -> bool {
+        if let Some(names) = self.partitions.get_mut(partition) {
+            if let Some(i) = names.find(name) {
+                names.seen[i] = true;
+                return true;
+            }
+        }
+        if committed {
+            let d = self.drift.entry(partition.to_string()).or_default();
+            d.not_listed += 1;
+            if d.not_listed_examples.len() < self.examples {
+                d.not_listed_examples.push(path(partition, name));
+            }
+        }
+        false
+    }
+
+    /// The comparison, once every file of the store was seen.
+    pub fn finish(mut self) -> MetadataTableCheck {
+        for (partition, names) in &self.partitions {
+            for (i, seen) in names.seen.iter().enumerate() {
+                if *seen {
+                    continue;
+                }
+                let d = self.drift.entry(partition.clone()).or_default();
+                d.missing_from_store += 1;
+                if d.missing_examples.len() < self.examples {
+                    d.missing_examples.push(path(partition, names.name(i)));
+                }
+            }
+        }
+        MetadataTableCheck {
+            checked: true,
+            not_checked: None,
+            listed_partitions: self.partitions.len() as u64,
+            listed_files: self.files,
+            missing_from_store: self.drift.values().map(|d| d.missing_from_store).sum(),
+            not_listed: self.drift.values().map(|d| d.not_listed).sum(),
+            partitions: self.drift,
+        }
+    }
+}
+
+fn path(partition: &str, name: &str) -> String {
+    if partition.is_empty() {
+        name.to_string()
+    } else {
+        format!("{partition}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::metadata_table::files_listing::{FileInfo, ALL_PARTITIONS_KEY};
+
+    fn rec(t: i32, files: &[(&str, bool)]) -> FilesRecord {
+        FilesRecord {
+            record_type: t,
+            files: files
+                .iter()
+                .map(|(n, d)| {
+                    (
+                        n.to_string(),
+                        FileInfo {
+                            size: 1,
+                            deleted: *d,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn merged() -> BTreeMap<String, FilesRecord> {
+        BTreeMap::from([
+            (
+                ALL_PARTITIONS_KEY.to_string(),
+                rec(1, &[("p0", false), ("p1", false), ("gone", true)]),
+            ),
+            (
+                "p0".to_string(),
+                rec(
+                    2,
+                    &[("a", false), ("b", false), ("c", false), ("old", true)],
+                ),
+            ),
+            ("p1".to_string(), rec(2, &[("d", false), ("e", false)])),
+            // a file list of a partition the partition list does not name: no reader sees it
+            ("gone".to_string(), rec(2, &[("z", false)])),
+        ])
+    }
+
+    #[test]
+    fn both_directions_are_reported_for_every_partition() {
+        let mut l = Listed::new(&merged(), 100, 10).unwrap();
+        assert!(l.see("p0", "a", true));
+        assert!(l.see("p0", "c", false), "listed, of any class");
+        // not listed: committed counts, other classes do not
+        assert!(!l.see("p0", "x", true));
+        assert!(!l.see("p0", "pending", false));
+        assert!(!l.see("p0", "old", true), "a deleted entry is not listed");
+        assert!(l.see("p1", "d", true));
+        assert!(!l.see("p2", "y", true), "a partition it does not list");
+        assert!(!l.see("gone", "z", true));
+        let c = l.finish();
+        assert!(c.checked && c.disagrees());
+        assert_eq!((c.listed_partitions, c.listed_files), (2, 5));
+        assert_eq!((c.missing_from_store, c.not_listed), (2, 4));
+        assert_eq!(
+            c.partitions["p0"],
+            PartitionDrift {
+                missing_from_store: 1,
+                not_listed: 2,
+                missing_examples: vec!["p0/b".into()],
+                not_listed_examples: vec!["p0/x".into(), "p0/old".into()],
+            }
+        );
+        assert_eq!(
+            c.partitions["p1"].missing_examples,
+            vec!["p1/e".to_string()]
+        );
+        assert_eq!(c.partitions["p1"].not_listed, 0);
+        assert_eq!(
+            c.partitions["p2"].not_listed_examples,
+            vec!["p2/y".to_string()]
+        );
+        assert_eq!(c.partitions["gone"].not_listed, 1);
+    }
+
+    #[test]
+    fn a_store_that_matches_shows_no_drift() {
+        let mut l = Listed::new(&merged(), 100, 10).unwrap();
+        for (p, n) in [
+            ("p0", "a"),
+            ("p0", "b"),
+            ("p0", "c"),
+            ("p1", "d"),
+            ("p1", "e"),
+        ] {
+            assert!(l.see(p, n, true));
+        }
+        let c = l.finish();
+        assert!(c.checked && !c.disagrees(), "{c:?}");
+        assert!(c.partitions.is_empty());
+    }
+
+    #[test]
+    fn the_base_path_is_listed_under_dot_and_examples_are_capped() {
+        let m = BTreeMap::from([
+            (ALL_PARTITIONS_KEY.to_string(), rec(1, &[(".", false)])),
+            (
+                ".".to_string(),
+                rec(2, &[("a", false), ("b", false), ("c", false)]),
+            ),
+        ]);
+        let mut l = Listed::new(&m, 100, 1).unwrap();
+        assert!(l.see("", "a", true));
+        let c = l.finish();
+        assert_eq!(c.partitions[""].missing_from_store, 2);
+        assert_eq!(c.partitions[""].missing_examples, vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn more_names_than_the_cap_are_not_held() {
+        let why = Listed::new(&merged(), 4, 10).unwrap_err();
+        assert!(why.contains("more than 4 files"), "{why}");
+        assert!(Listed::new(&merged(), 5, 10).is_ok());
+    }
+
+    #[test]
+    fn names_are_found_in_their_arena() {
+        let n = Names::build(vec!["b", "a", "ccc", "a", ""]).unwrap();
+        assert_eq!(n.ends.len(), 4);
+        for (i, name) in ["", "a", "b", "ccc"].iter().enumerate() {
+            assert_eq!(n.find(name), Some(i));
+            assert_eq!(n.name(i), *name);
+        }
+        assert_eq!(n.find("bb"), None);
+        assert_eq!(n.find("d"), None);
+    }
+}
