@@ -306,3 +306,82 @@ fn audits_of_hudi_1_0_and_1_1_metadata_tables_compacted_during_a_failed_write() 
         compacted_metadata_table("1.1");
     }
 }
+
+/// The metadata table's repair with real Hudi: after Hudi's own rollback of `cow-mdt-direct`,
+/// the oldest base file of p0 (a file slice no read needs, which the metadata table lists) is
+/// deleted, as a cleaner that missed the metadata table would. The audit reports it missing
+/// from the store, in p0, and Hudi's validator fails (`mdt_view_equals_fs_view`,
+/// `mdt_partitions_and_files_equal_listing`); `audit --repair --repair-metadata-table` deletes the
+/// metadata table; Hudi's validator (whose follow-up write, with the metadata table on, rebuilds
+/// it) passes.
+fn metadata_table_repair(version: &str) {
+    let s = "cow-mdt-direct";
+    let reference = generated(version, s).with_file_name(format!("{s}-hudi-rollback"));
+    let work = tempfile::tempdir().expect("tempdir");
+    let ours = work.path().join(s);
+    copy_table(&reference, &ours);
+    let mut p0: Vec<String> = files_below(&ours.join("p0"))
+        .into_iter()
+        .filter(|p| p.ends_with(".parquet"))
+        .collect();
+    p0.sort();
+    assert!(p0.len() >= 2, "Hudi {version}: {p0:?}");
+    let oldest = format!("p0/{}", p0[0]);
+    std::fs::remove_file(ours.join(&oldest)).expect("delete");
+
+    let report = audit(&ours);
+    let mdt = &report["metadata_table"];
+    assert_eq!(mdt["checked"], true, "Hudi {version}: {mdt:#}");
+    assert_eq!(mdt["missing_from_store"], 1, "Hudi {version}: {mdt:#}");
+    assert_eq!(mdt["not_listed"], 0, "Hudi {version}: {mdt:#}");
+    assert_eq!(
+        mdt["partitions"]["p0"]["missing_examples"][0], oldest,
+        "Hudi {version}: {mdt:#}"
+    );
+
+    let ours_s = ours.to_str().expect("utf-8");
+    // Without the repair Hudi's validator sees the drift too.
+    let before = run_sh(&["verify", version, ours_s]);
+    let failed = failed_checks(&stdout(&before));
+    assert!(
+        !before.status.success() && failed.iter().any(|c| c.starts_with("mdt_")),
+        "Hudi {version}: the validator should fail on the drift: {failed:?} {}",
+        stdout(&before)
+    );
+    let out = common::run(&[
+        "audit",
+        ours_s,
+        "--repair",
+        "--repair-metadata-table",
+        "--lock",
+        "filesystem",
+        "--yes",
+        "--json",
+    ]);
+    assert!(out.status.success(), "Hudi {version}: {}", stderr(&out));
+    assert!(
+        !ours.join(".hoodie/metadata").exists(),
+        "Hudi {version}: the metadata table is still there: {}",
+        stdout(&out)
+    );
+    let after = audit(&ours);
+    assert_eq!(after["metadata_table"]["checked"], false, "{after:#}");
+
+    let verify = run_sh(&["verify", version, ours_s]);
+    assert!(
+        verify.status.success(),
+        "Hudi {version}: validator failed {:?}: {}{}",
+        failed_checks(&stdout(&verify)),
+        stdout(&verify),
+        stderr(&verify)
+    );
+    eprintln!("Hudi {version}: drift in p0 reported; the metadata table deleted; the next writer rebuilt it and the validator passed");
+}
+
+#[test]
+fn the_metadata_table_repair_on_hudi_0_15_and_1_1_tables() {
+    if enabled() {
+        metadata_table_repair("0.15");
+        metadata_table_repair("1.1");
+    }
+}
