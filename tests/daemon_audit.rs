@@ -80,6 +80,14 @@ fn a_scheduled_audit_finds_a_planted_leftover_and_the_api_and_metrics_show_it() 
         "{doc:#}"
     );
     assert_eq!(summary["partitions_with_findings"], 1, "{doc:#}");
+    // The fixture has no metadata table: the comparison is not made, and says why.
+    assert_eq!(summary["metadata_table"]["checked"], false, "{doc:#}");
+    assert!(
+        summary["metadata_table"]["not_checked"]
+            .as_str()
+            .is_some_and(|w| w.contains("metadata table")),
+        "{doc:#}"
+    );
     // The table's view, in short.
     let view = d.table("t");
     assert_eq!(view["audit"]["files"]["rollback_leftover"], 1, "{view:#}");

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hudi_keeper_core::audit::{AuditReport, Class, Counts, Example};
+use hudi_keeper_core::audit::{
+    AuditReport, Class, Counts, Example, MetadataTableCheck, PartitionDrift,
+};
 use serde::Serialize;
 
 /// The most partitions a summary lists: those with the most files that are not committed.
@@ -66,6 +68,9 @@ pub struct AuditSummary {
     pub partitions: BTreeMap<String, BTreeMap<Class, Counts>>,
     /// Up to ten files per class, but `committed`.
     pub examples: BTreeMap<Class, Vec<Example>>,
+    /// The metadata table against the store (checked, or why not), with up to
+    /// [`MAX_PARTITIONS_SHOWN`] of its partitions that disagree, the most files first.
+    pub metadata_table: MetadataTableCheck,
 }
 
 impl AuditSummary {
@@ -102,7 +107,25 @@ impl AuditSummary {
                 .map(|(p, by, _)| (p.clone(), by.clone()))
                 .collect(),
             examples: r.examples.clone(),
+            metadata_table: capped(&r.metadata_table),
         }
+    }
+}
+
+/// `check` with its partitions cut to the [`MAX_PARTITIONS_SHOWN`] that disagree most.
+fn capped(check: &MetadataTableCheck) -> MetadataTableCheck {
+    let mut kept: Vec<(&String, &PartitionDrift)> = check.partitions.iter().collect();
+    kept.sort_by(|a, b| {
+        let n = |d: &PartitionDrift| d.missing_from_store + d.not_listed;
+        n(b.1).cmp(&n(a.1)).then_with(|| a.0.cmp(b.0))
+    });
+    kept.truncate(MAX_PARTITIONS_SHOWN);
+    MetadataTableCheck {
+        partitions: kept
+            .into_iter()
+            .map(|(p, d)| (p.clone(), d.clone()))
+            .collect(),
+        ..check.clone()
     }
 }
 

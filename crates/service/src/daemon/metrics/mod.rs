@@ -377,6 +377,7 @@ mod tests {
             partitions_with_findings: 0,
             partitions: Default::default(),
             examples: Default::default(),
+            metadata_table: Default::default(),
         }
     }
 
