@@ -161,8 +161,9 @@ public final class Main {
    * library, the stock file system forks for every file it creates, the heartbeat file included; on a
    * loaded machine a fork can take longer than the 2 s a 1 s heartbeat with 2 tolerable misses allows,
    * and the writer aborts its own commit (seen in CI). Only the benchmark's "stock" column uses
-   * Hadoop's default ({@code storageConf((Class<?>) null)}). With INTEROP_PAUSE_DELETES set (and no
-   * blocking file system asked for), {@link PausingLocalFileSystem}: NoFork, holding data-file deletes.
+   * Hadoop's default ({@code storageConf((Class<?>) null)}). With INTEROP_PAUSE_DELETES or
+   * INTEROP_PAUSE_CREATES set (and no blocking file system asked for), {@link PausingLocalFileSystem}:
+   * NoFork, holding data-file deletes or creates.
    */
   static StorageConfiguration<Configuration> storageConf(boolean blockingFs) {
     return storageConf(blockingFs ? BlockingLocalFileSystem.class
@@ -373,6 +374,8 @@ public final class Main {
         n.put("instant", t);
         n.put("error", e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).split("\n")[0]);
         OUT.println("FAILED " + t + " " + e);
+        // where Hudi refused (stderr; stdout keeps one line per commit)
+        e.printStackTrace(System.err);
       }
       OUT.flush();
     }
