@@ -526,14 +526,17 @@ fn zombie_case(version: &str) {
 
 /// With the metadata table: the zombie's commit completes its metadata-table deltacommit after
 /// the rollback, and once the rollback is archived Hudi's reader returns its rows (through the
-/// metadata table's listing). The repair is not exercised here: the metadata table lists the
-/// files once its compaction folded that deltacommit in (tests/interop/README.md, "A zombie
-/// writer").
+/// metadata table's listing). The metadata table lists the zombie's files (its compaction folded
+/// that deltacommit in; tests/interop/README.md, "A zombie writer"): the audit reports them as
+/// listed leftovers, a disagreement; `--repair` alone keeps them (removing them would fail the
+/// metadata table's readers, as an earlier repair did); `--repair --repair-metadata-table`
+/// deletes the metadata table first, then removes them, and Hudi's validator, whose follow-up
+/// write rebuilds the metadata table, passes.
 fn zombie_with_metadata_table_case(version: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let work = tempfile::tempdir().expect("tempdir");
     let table = work.path().join("t");
-    let (_, expected) =
+    let (z, expected) =
         zombie_with_its_rollback_archived(version, "cow-mdt-direct", &table, work.path());
     let report = verify(version, &table, &expected);
     assert_zombie_rows_read(version, &report);
@@ -542,6 +545,74 @@ fn zombie_with_metadata_table_case(version: &str) {
     assert!(
         !failed.contains(&"mdt_partitions_and_files_equal_listing".to_string()),
         "{report:#}"
+    );
+    let audited = audit(&table);
+    assert_leftovers(&audited, &z.files, "with the metadata table");
+    let mdt = &audited["metadata_table"];
+    assert_eq!(mdt["checked"], true, "{mdt:#}");
+    assert_eq!(
+        mdt["listed_not_committed"],
+        z.files.len(),
+        "the metadata table lists the zombie's files: {mdt:#}"
+    );
+
+    let two_hours_ago = SystemTime::now() - Duration::from_secs(7200);
+    for f in &z.files {
+        set_mtime(&table.join(f), two_hours_ago);
+    }
+    let table_s = table.to_str().expect("utf-8");
+    let repair = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "audit",
+            table_s,
+            "--repair",
+            "--older-than",
+            "1h",
+            "--lock",
+            "filesystem",
+            "--yes",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = common::run(&args);
+        assert!(out.status.success(), "audit --repair: {}", stderr(&out));
+        serde_json::from_str(&stdout(&out)).expect("audit --repair --json")
+    };
+    // The files alone: kept, since the metadata table lists them.
+    let kept = repair(&[]);
+    assert_eq!(kept["repair"]["removed"], serde_json::json!([]), "{kept:#}");
+    let reasons: Vec<&str> = kept["repair"]["kept"]
+        .as_array()
+        .expect("kept")
+        .iter()
+        .filter_map(|k| k["reason"].as_str())
+        .collect();
+    assert_eq!(reasons.len(), z.files.len(), "{kept:#}");
+    assert!(
+        reasons
+            .iter()
+            .all(|r| r.contains("metadata table lists it")),
+        "{kept:#}"
+    );
+    assert_eq!(data_files_of(&table, &z.instant).len(), z.files.len());
+
+    // With the metadata table: it goes first, then the files.
+    let done = repair(&["--repair-metadata-table"]);
+    assert_eq!(done["metadata_table_repair"]["deleted"], true, "{done:#}");
+    assert!(!table.join(".hoodie/metadata").exists());
+    let mut removed: Vec<String> = done["repair"]["removed"]
+        .as_array()
+        .expect("removed")
+        .iter()
+        .filter_map(|r| r["path"].as_str().map(str::to_string))
+        .collect();
+    removed.sort();
+    assert_eq!(removed, z.files, "{done:#}");
+    let after = verify(version, &table, &expected);
+    assert_eq!(
+        failed_checks(&after.to_string()),
+        Vec::<String>::new(),
+        "Hudi {version}'s validator after the repair: {after:#}"
     );
 }
 
@@ -560,8 +631,9 @@ fn hudi_0_15_zombie_writers_files_are_leftovers_and_repaired_after_the_rollback_
 }
 
 #[test]
-fn hudi_1_1_zombie_with_the_metadata_table_completes_its_deltacommit_there_and_its_rows_are_read() {
-    if enabled_full("Hudi 1.1's zombie writer with the metadata table") {
+fn hudi_1_1_zombie_with_the_metadata_table_completes_its_deltacommit_there_and_is_repaired_with_it()
+{
+    if enabled() {
         zombie_with_metadata_table_case("1.1");
     }
 }

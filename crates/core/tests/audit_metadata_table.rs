@@ -32,6 +32,7 @@ fn options(dry_run: bool) -> RepairOptions {
         lock: LockOptions::none(),
         dry_run,
         quarantine: None,
+        metadata_table_first: false,
     }
 }
 

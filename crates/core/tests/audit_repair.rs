@@ -37,6 +37,7 @@ fn options(older_than: Duration) -> RepairOptions {
         },
         dry_run: false,
         quarantine: None,
+        metadata_table_first: false,
     }
 }
 

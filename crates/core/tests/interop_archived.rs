@@ -287,6 +287,7 @@ async fn audit_with_the_rollback_archived(version: &str, dir: &Path) {
         },
         dry_run: false,
         quarantine: None,
+        metadata_table_first: false,
     };
     let repaired = repair(&open().await, &options, &AuditOptions::default())
         .await

@@ -34,6 +34,8 @@ pub struct MetadataTableCheck {
     pub missing_from_store: u64,
     /// Committed files on the store it does not list (invisible to its readers).
     pub not_listed: u64,
+    /// Files it lists that the audit calls `rollback_leftover` or `orphan`.
+    pub listed_not_committed: u64,
     /// Every partition with a disagreement (`""`: the base path itself).
     pub partitions: BTreeMap<String, PartitionDrift>,
 }
@@ -49,7 +51,8 @@ impl MetadataTableCheck {
 
     /// Whether the metadata table was compared and disagrees with the store.
     pub fn disagrees(&self) -> bool {
-        self.checked && (self.missing_from_store > 0 || self.not_listed > 0)
+        self.checked
+            && (self.missing_from_store > 0 || self.not_listed > 0 || self.listed_not_committed > 0)
     }
 }
 
@@ -64,6 +67,32 @@ pub struct PartitionDrift {
     pub missing_examples: Vec<String>,
     /// Examples of the second (table-relative paths).
     pub not_listed_examples: Vec<String>,
+    /// Files it lists that the audit calls `rollback_leftover` or `orphan` (a zombie writer's
+    /// commit completed the metadata table's deltacommit after the rollback): its readers see
+    /// them once the rollback is archived.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub listed_not_committed: u64,
+    /// Examples of the third (table-relative paths).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listed_not_committed_examples: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Whether the metadata table lists one file on the store, as far as the audit knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataTableListing {
+    /// The table has no metadata table in use.
+    NoMetadataTable,
+    /// The metadata table lists it.
+    Listed,
+    /// The metadata table was compared and does not list it.
+    NotListed,
+    /// The metadata table could not be compared: it may list it.
+    Unknown,
 }
 
 /// The names of one partition, sorted, in one arena, and whether each was seen.
@@ -186,6 +215,16 @@ impl Listed {
         false
     }
 
+    /// A file of `partition` named `name` that the metadata table lists is a leftover or an
+    /// orphan by the audit's classes.
+    pub fn listed_not_committed(&mut self, partition: &str, name: &str) {
+        let d = self.drift.entry(partition.to_string()).or_default();
+        d.listed_not_committed += 1;
+        if d.listed_not_committed_examples.len() < self.examples {
+            d.listed_not_committed_examples.push(path(partition, name));
+        }
+    }
+
     /// The comparison, once every file of the store was seen.
     pub fn finish(mut self) -> MetadataTableCheck {
         for (partition, names) in &self.partitions {
@@ -207,6 +246,7 @@ impl Listed {
             listed_files: self.files,
             missing_from_store: self.drift.values().map(|d| d.missing_from_store).sum(),
             not_listed: self.drift.values().map(|d| d.not_listed).sum(),
+            listed_not_committed: self.drift.values().map(|d| d.listed_not_committed).sum(),
             partitions: self.drift,
         }
     }
@@ -285,6 +325,7 @@ mod tests {
                 not_listed: 2,
                 missing_examples: vec!["p0/b".into()],
                 not_listed_examples: vec!["p0/x".into(), "p0/old".into()],
+                ..PartitionDrift::default()
             }
         );
         assert_eq!(
@@ -297,6 +338,26 @@ mod tests {
             vec!["p2/y".to_string()]
         );
         assert_eq!(c.partitions["gone"].not_listed, 1);
+    }
+
+    #[test]
+    fn a_listed_leftover_is_a_disagreement() {
+        let mut l = Listed::new(&merged(), 100, 10).unwrap();
+        for (p, n) in [("p0", "a"), ("p0", "b"), ("p1", "d"), ("p1", "e")] {
+            assert!(l.see(p, n, true));
+        }
+        assert!(l.see("p0", "c", false));
+        l.listed_not_committed("p0", "c");
+        let c = l.finish();
+        assert!(c.disagrees(), "{c:?}");
+        assert_eq!(
+            (c.missing_from_store, c.not_listed, c.listed_not_committed),
+            (0, 0, 1)
+        );
+        assert_eq!(
+            c.partitions["p0"].listed_not_committed_examples,
+            vec!["p0/c".to_string()]
+        );
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! a timeline read under it, unchanged since it was listed, with no completed deltacommit of its
 //! instant on the metadata table, inside the base path and never through a symbolic link: the
 //! rules of the repair (`super::repair`) apart from its age floor, which is for orphans. An
-//! orphan is never touched here.
+//! orphan is never touched here. A leftover the metadata table lists (a zombie writer's commit
+//! completes its deltacommit there after the rollback), or may list (its `files` partition could
+//! not be read), stays: that takes `audit --repair --repair-metadata-table`.
 
 use std::collections::BTreeSet;
 
@@ -23,8 +25,11 @@ use serde::Serialize;
 use tracing::{info, info_span, warn, Instrument};
 
 use super::classify::Class;
-use super::repair::{remove_under_lock, Kept, Removed};
-use super::{knowledge, open_log, AuditOptions, Candidate, Judge, Judged};
+use super::repair::{metadata_table_keeps, remove_under_lock, Kept, Removed};
+use super::{
+    knowledge, metadata_table, open_log, AuditOptions, Candidate, Judge, Judged,
+    MetadataTableListing,
+};
 use crate::config::TableVersion;
 use crate::exec::holding_lock;
 use crate::protocol::lock::LockOptions;
@@ -119,6 +124,7 @@ pub async fn guard(
                         meta: m.clone(),
                         instants,
                         class: v.class,
+                        metadata_table: MetadataTableListing::Unknown,
                     });
                 }
             };
@@ -158,6 +164,32 @@ pub async fn guard(
         if candidates.is_empty() {
             return Ok(report);
         }
+        // The metadata table may list a leftover (a zombie writer's commit completes its
+        // deltacommit there after the rollback): removing it would fail its readers.
+        let mut check = if table.config().metadata_table_enabled() {
+            Some(metadata_table::prepare(table, 0).await?)
+        } else {
+            None
+        };
+        let mut removable = Vec::with_capacity(candidates.len());
+        for mut c in candidates {
+            c.metadata_table = match check.as_mut() {
+                None => MetadataTableListing::NoMetadataTable,
+                Some(ch) => ch.see(c.meta.path.parent().as_str(), c.meta.file_name(), false),
+            };
+            match metadata_table_keeps(&c) {
+                Some(reason) => report.kept.push(Kept {
+                    path: c.meta.path.to_string(),
+                    class: c.class,
+                    reason,
+                }),
+                None => removable.push(c),
+            }
+        }
+        let candidates = removable;
+        if candidates.is_empty() {
+            return Ok(report);
+        }
         if options.dry_run {
             report.removed = candidates.iter().map(super::repair::removed).collect();
             return Ok(report);
@@ -167,7 +199,7 @@ pub async fn guard(
         })
         .await?;
         report.removed = outcome.removed;
-        report.kept = outcome.kept;
+        report.kept.extend(outcome.kept);
         report.kept.extend(outcome.gone.into_iter().map(|c| Kept {
             path: c.meta.path.to_string(),
             class: c.class,

@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::classify::Class;
+use super::drift::MetadataTableListing;
 use super::Candidate;
 use crate::storage::{FileMeta, RelPath, Storage, StorageError};
 use crate::Error;
@@ -107,6 +108,8 @@ impl Journal {
                     },
                     instants: f.instants.clone(),
                     class: f.class,
+                    // Not kept in the journal: the resuming repair's audit says.
+                    metadata_table: MetadataTableListing::Unknown,
                 }),
                 _ => invalid.push(f.path.clone()),
             }
@@ -212,6 +215,7 @@ mod tests {
             },
             instants: vec!["20240101000000000".into()],
             class: Class::Orphan,
+            metadata_table: MetadataTableListing::NoMetadataTable,
         }
     }
 

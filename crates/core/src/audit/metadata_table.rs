@@ -13,7 +13,7 @@
 //! or restore on the data table), or one past the limits below. A pending deltacommit is read
 //! as Hudi reads it: its blocks (version 6) or its log files (versions 8 and 9) are left out.
 
-use super::drift::{Listed, MetadataTableCheck, MAX_LISTED_FILES};
+use super::drift::{Listed, MetadataTableCheck, MetadataTableListing, MAX_LISTED_FILES};
 use crate::exec::metadata_table::files_partition::{read_files_partition, ReadLimits};
 use crate::table::Table;
 use crate::timeline::{Action, Timeline};
@@ -28,8 +28,8 @@ const LIMITS: ReadLimits = ReadLimits {
 
 /// The check, ready for the listing, or why it is not made.
 pub(super) enum Check {
-    /// Not made: why.
-    Off(String),
+    /// Not made: why, and whether because the table has no metadata table in use.
+    Off { why: String, absent: bool },
     /// Ready: the metadata table's files, and both timelines as they were read.
     On { listed: Listed, seen: Fingerprint },
 }
@@ -60,10 +60,11 @@ fn fingerprint(data: &Timeline, mdt: &Timeline) -> Fingerprint {
 pub(super) async fn prepare(table: &Table, examples: usize) -> Result<Check, Error> {
     let config = table.config();
     if !config.metadata_table_enabled() {
-        return Ok(Check::Off(
-            "the table has no metadata table in use (`hoodie.table.metadata.partitions` is empty)"
+        return Ok(Check::Off {
+            why: "the table has no metadata table in use (`hoodie.table.metadata.partitions` is empty)"
                 .into(),
-        ));
+            absent: true,
+        });
     }
     if !config.metadata_partitions.iter().any(|p| p == "files")
         || config
@@ -71,16 +72,18 @@ pub(super) async fn prepare(table: &Table, examples: usize) -> Result<Check, Err
             .iter()
             .any(|p| p == "files")
     {
-        return Ok(Check::Off(
-            "the metadata table's `files` partition is not built (`hoodie.table.metadata.partitions`)"
+        return Ok(Check::Off {
+            why: "the metadata table's `files` partition is not built (`hoodie.table.metadata.partitions`)"
                 .into(),
-        ));
+            absent: false,
+        });
     }
     let Some(mdt) = table.metadata_table().await? else {
-        return Ok(Check::Off(
-            "`hoodie.table.metadata.partitions` lists partitions, but `.hoodie/metadata` holds no table"
+        return Ok(Check::Off {
+            why: "`hoodie.table.metadata.partitions` lists partitions, but `.hoodie/metadata` holds no table"
                 .into(),
-        ));
+            absent: false,
+        });
     };
     let data_tl = table.timeline().await?;
     let mdt_tl = mdt.timeline().await?;
@@ -88,23 +91,27 @@ pub(super) async fn prepare(table: &Table, examples: usize) -> Result<Check, Err
         .pending()
         .find(|i| i.action != Action::DeltaCommit || i.pending_action != Action::DeltaCommit)
     {
-        return Ok(Check::Off(format!(
+        return Ok(Check::Off {
+            why: format!(
             "the metadata table has a pending {} {}, a state hudi-keeper does not judge; audit again once it completed",
             p.pending_action.as_str(),
             p.requested_time
-        )));
+        ),
+            absent: false,
+        });
     }
     let merged = match read_files_partition(table, &mdt, LIMITS).await? {
         Ok(m) => m,
         Err(why) => {
-            return Ok(Check::Off(format!(
-                "its `files` partition cannot be read as Hudi reads it: {why}"
-            )))
+            return Ok(Check::Off {
+                why: format!("its `files` partition cannot be read as Hudi reads it: {why}"),
+                absent: false,
+            })
         }
     };
     let listed = match Listed::new(&merged, MAX_LISTED_FILES, examples) {
         Ok(l) => l,
-        Err(why) => return Ok(Check::Off(why)),
+        Err(why) => return Ok(Check::Off { why, absent: false }),
     };
     Ok(Check::On {
         listed,
@@ -114,18 +121,44 @@ pub(super) async fn prepare(table: &Table, examples: usize) -> Result<Check, Err
 
 impl Check {
     /// A file of `partition` named `name` on the store, `committed` or not: see
-    /// [`Listed::see`].
-    pub(super) fn see(&mut self, partition: &str, name: &str, committed: bool) {
-        if let Check::On { listed, .. } = self {
-            listed.see(partition, name, committed);
+    /// [`Listed::see`]. Whether the metadata table lists it.
+    pub(super) fn see(
+        &mut self,
+        partition: &str,
+        name: &str,
+        committed: bool,
+    ) -> MetadataTableListing {
+        match self {
+            Check::On { listed, .. } => {
+                if listed.see(partition, name, committed) {
+                    MetadataTableListing::Listed
+                } else {
+                    MetadataTableListing::NotListed
+                }
+            }
+            Check::Off { absent: true, .. } => MetadataTableListing::NoMetadataTable,
+            Check::Off { .. } => MetadataTableListing::Unknown,
         }
+    }
+
+    /// A file the metadata table lists is a leftover or an orphan: see
+    /// [`Listed::listed_not_committed`].
+    pub(super) fn listed_not_committed(&mut self, partition: &str, name: &str) {
+        if let Check::On { listed, .. } = self {
+            listed.listed_not_committed(partition, name);
+        }
+    }
+
+    /// Whether the table has no metadata table in use.
+    pub(super) fn absent(&self) -> bool {
+        matches!(self, Check::Off { absent: true, .. })
     }
 
     /// The result, after the listing: both timelines read again, and the comparison kept only
     /// when they did not change.
     pub(super) async fn finish(self, table: &Table) -> Result<MetadataTableCheck, Error> {
         let (listed, seen) = match self {
-            Check::Off(why) => return Ok(MetadataTableCheck::not_checked(why)),
+            Check::Off { why, .. } => return Ok(MetadataTableCheck::not_checked(why)),
             Check::On { listed, seen } => (listed, seen),
         };
         let Some(mdt) = table.metadata_table().await? else {

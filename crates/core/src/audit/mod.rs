@@ -23,7 +23,7 @@ mod report;
 use tracing::{info, info_span, Instrument};
 
 pub use classify::{Class, Knowledge, Verdict};
-pub use drift::{MetadataTableCheck, PartitionDrift};
+pub use drift::{MetadataTableCheck, MetadataTableListing, PartitionDrift};
 pub use report::{ArchiveSummary, AuditReport, Candidate, Counts, Example};
 
 use crate::config::TableVersion;
@@ -85,14 +85,12 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
                     report.other_files += 1;
                 }
                 // Seen now; whether it counts as not listed, once its class is known.
-                Judged::Open => check.see(partition.as_str(), m.file_name(), false),
+                Judged::Open => {
+                    check.see(partition.as_str(), m.file_name(), false);
+                }
                 Judged::Verdict(v, instant) => {
-                    check.see(
-                        partition.as_str(),
-                        m.file_name(),
-                        v.class == Class::Committed,
-                    );
-                    report.add(m, &[instant], v, options.examples, options.collect);
+                    let listing = see(&mut check, m, v.class);
+                    report.add(m, &[instant], v, listing, options.examples, options.collect);
                 }
             }
             false
@@ -111,12 +109,24 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             if instants.is_empty() {
                 instants.push(name_instant);
             }
-            if verdict.class == Class::Committed {
-                check.see(m.path.parent().as_str(), m.file_name(), true);
-            }
-            report.add(&m, &instants, verdict, options.examples, options.collect);
+            let listing = see(&mut check, &m, verdict.class);
+            report.add(
+                &m,
+                &instants,
+                verdict,
+                listing,
+                options.examples,
+                options.collect,
+            );
         }
+        let absent = check.absent();
         report.metadata_table = check.finish(table).await?;
+        if !report.metadata_table.checked && !absent {
+            // Compared against a metadata table that changed meanwhile, or not at all.
+            for c in &mut report.candidates {
+                c.metadata_table = MetadataTableListing::Unknown;
+            }
+        }
         info!(
             files = report.data_files(),
             metadata_table_missing = report.metadata_table.missing_from_store,
@@ -129,6 +139,19 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
     }
     .instrument(span)
     .await
+}
+
+/// Tick `m` (of `class`) off the metadata table's listing: whether it lists it; a leftover or
+/// orphan it lists is a disagreement of its own.
+fn see(check: &mut metadata_table::Check, m: &FileMeta, class: Class) -> MetadataTableListing {
+    let partition = m.path.parent();
+    let listing = check.see(partition.as_str(), m.file_name(), class == Class::Committed);
+    if listing == MetadataTableListing::Listed
+        && matches!(class, Class::RollbackLeftover | Class::Orphan)
+    {
+        check.listed_not_committed(partition.as_str(), m.file_name());
+    }
+    listing
 }
 
 /// What [`Judge::judge`] made of one listed file.

@@ -28,6 +28,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::classify::Class;
+use super::drift::MetadataTableListing;
 use super::journal::{self, Journal};
 use super::{audit, knowledge, AuditOptions, AuditReport, Candidate};
 use crate::exec::holding_lock;
@@ -55,6 +56,10 @@ pub struct RepairOptions {
     pub dry_run: bool,
     /// Copy each file here (same table-relative path) before deleting it.
     pub quarantine: Option<Storage>,
+    /// The metadata table is deleted before the files are removed (`--repair-metadata-table`):
+    /// a dry run then shows the files the metadata table lists as going. (A run audits again
+    /// after the deletion, and finds no metadata table.)
+    pub metadata_table_first: bool,
 }
 
 /// One file the repair removed, or would remove.
@@ -174,11 +179,27 @@ pub async fn repair(
     let more_to_do = audited.candidates_truncated;
     let now = Utc::now();
     let floor = chrono::Duration::from_std(options.older_than).unwrap_or(chrono::Duration::MAX);
+    // A resumed journal's file takes the metadata table's listing from this audit (unknown when
+    // the audit no longer calls it a leftover or an orphan: it is judged again under the lock).
+    let listings: std::collections::BTreeMap<String, MetadataTableListing> = candidates
+        .iter()
+        .map(|c| (c.meta.path.to_string(), c.metadata_table))
+        .collect();
+    for c in &mut resumed {
+        if let Some(l) = listings.get(c.meta.path.as_str()) {
+            c.metadata_table = *l;
+        }
+    }
     let (old, young): (Vec<Candidate>, Vec<Candidate>) = candidates
         .into_iter()
         .filter(|c| !resumed_paths.contains(c.meta.path.as_str()))
         .chain(resumed)
         .partition(|c| now.signed_duration_since(c.meta.last_modified) >= floor);
+    // A file the metadata table lists, or may list, stays (checked under the lock once the file
+    // is found there; in a dry run here, unless the metadata table is to be deleted first).
+    let (old, listed): (Vec<Candidate>, Vec<Candidate>) = old.into_iter().partition(|c| {
+        !options.dry_run || options.metadata_table_first || metadata_table_keeps(c).is_none()
+    });
     let mut kept: Vec<Kept> = young
         .into_iter()
         .map(|c| Kept {
@@ -190,6 +211,11 @@ pub async fn repair(
             ),
         })
         .collect();
+    kept.extend(listed.iter().map(|c| Kept {
+        path: c.meta.path.to_string(),
+        class: c.class,
+        reason: metadata_table_keeps(c).unwrap_or_default(),
+    }));
     let mut report = RepairReport {
         audit: audited,
         dry_run: options.dry_run,
@@ -290,6 +316,22 @@ pub(super) fn removed(c: &Candidate) -> Removed {
     }
 }
 
+/// Why `c` stays because of the metadata table, or `None`: the metadata table lists it (a
+/// zombie writer's commit completes its deltacommit there after the rollback), or could not be
+/// compared with the store and so may list it. Removing such a file would fail the metadata
+/// table's readers; deleting the metadata table first (`--repair-metadata-table`) lets it go.
+pub(super) fn metadata_table_keeps(c: &Candidate) -> Option<String> {
+    match c.metadata_table {
+        MetadataTableListing::NoMetadataTable | MetadataTableListing::NotListed => None,
+        MetadataTableListing::Listed => Some(
+            "the metadata table lists it: removing it would fail the metadata table's readers; `hudi-keeper audit --repair --repair-metadata-table` deletes the metadata table first (the next writer rebuilds it), then removes the file".into(),
+        ),
+        MetadataTableListing::Unknown => Some(
+            "the metadata table could not be compared with the store (the audit's report says why), so it may list this file; removing it could fail the metadata table's readers".into(),
+        ),
+    }
+}
+
 /// The classes a repair removes.
 const REPAIRED: &[Class] = &[Class::RollbackLeftover, Class::Orphan];
 
@@ -351,6 +393,10 @@ pub(super) async fn remove_under_lock(
                 continue;
             }
             Some(_) => {}
+        }
+        if let Some(reason) = metadata_table_keeps(&c) {
+            kept.push(keep(reason));
+            continue;
         }
         if let Err(e) = storage
             .check_way(OpKind::Delete, std::slice::from_ref(&c.meta.path))

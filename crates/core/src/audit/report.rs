@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::classify::{Class, Verdict};
 use super::drift::MetadataTableCheck;
+use super::drift::MetadataTableListing;
 use crate::storage::FileMeta;
 use crate::table::Table;
 
@@ -58,6 +59,8 @@ pub struct Candidate {
     pub instants: Vec<String>,
     /// Its class.
     pub class: Class,
+    /// Whether the metadata table lists it.
+    pub metadata_table: MetadataTableListing,
 }
 
 /// Where the archived timeline was looked for, and whether it was read whole.
@@ -140,6 +143,7 @@ impl AuditReport {
         m: &FileMeta,
         instants: &[String],
         v: Verdict,
+        metadata_table: MetadataTableListing,
         examples: usize,
         collect: bool,
     ) {
@@ -150,6 +154,7 @@ impl AuditReport {
                     meta: m.clone(),
                     instants: instants.to_vec(),
                     class: v.class,
+                    metadata_table,
                 });
             } else {
                 self.candidates_truncated = true;

@@ -226,6 +226,7 @@ async fn run_repair(
         lock: hudi_keeper_core::protocol::lock::LockOptions::none(),
         dry_run: true,
         quarantine,
+        metadata_table_first: args.repair_metadata_table,
     };
     // What would go, first: the dry run, and the question (unless --yes).
     let preview = repair(table, &options, audit_options)
@@ -269,6 +270,33 @@ async fn run_repair(
         "this command again (it resumes the repair from its journal under .hoodie/.hudi-keeper/repairs/, then audits the table again and goes on with what is left)".to_string()
     };
     let options = &options;
+    // The metadata table goes first: a file it lists is removed only once no reader can take the
+    // metadata table's word for it (the repair audits again after the deletion).
+    let mdt_done = match mdt_preview {
+        None => None,
+        Some(_) => {
+            let audited = &preview.audit;
+            match super::change_table(table, resume, |t| async move {
+                repair_metadata_table(&t, audited, options, audit_options).await
+            })
+            .await?
+            {
+                Ok(done) => Some(done),
+                Err(code) => return Ok(code),
+            }
+        }
+    };
+    // Read `hoodie.properties` again after the metadata table's deletion (its partitions cleared):
+    // the repair's audit then finds no metadata table in use.
+    let reopened;
+    let table = if mdt_done.is_some() {
+        reopened = Table::open_storage(table.storage().clone())
+            .await
+            .with_context(|| format!("cannot open table `{}` again", table.uri()))?;
+        &reopened
+    } else {
+        table
+    };
     let done = if preview.removed.is_empty() {
         // Nothing to remove: the preview is what a run does.
         RepairReport {
@@ -283,20 +311,6 @@ async fn run_repair(
         {
             Ok(done) => done,
             Err(code) => return Ok(code),
-        }
-    };
-    let mdt_done = match mdt_preview {
-        None => None,
-        Some(_) => {
-            let audited = &done.audit;
-            match super::change_table(table, resume, |t| async move {
-                repair_metadata_table(&t, audited, options, audit_options).await
-            })
-            .await?
-            {
-                Ok(done) => Some(done),
-                Err(code) => return Ok(code),
-            }
         }
     };
     print_repair(args, &done, mdt_done.as_ref(), requests)?;
