@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::interop::{
     copy_table, enabled, generated, must, roll_back_like_the_harness_writers, run_sh,
-    run_sh_command, scenario_json,
+    run_sh_command, scenario_json, verdict_of,
 };
 use common::{stderr, stdout};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
@@ -128,27 +128,6 @@ fn assert_as_hudi_leaves_it(table: &Path, scenario: &str) {
         run_sh(&["diff", t, r.to_str().expect("utf-8")]),
         "the comparison with Hudi 1.2's own rollback",
     );
-}
-
-fn verdict_of(table: &Path, instant: &str) -> String {
-    let out = common::run(&[
-        "inspect",
-        table.to_str().expect("utf-8"),
-        "--json",
-        "--heartbeat-interval",
-        "1000ms",
-        "--clock-skew-margin",
-        "1s",
-    ]);
-    assert!(out.status.success(), "inspect: {}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("inspect --json");
-    v["pending"]
-        .as_array()
-        .expect("pending")
-        .iter()
-        .find(|p| p["requested_time"] == instant)
-        .map(|p| p["verdict"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_else(|| format!("{instant} is not pending"))
 }
 
 /// A Hudi 1.2 writer's rollback of the failed write, held at its first data-file delete; `go` is

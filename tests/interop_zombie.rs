@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::interop::{
     copy_table, enabled, enabled_full, failed_checks, files_below, generated, must,
-    roll_back_like_the_harness_writers, run_sh, run_sh_command,
+    roll_back_like_the_harness_writers, run_sh, run_sh_command, verdict_of,
 };
 use common::{set_mtime, stderr, stdout};
 use serde_json::Value;
@@ -92,27 +92,6 @@ fn data_files_of(table: &Path, instant: &str) -> Vec<String> {
         .filter(|p| !p.starts_with(".hoodie") && !p.ends_with(".crc"))
         .filter(|p| p.ends_with(&format!("_{instant}.parquet")))
         .collect()
-}
-
-fn verdict_of(table: &Path, instant: &str) -> String {
-    let out = common::run(&[
-        "inspect",
-        table.to_str().expect("utf-8"),
-        "--json",
-        "--heartbeat-interval",
-        "1000ms",
-        "--clock-skew-margin",
-        "1s",
-    ]);
-    assert!(out.status.success(), "inspect: {}", stderr(&out));
-    let v: Value = serde_json::from_str(&stdout(&out)).expect("inspect --json");
-    v["pending"]
-        .as_array()
-        .expect("pending")
-        .iter()
-        .find(|p| p["requested_time"] == instant)
-        .map(|p| p["verdict"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_else(|| format!("{instant} is not pending"))
 }
 
 /// Waits until `instant`'s heartbeat expired, then `hudi-keeper rollback` rolls back exactly it.

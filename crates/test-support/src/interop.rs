@@ -245,3 +245,27 @@ pub fn files_below(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// The verdict `hudi-keeper inspect` gives the pending `instant` of `table`, judged as the
+/// harness's writers run (1 s heartbeats, a 1 s clock-skew margin); `<instant> is not pending`
+/// when it is not.
+pub fn verdict_of(table: &Path, instant: &str) -> String {
+    let out = super::run(&[
+        "inspect",
+        table.to_str().expect("utf-8"),
+        "--json",
+        "--heartbeat-interval",
+        "1000ms",
+        "--clock-skew-margin",
+        "1s",
+    ]);
+    assert!(out.status.success(), "inspect: {}", super::stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&super::stdout(&out)).expect("inspect --json");
+    v["pending"]
+        .as_array()
+        .expect("pending")
+        .iter()
+        .find(|p| p["requested_time"] == instant)
+        .map(|p| p["verdict"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_else(|| format!("{instant} is not pending"))
+}

@@ -16,7 +16,7 @@ use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
 use tracing::{info, info_span, warn, Instrument};
 
 use super::audit_view::{AuditOutcome, AuditRun, AuditSummary};
-use super::scheduler::{jitter, HeapEntry};
+use super::scheduler::{jitter, run_timer_heap};
 use super::table_state::now_ms;
 use super::{Daemon, TableError, TableState};
 
@@ -123,35 +123,13 @@ impl Daemon {
     /// The audits' scheduler: one timer heap for every table, as the polls' (`scheduler`).
     pub(super) async fn run_audits(
         self: Arc<Self>,
-        mut incoming: tokio::sync::mpsc::UnboundedReceiver<super::scheduler::Due>,
+        incoming: tokio::sync::mpsc::UnboundedReceiver<super::scheduler::Due>,
     ) {
-        use std::cmp::Reverse;
-        let mut heap: std::collections::BinaryHeap<Reverse<HeapEntry>> =
-            std::collections::BinaryHeap::new();
-        loop {
-            let next = heap.peek().map(|Reverse(e)| e.due);
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                msg = incoming.recv() => match msg {
-                    Some((due, generation, state)) => heap.push(Reverse(HeapEntry { due, generation, state })),
-                    None => return,
-                },
-                _ = async {
-                    match next {
-                        Some(t) => tokio::time::sleep_until(t).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    while let Some(Reverse(e)) = heap.peek() {
-                        if e.due > tokio::time::Instant::now() {
-                            break;
-                        }
-                        let Some(Reverse(e)) = heap.pop() else { break };
-                        self.clone().dispatch_audit(e.state, e.generation).await;
-                    }
-                }
-            }
-        }
+        let shutdown = self.shutdown.clone();
+        run_timer_heap(shutdown, incoming, |state, generation| {
+            self.clone().dispatch_audit(state, generation)
+        })
+        .await;
     }
 
     /// A table's audit came due: once an audit slot is free, audit it on its own task (or skip

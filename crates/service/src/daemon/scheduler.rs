@@ -35,6 +35,46 @@ impl Ord for HeapEntry {
     }
 }
 
+/// One timer heap (the polls', the audits'): tables come in on `incoming` with their due time;
+/// each one due goes to `dispatch`, in order of due time, which may wait (for a slot) while the
+/// others stay in the heap. Until `shutdown`, or `incoming` closes.
+pub(super) async fn run_timer_heap<F, Fut>(
+    shutdown: tokio_util::sync::CancellationToken,
+    mut incoming: tokio::sync::mpsc::UnboundedReceiver<Due>,
+    mut dispatch: F,
+) where
+    F: FnMut(Arc<TableState>, u64) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use std::cmp::Reverse;
+    let mut heap: std::collections::BinaryHeap<Reverse<HeapEntry>> =
+        std::collections::BinaryHeap::new();
+    loop {
+        let next = heap.peek().map(|Reverse(e)| e.due);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            msg = incoming.recv() => match msg {
+                Some((due, generation, state)) => heap.push(Reverse(HeapEntry { due, generation, state })),
+                None => return,
+            },
+            _ = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                while let Some(Reverse(e)) = heap.peek() {
+                    if e.due > tokio::time::Instant::now() {
+                        break;
+                    }
+                    let Some(Reverse(e)) = heap.pop() else { break };
+                    dispatch(e.state, e.generation).await;
+                }
+            }
+        }
+    }
+}
+
 impl Daemon {
     /// Put `state` on the timer heap, `after` from now (replacing any earlier entry of it).
     pub(super) fn schedule(&self, state: &Arc<TableState>, after: Duration) {
@@ -53,35 +93,13 @@ impl Daemon {
     /// with jitter, or a backoff after a failure).
     pub(super) async fn run_scheduler(
         self: Arc<Self>,
-        mut incoming: tokio::sync::mpsc::UnboundedReceiver<Due>,
+        incoming: tokio::sync::mpsc::UnboundedReceiver<Due>,
     ) {
-        use std::cmp::Reverse;
-        let mut heap: std::collections::BinaryHeap<Reverse<HeapEntry>> =
-            std::collections::BinaryHeap::new();
-        loop {
-            let next = heap.peek().map(|Reverse(e)| e.due);
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                msg = incoming.recv() => match msg {
-                    Some((due, generation, state)) => heap.push(Reverse(HeapEntry { due, generation, state })),
-                    None => return,
-                },
-                _ = async {
-                    match next {
-                        Some(t) => tokio::time::sleep_until(t).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    while let Some(Reverse(e)) = heap.peek() {
-                        if e.due > tokio::time::Instant::now() {
-                            break;
-                        }
-                        let Some(Reverse(e)) = heap.pop() else { break };
-                        self.clone().dispatch(e.state, e.generation).await;
-                    }
-                }
-            }
-        }
+        let shutdown = self.shutdown.clone();
+        run_timer_heap(shutdown, incoming, |state, generation| {
+            self.clone().dispatch(state, generation)
+        })
+        .await;
     }
 
     /// A table came due: once a poll slot is free, poll it on its own task (or skip it if

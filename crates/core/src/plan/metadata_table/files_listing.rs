@@ -164,6 +164,26 @@ pub fn valid_instants(
             .filter(|i| i.completed && i.action == "deltacommit" && is_suffixed(&i.time))
             .map(|i| i.time.clone()),
     );
+    add_undone(&mut valid, data, rolled_back, mdt);
+    valid.extend(
+        mdt.iter()
+            .filter(|i| {
+                i.completed && i.action == "deltacommit" && i.time.starts_with(SOLO_COMMIT_PREFIX)
+            })
+            .map(|i| i.time.clone()),
+    );
+    valid
+}
+
+/// What both releases add to the valid instants: the instants completed rollbacks and restores
+/// after the earliest valid instant undid, and the metadata table's own completed rollbacks and
+/// restores.
+fn add_undone(
+    valid: &mut BTreeSet<String>,
+    data: &[TimelineInstant],
+    rolled_back: &BTreeMap<String, Vec<String>>,
+    mdt: &[TimelineInstant],
+) {
     let earliest = valid
         .first()
         .cloned()
@@ -180,14 +200,6 @@ pub fn valid_instants(
             .filter(|i| i.completed && (i.action == "rollback" || i.action == "restore"))
             .map(|i| i.time.clone()),
     );
-    valid.extend(
-        mdt.iter()
-            .filter(|i| {
-                i.completed && i.action == "deltacommit" && i.time.starts_with(SOLO_COMMIT_PREFIX)
-            })
-            .map(|i| i.time.clone()),
-    );
-    valid
 }
 
 /// Hudi 1.x's `getValidInstantTimestamps` (1.0.1 and 1.1.1 alike): as [`valid_instants`], but
@@ -215,22 +227,7 @@ pub fn valid_instants_v8(
             })
             .map(|i| i.time.clone()),
     );
-    let earliest = valid
-        .first()
-        .cloned()
-        .unwrap_or_else(|| format!("{SOLO_COMMIT_PREFIX}000"));
-    for i in data.iter().filter(|i| {
-        i.completed && (i.action == "rollback" || i.action == "restore") && i.time > earliest
-    }) {
-        if let Some(undone) = rolled_back.get(&i.time) {
-            valid.extend(undone.iter().cloned());
-        }
-    }
-    valid.extend(
-        mdt.iter()
-            .filter(|i| i.completed && (i.action == "rollback" || i.action == "restore"))
-            .map(|i| i.time.clone()),
-    );
+    add_undone(&mut valid, data, rolled_back, mdt);
     valid
 }
 
