@@ -280,7 +280,8 @@ fn audits_of_hudi_1_2_tables() {
 /// only when the base file is merged under the log blocks as Hudi does. After Hudi's own
 /// rollback the three rollback command-block log files are not listed: Hudi records none of
 /// them in the metadata table (tests/interop/README.md, "APPEND markers on v8/v9"), and its
-/// validator names the same files.
+/// validator names the same files. The failed writer's log files that Hudi's rollback left in
+/// place for those command blocks to undo are `committed`.
 fn compacted_metadata_table(version: &str) {
     let s = "mor-mdt-direct-mdtcompact-append";
     let failed = generated(version, s);
@@ -296,6 +297,15 @@ fn compacted_metadata_table(version: &str) {
             .as_str()
             .unwrap_or_default();
         assert!(example.ends_with(".log.1_0-0-0"), "{p}: {m:#}");
+    }
+    // Hudi's rollback left the failed writer's log files in place, for its command blocks to
+    // undo: committed (as Hudi leaves them), never leftovers for a repair or the leftover guard.
+    for c in ["pending", "rollback_leftover", "orphan", "unknown"] {
+        assert_eq!(
+            files(&r, c),
+            0,
+            "Hudi {version} {s} after Hudi's rollback, {c}: {r:#}"
+        );
     }
 }
 

@@ -73,6 +73,25 @@ pub struct Knowledge {
     /// (command-block log files it wrote, version-6 log files of the failed write it left for
     /// its command block to undo) -> that rollback's instant.
     pub rollback_files: BTreeMap<String, String>,
+    /// File groups in which a completed rollback wrote a command block undoing an instant, as
+    /// `<partition>/<file id>@<instant>` -> that rollback's instant. Versions 8 and 9 name a log
+    /// file by the deltacommit that wrote it: Hudi 1.0/1.1 roll back the failed write's log files
+    /// of a file group the metadata table's compaction already took in by a command-block log
+    /// file named with the failed instant, and leave the failed log files in place for it to undo
+    /// (their metadata names only the command-block file).
+    pub command_blocked: BTreeMap<String, String>,
+}
+
+/// The key of [`Knowledge::command_blocked`] for a log file at `path` (table-relative) of
+/// `instant`, or `None` for a path that is no log file.
+pub fn command_blocked_key(path: &str, instant: &str) -> Option<String> {
+    let (partition, name) = path.rsplit_once('/').unwrap_or(("", path));
+    match crate::table::files::DataFile::parse(name)? {
+        crate::table::files::DataFile::Log { file_id, .. } => {
+            Some(format!("{partition}/{file_id}@{instant}"))
+        }
+        crate::table::files::DataFile::Base { .. } => None,
+    }
 }
 
 /// A file's class and why.
@@ -92,12 +111,28 @@ fn verdict(class: Class, reason: impl Into<String>) -> Verdict {
 }
 
 impl Knowledge {
+    /// Whether the log file at `path` of `instant` is one a completed rollback left in place for
+    /// its command block to undo ([`Knowledge::command_blocked`]).
+    pub fn undone_in_place(&self, path: &str, instant: &str) -> bool {
+        !self.rollback_files.contains_key(path)
+            && command_blocked_key(path, instant)
+                .is_some_and(|k| self.command_blocked.contains_key(&k))
+    }
+
     /// The class of the file at `path` written by `instant`.
     pub fn classify(&self, path: &str, instant: &str) -> Verdict {
         if let Some(r) = self.rollback_files.get(path) {
             return verdict(
                 Class::Committed,
                 format!("accounted for by completed rollback {r}"),
+            );
+        }
+        if let Some(r) =
+            command_blocked_key(path, instant).and_then(|k| self.command_blocked.get(&k))
+        {
+            return verdict(
+                Class::Committed,
+                format!("its blocks of {instant} are undone in place by completed rollback {r}'s command block in its file group"),
             );
         }
         self.classify_instant(instant)
@@ -206,6 +241,10 @@ mod tests {
                 "p/.f1_20240104000000000.log.1_0-0-0".into(),
                 "20240105000000000".into(),
             )]),
+            command_blocked: BTreeMap::from([(
+                "p/f1@20240104000000000".into(),
+                "20240105000000000".into(),
+            )]),
         }
     }
 
@@ -233,6 +272,23 @@ mod tests {
         let k = knowledge();
         let v = k.classify("p/.f1_20240104000000000.log.1_0-0-0", "20240104000000000");
         assert_eq!(v.class, Class::Committed, "{}", v.reason);
+    }
+
+    #[test]
+    fn a_failed_log_file_its_rollback_undid_in_place_is_committed() {
+        let k = knowledge();
+        // The failed writer's log file of the file group where the rollback wrote its command
+        // block (Hudi 1.0/1.1, APPEND markers after the metadata table's compaction).
+        let v = k.classify("p/.f1_20240104000000000.log.1_1-2-0", "20240104000000000");
+        assert_eq!(v.class, Class::Committed, "{}", v.reason);
+        // Another file group, or a base file, of the same instant: a leftover.
+        let v = k.classify("p/.f9_20240104000000000.log.1_1-2-0", "20240104000000000");
+        assert_eq!(v.class, Class::RollbackLeftover);
+        let v = k.classify("p/f1_1-2-0_20240104000000000.parquet", "20240104000000000");
+        assert_eq!(v.class, Class::RollbackLeftover);
+        // Another partition.
+        let v = k.classify("q/.f1_20240104000000000.log.1_1-2-0", "20240104000000000");
+        assert_eq!(v.class, Class::RollbackLeftover);
     }
 
     #[test]

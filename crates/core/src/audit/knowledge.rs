@@ -150,6 +150,21 @@ fn note_rollback(k: &mut Knowledge, r: &str, m: &RollbackMetadata) {
             .or_insert_with(|| r.to_string());
     }
     for p in m.partition_metadata.values() {
+        for written in p.rollback_log_files.iter().flatten().map(|(f, _)| f) {
+            let name = written.rsplit('/').next().unwrap_or(written);
+            let path = if p.partition_path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{}/{name}", p.partition_path)
+            };
+            for t in &m.commits_rollback {
+                if let Some(key) = super::classify::command_blocked_key(&path, t) {
+                    k.command_blocked
+                        .entry(key)
+                        .or_insert_with(|| r.to_string());
+                }
+            }
+        }
         let named = [&p.rollback_log_files, &p.log_files_from_failed_commit];
         for written in named.into_iter().flatten().flat_map(|f| f.keys()) {
             let name = written.rsplit('/').next().unwrap_or(written);

@@ -89,7 +89,17 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
                     check.see(partition.as_str(), m.file_name(), false);
                 }
                 Judged::Verdict(v, instant) => {
-                    let listing = see(&mut check, m, v.class);
+                    // A failed log file its rollback undid in place is committed, but no
+                    // metadata table lists it.
+                    let class = if gathered
+                        .knowledge
+                        .undone_in_place(m.path.as_str(), &instant)
+                    {
+                        Class::Pending
+                    } else {
+                        v.class
+                    };
+                    let listing = see(&mut check, m, class);
                     report.add(m, &[instant], v, listing, options.examples, options.collect);
                 }
             }
