@@ -117,3 +117,43 @@ async fn without_a_completed_rollback_the_guard_reads_only_the_timeline() {
     }
     assert!(f.snapshot().await.contains_key(LEFTOVER));
 }
+
+#[tokio::test]
+async fn a_metadata_table_that_appeared_after_the_table_was_opened_keeps_the_leftovers() {
+    let (f, done) = rolled_back_with_strays(Kind::CowV8).await;
+    // Opened (hoodie.properties read: no metadata table), as the daemon keeps its handle...
+    let table = open(&f).await;
+    // ...then a writer builds a metadata table, which may list the leftover.
+    f.put(
+        ".hoodie/metadata/.hoodie/hoodie.properties",
+        b"hoodie.table.name=fx_metadata\nhoodie.table.type=MERGE_ON_READ\nhoodie.table.version=8\nhoodie.timeline.layout.version=2\nhoodie.table.timeline.timezone=UTC\n",
+    )
+    .await;
+    let props = String::from_utf8(f.snapshot().await[".hoodie/hoodie.properties"].clone()).unwrap();
+    assert!(
+        props.contains("hoodie.table.metadata.partitions=\n"),
+        "{props}"
+    );
+    f.put(
+        ".hoodie/hoodie.properties",
+        props
+            .replace(
+                "hoodie.table.metadata.partitions=\n",
+                "hoodie.table.metadata.partitions=files\n",
+            )
+            .as_bytes(),
+    )
+    .await;
+    let before = f.snapshot().await;
+    let just_made: BTreeSet<String> = done.iter().map(|d| d.rollback_instant.clone()).collect();
+    let r = guarded(&table, &GuardScope::Rollbacks(just_made), false).await;
+    assert_eq!(r.leftovers_found, 1, "{r:?}");
+    assert!(r.removed.is_empty(), "{r:?}");
+    assert!(
+        r.kept
+            .iter()
+            .any(|k| k.path == LEFTOVER && k.reason.contains("metadata table")),
+        "{r:?}"
+    );
+    assert_eq!(f.snapshot().await, before);
+}

@@ -165,18 +165,14 @@ pub async fn guard(
             return Ok(report);
         }
         // The metadata table may list a leftover (a zombie writer's commit completes its
-        // deltacommit there after the rollback): removing it would fail its readers.
-        let mut check = if table.config().metadata_table_enabled() {
-            Some(metadata_table::prepare(table, 0).await?)
-        } else {
-            None
-        };
+        // deltacommit there after the rollback): removing it would fail its readers. Whether
+        // the table has one is read from hoodie.properties now, not from the handle's copy
+        // (the daemon keeps its handle; a writer may have built a metadata table since).
+        let fresh = Table::open_storage(table.storage().clone()).await?;
+        let mut check = metadata_table::prepare(&fresh, 0).await?;
         let mut removable = Vec::with_capacity(candidates.len());
         for mut c in candidates {
-            c.metadata_table = match check.as_mut() {
-                None => MetadataTableListing::NoMetadataTable,
-                Some(ch) => ch.see(c.meta.path.parent().as_str(), c.meta.file_name(), false),
-            };
+            c.metadata_table = check.see(c.meta.path.parent().as_str(), c.meta.file_name(), false);
             match metadata_table_keeps(&c) {
                 Some(reason) => report.kept.push(Kept {
                     path: c.meta.path.to_string(),
