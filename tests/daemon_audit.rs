@@ -185,23 +185,37 @@ fn a_tiny_request_budget_cuts_the_audit_short_and_exports_no_counts() {
     );
 }
 
-#[test]
-fn polls_go_on_and_sigterm_does_not_wait_while_an_audit_hangs_on_the_store() {
+/// A daemon auditing an observed table on the S3-compatible server every second, behind a proxy
+/// on which the audit's listing of the first partition hangs (polls list only `.hoodie/`); `server`
+/// is more of the `[server]` section. The proxy and the daemon's folder live as long as the first.
+fn audit_hanging_on_the_store(
+    bucket_prefix: &str,
+    server: &str,
+) -> ((SlowProxy, tempfile::TempDir), Daemon) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (f, root) = s3_fixture(&rt, "daemon-audit-hang", Kind::CowV8, false);
+    let (f, root) = s3_fixture(&rt, bucket_prefix, Kind::CowV8, false);
     let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
-    // The audit's listing of the first partition hangs; polls list only `.hoodie/`.
     proxy.hang(&["list-type=2", &format!("prefix={root}%2Fp1")]);
     let work = tempfile::tempdir().unwrap();
-    // One poll slot: an audit that took it would stop the polls.
     let d = Daemon::start(
         work.path(),
         &format!(
-            "[server]\nstate_dir = \"state\"\nmax_concurrent_polls = 1\nshutdown_grace = \"60s\"\n[defaults]\npoll_interval = \"500ms\"\nfailed_writes_policy = \"observe\"\naudit_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
+            "[server]\nstate_dir = \"state\"\n{server}[defaults]\npoll_interval = \"500ms\"\nfailed_writes_policy = \"observe\"\naudit_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
             daemon_store_toml(&proxy.endpoint()),
             f.uri
         ),
     );
+    ((proxy, work), d)
+}
+
+#[test]
+fn polls_go_on_and_sigterm_does_not_wait_while_an_audit_hangs_on_the_store() {
+    // One poll slot: an audit that took it would stop the polls.
+    let (_proxy_and_dir, d) = audit_hanging_on_the_store(
+        "daemon-audit-hang",
+        "max_concurrent_polls = 1\nshutdown_grace = \"60s\"\n",
+    );
+    let proxy = &_proxy_and_dir.0;
     d.wait_for("the audit to hang", Duration::from_secs(30), || {
         let running = !d.table("t")["audit"]["running_since_ms"].is_null();
         (running && proxy.hung() > 0).then_some(())
@@ -225,19 +239,8 @@ fn polls_go_on_and_sigterm_does_not_wait_while_an_audit_hangs_on_the_store() {
 
 #[test]
 fn an_audit_that_hangs_fails_at_audit_timeout_and_frees_its_slot() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (f, root) = s3_fixture(&rt, "daemon-audit-timeout", Kind::CowV8, false);
-    let proxy = SlowProxy::start(&endpoint(), Duration::ZERO);
-    proxy.hang(&["list-type=2", &format!("prefix={root}%2Fp1")]);
-    let work = tempfile::tempdir().unwrap();
-    let d = Daemon::start(
-        work.path(),
-        &format!(
-            "[server]\nstate_dir = \"state\"\naudit_timeout = \"1s\"\n[defaults]\npoll_interval = \"500ms\"\nfailed_writes_policy = \"observe\"\naudit_interval = \"1s\"\n{}[[tables]]\nname = \"t\"\nuri = \"{}\"\n",
-            daemon_store_toml(&proxy.endpoint()),
-            f.uri
-        ),
-    );
+    let (_proxy_and_dir, d) =
+        audit_hanging_on_the_store("daemon-audit-timeout", "audit_timeout = \"1s\"\n");
     // The one audit slot is freed each time: the audits go on, each failing.
     let doc = d.wait_for("two audits timed out", Duration::from_secs(30), || {
         audit_doc(&d, "t").filter(|a| a["runs"].as_u64() >= Some(2))

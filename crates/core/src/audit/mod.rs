@@ -91,15 +91,10 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
                 Judged::Verdict(v, instant) => {
                     // A failed log file its rollback undid in place is committed, but no
                     // metadata table lists it.
-                    let class = if gathered
+                    let in_place = gathered
                         .knowledge
-                        .undone_in_place(m.path.as_str(), &instant)
-                    {
-                        Class::Pending
-                    } else {
-                        v.class
-                    };
-                    let listing = see(&mut check, m, class);
+                        .undone_in_place(m.path.as_str(), &instant);
+                    let listing = see(&mut check, m, v.class, in_place);
                     report.add(m, &[instant], v, listing, options.examples, options.collect);
                 }
             }
@@ -119,7 +114,7 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             if instants.is_empty() {
                 instants.push(name_instant);
             }
-            let listing = see(&mut check, &m, verdict.class);
+            let listing = see(&mut check, &m, verdict.class, false);
             report.add(
                 &m,
                 &instants,
@@ -152,10 +147,17 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
 }
 
 /// Tick `m` (of `class`) off the metadata table's listing: whether it lists it; a leftover or
-/// orphan it lists is a disagreement of its own.
-fn see(check: &mut metadata_table::Check, m: &FileMeta, class: Class) -> MetadataTableListing {
+/// orphan it lists is a disagreement of its own, and so is a committed file it does not list,
+/// unless the file is one a rollback left in place for its command block to undo (`in_place`).
+fn see(
+    check: &mut metadata_table::Check,
+    m: &FileMeta,
+    class: Class,
+    in_place: bool,
+) -> MetadataTableListing {
     let partition = m.path.parent();
-    let listing = check.see(partition.as_str(), m.file_name(), class == Class::Committed);
+    let counted = class == Class::Committed && !in_place;
+    let listing = check.see(partition.as_str(), m.file_name(), counted);
     if listing == MetadataTableListing::Listed
         && matches!(class, Class::RollbackLeftover | Class::Orphan)
     {

@@ -139,13 +139,7 @@ impl Daemon {
             return;
         }
         let name = state.entry.name.clone();
-        let registered = self
-            .tables
-            .read()
-            .await
-            .get(&name)
-            .is_some_and(|t| Arc::ptr_eq(t, &state));
-        if !registered {
+        if !self.still_registered(&state).await {
             return;
         }
         let interval = state.settings.audit_interval_ms.map(Duration::from_millis);

@@ -102,6 +102,16 @@ impl Daemon {
         .await;
     }
 
+    /// Whether `state` is still the registration of its table (not unregistered, nor replaced
+    /// by a new registration of the same name since it was scheduled).
+    pub(super) async fn still_registered(&self, state: &Arc<TableState>) -> bool {
+        self.tables
+            .read()
+            .await
+            .get(&state.entry.name)
+            .is_some_and(|t| Arc::ptr_eq(t, state))
+    }
+
     /// A table came due: once a poll slot is free, poll it on its own task (or skip it if
     /// halted, unregistered, or rescheduled since). The scheduler waits here for the slot, so
     /// tables due meanwhile stay in its heap.
@@ -111,13 +121,7 @@ impl Daemon {
             return;
         }
         let name = state.entry.name.clone();
-        let registered = self
-            .tables
-            .read()
-            .await
-            .get(&name)
-            .is_some_and(|t| Arc::ptr_eq(t, &state));
-        if !registered {
+        if !self.still_registered(&state).await {
             return;
         }
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
