@@ -8,14 +8,15 @@
 //! metadata table lists is ticked off by any file of that name on the store, whatever its class
 //! (it is not missing: readers find it). Names are compared, not sizes (log files grow).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::plan::metadata_table::files_listing::{listed_partitions, FilesRecord};
+use crate::plan::metadata_table::files_listing::{listed_partitions_by, FilesRecord};
+use crate::plan::metadata_table::name_hash::{NameHash, NameHasher};
 
-/// The most file names the check holds (about 90 bytes each); a metadata table listing more is
-/// not checked.
+/// The most file names the check holds (17 bytes each, plus their merged records while the
+/// metadata table is read); a metadata table listing more is not checked.
 pub const MAX_LISTED_FILES: usize = 4_000_000;
 
 /// What the audit found comparing the metadata table with the store.
@@ -95,58 +96,19 @@ pub enum MetadataTableListing {
     Unknown,
 }
 
-/// The names of one partition, sorted, in one arena, and whether each was seen.
+/// The names of one partition, as sorted hashes, and whether each was seen.
 #[derive(Debug, Default)]
 struct Names {
-    arena: String,
-    /// The end of each name in `arena`.
-    ends: Vec<u32>,
+    hashes: Vec<NameHash>,
     seen: Vec<bool>,
 }
 
-impl Names {
-    fn build(mut names: Vec<&str>) -> Result<Self, String> {
-        names.sort_unstable();
-        names.dedup();
-        let bytes: usize = names.iter().map(|n| n.len()).sum();
-        if u32::try_from(bytes).is_err() {
-            return Err("a partition's file names exceed 4 GiB".into());
-        }
-        let mut out = Names {
-            arena: String::with_capacity(bytes),
-            ends: Vec::with_capacity(names.len()),
-            seen: vec![false; names.len()],
-        };
-        for n in names {
-            out.arena.push_str(n);
-            out.ends.push(out.arena.len() as u32);
-        }
-        Ok(out)
-    }
-
-    fn name(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.arena[start..self.ends[i] as usize]
-    }
-
-    fn find(&self, name: &str) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.ends.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.name(mid).cmp(name) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
-    }
-}
-
-/// The files the metadata table lists, per data partition, ticked off as the store's files are
-/// seen; the committed files it does not list are counted as they come.
-#[derive(Debug, Default)]
+/// The files the metadata table lists, per data partition, held as hashes of their names
+/// ([`NameHasher`]: 17 bytes a file), ticked off as the store's files are seen; the committed
+/// files it does not list are counted as they come.
+#[derive(Debug)]
 pub struct Listed {
+    hasher: NameHasher,
     partitions: BTreeMap<String, Names>,
     files: u64,
     drift: BTreeMap<String, PartitionDrift>,
@@ -156,42 +118,53 @@ pub struct Listed {
 impl Listed {
     /// The partitions the merged `files` records list, and the files each lists, as Hudi's
     /// readers see them (`getAllPartitionPaths`, then each partition's file-list record, `.` for
-    /// the base path); at most `max_files` names, else why not. `examples` per partition and
-    /// direction are kept.
+    /// the base path): `merged` keyed by `hasher`'s hashes, `partition_name` the name of each
+    /// hash the partition list holds. At most `max_files` names, else why not; `examples` per
+    /// partition and direction are kept. Each record is dropped once it is held.
     pub fn new(
-        merged: &BTreeMap<String, FilesRecord>,
+        mut merged: BTreeMap<String, FilesRecord<NameHash>>,
+        hasher: NameHasher,
+        partition_name: impl Fn(&NameHash) -> Option<String>,
         max_files: usize,
         examples: usize,
     ) -> Result<Self, String> {
+        let Some(partitions) = listed_partitions_by(&merged, partition_name) else {
+            return Err("its partition list names a partition hudi-keeper did not read".into());
+        };
         let mut out = Listed {
+            hasher,
+            partitions: BTreeMap::new(),
+            files: 0,
+            drift: BTreeMap::new(),
             examples,
-            ..Listed::default()
         };
         let mut total = 0usize;
-        for partition in listed_partitions(merged) {
+        for partition in partitions {
             let id = if partition.is_empty() {
                 "."
             } else {
                 partition.as_str()
             };
-            let names: Vec<&str> = merged
-                .get(id)
+            // A map's keys come in order: the hashes are sorted.
+            let hashes: Vec<NameHash> = merged
+                .remove(id)
                 .map(|r| {
                     r.files
-                        .iter()
+                        .into_iter()
                         .filter(|(_, i)| !i.deleted)
-                        .map(|(n, _)| n.as_str())
+                        .map(|(h, _)| h)
                         .collect()
                 })
                 .unwrap_or_default();
-            total = total.saturating_add(names.len());
+            total = total.saturating_add(hashes.len());
             if total > max_files {
                 return Err(format!(
                     "it lists more than {max_files} files, more than hudi-keeper holds to compare"
                 ));
             }
-            out.files += names.len() as u64;
-            out.partitions.insert(partition, Names::build(names)?);
+            out.files += hashes.len() as u64;
+            let seen = vec![false; hashes.len()];
+            out.partitions.insert(partition, Names { hashes, seen });
         }
         Ok(out)
     }
@@ -200,7 +173,7 @@ impl Listed {
     /// so. Returns whether the metadata table lists it.
     pub fn see(&mut self, partition: &str, name: &str, committed: bool) -> bool {
         if let Some(names) = self.partitions.get_mut(partition) {
-            if let Some(i) = names.find(name) {
+            if let Ok(i) = names.hashes.binary_search(&self.hasher.hash(name)) {
                 names.seen[i] = true;
                 return true;
             }
@@ -225,21 +198,28 @@ impl Listed {
         }
     }
 
-    /// The comparison, once every file of the store was seen.
-    pub fn finish(mut self) -> MetadataTableCheck {
+    /// The comparison, once every file of the store was seen, and the files the store lacks,
+    /// whose names (held as hashes) [`Missing::name`] puts into the examples.
+    pub fn finish(mut self) -> (MetadataTableCheck, Missing) {
+        let mut unseen = BTreeMap::new();
         for (partition, names) in &self.partitions {
-            for (i, seen) in names.seen.iter().enumerate() {
-                if *seen {
-                    continue;
-                }
-                let d = self.drift.entry(partition.clone()).or_default();
-                d.missing_from_store += 1;
-                if d.missing_examples.len() < self.examples {
-                    d.missing_examples.push(path(partition, names.name(i)));
-                }
+            let missing: Vec<NameHash> = names
+                .hashes
+                .iter()
+                .zip(&names.seen)
+                .filter(|(_, seen)| !**seen)
+                .map(|(h, _)| *h)
+                .collect();
+            if missing.is_empty() {
+                continue;
             }
+            self.drift
+                .entry(partition.clone())
+                .or_default()
+                .missing_from_store = missing.len() as u64;
+            unseen.insert(partition.clone(), missing);
         }
-        MetadataTableCheck {
+        let check = MetadataTableCheck {
             checked: true,
             not_checked: None,
             listed_partitions: self.partitions.len() as u64,
@@ -248,6 +228,60 @@ impl Listed {
             not_listed: self.drift.values().map(|d| d.not_listed).sum(),
             listed_not_committed: self.drift.values().map(|d| d.listed_not_committed).sum(),
             partitions: self.drift,
+        };
+        let missing = Missing {
+            hasher: self.hasher,
+            unseen,
+            examples: self.examples,
+            named: BTreeMap::new(),
+        };
+        (check, missing)
+    }
+}
+
+/// The files the metadata table lists and the store lacks, by their hashes, and the names of
+/// the first few of each partition once a second read of the metadata table met them.
+#[derive(Debug)]
+pub struct Missing {
+    hasher: NameHasher,
+    unseen: BTreeMap<String, Vec<NameHash>>,
+    examples: usize,
+    named: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Missing {
+    /// Whether any file is missing.
+    pub fn is_empty(&self) -> bool {
+        self.unseen.is_empty()
+    }
+
+    /// The hasher the names were held by.
+    pub fn hasher(&self) -> &NameHasher {
+        &self.hasher
+    }
+
+    /// An entry of `partition` named `name` was read again: kept as an example when it is one
+    /// of the missing files (the first `examples` names of each partition, in name order).
+    pub fn meet(&mut self, partition: &str, name: &str, hash: NameHash) {
+        let Some(unseen) = self.unseen.get(partition) else {
+            return;
+        };
+        if unseen.binary_search(&hash).is_err() {
+            return;
+        }
+        let named = self.named.entry(partition.to_string()).or_default();
+        named.insert(name.to_string());
+        if named.len() > self.examples {
+            named.pop_last();
+        }
+    }
+
+    /// Puts the names met into `check`'s examples.
+    pub fn name(self, check: &mut MetadataTableCheck) {
+        for (partition, names) in self.named {
+            if let Some(d) = check.partitions.get_mut(&partition) {
+                d.missing_examples = names.iter().map(|n| path(&partition, n)).collect();
+            }
         }
     }
 }
@@ -283,6 +317,52 @@ mod tests {
         }
     }
 
+    /// `m` as the audit reads it (keyed by the hashes of a fresh hasher), held.
+    fn listed(
+        m: &BTreeMap<String, FilesRecord>,
+        max: usize,
+        examples: usize,
+    ) -> Result<Listed, String> {
+        let hasher = NameHasher::new();
+        let mut names = std::collections::HashMap::new();
+        let hashed = m
+            .iter()
+            .map(|(k, r)| {
+                let files = r
+                    .files
+                    .iter()
+                    .map(|(n, i)| {
+                        let h = hasher.hash(n);
+                        names.insert(h, n.clone());
+                        (h, *i)
+                    })
+                    .collect();
+                (
+                    k.clone(),
+                    FilesRecord {
+                        record_type: r.record_type,
+                        files,
+                    },
+                )
+            })
+            .collect();
+        Listed::new(hashed, hasher, |h| names.get(h).cloned(), max, examples)
+    }
+
+    /// The comparison, its examples named by a second read of `m`.
+    fn finish(l: Listed, m: &BTreeMap<String, FilesRecord>) -> MetadataTableCheck {
+        let (mut check, mut missing) = l.finish();
+        for (key, r) in m {
+            let partition = if key == "." { "" } else { key.as_str() };
+            for name in r.files.keys() {
+                let h = missing.hasher().hash(name);
+                missing.meet(partition, name, h);
+            }
+        }
+        missing.name(&mut check);
+        check
+    }
+
     fn merged() -> BTreeMap<String, FilesRecord> {
         BTreeMap::from([
             (
@@ -304,7 +384,7 @@ mod tests {
 
     #[test]
     fn both_directions_are_reported_for_every_partition() {
-        let mut l = Listed::new(&merged(), 100, 10).unwrap();
+        let mut l = listed(&merged(), 100, 10).unwrap();
         assert!(l.see("p0", "a", true));
         assert!(l.see("p0", "c", false), "listed, of any class");
         // not listed: committed counts, other classes do not
@@ -314,7 +394,7 @@ mod tests {
         assert!(l.see("p1", "d", true));
         assert!(!l.see("p2", "y", true), "a partition it does not list");
         assert!(!l.see("gone", "z", true));
-        let c = l.finish();
+        let c = finish(l, &merged());
         assert!(c.checked && c.disagrees());
         assert_eq!((c.listed_partitions, c.listed_files), (2, 5));
         assert_eq!((c.missing_from_store, c.not_listed), (2, 4));
@@ -342,13 +422,13 @@ mod tests {
 
     #[test]
     fn a_listed_leftover_is_a_disagreement() {
-        let mut l = Listed::new(&merged(), 100, 10).unwrap();
+        let mut l = listed(&merged(), 100, 10).unwrap();
         for (p, n) in [("p0", "a"), ("p0", "b"), ("p1", "d"), ("p1", "e")] {
             assert!(l.see(p, n, true));
         }
         assert!(l.see("p0", "c", false));
         l.listed_not_committed("p0", "c");
-        let c = l.finish();
+        let c = finish(l, &merged());
         assert!(c.disagrees(), "{c:?}");
         assert_eq!(
             (c.missing_from_store, c.not_listed, c.listed_not_committed),
@@ -362,7 +442,7 @@ mod tests {
 
     #[test]
     fn a_store_that_matches_shows_no_drift() {
-        let mut l = Listed::new(&merged(), 100, 10).unwrap();
+        let mut l = listed(&merged(), 100, 10).unwrap();
         for (p, n) in [
             ("p0", "a"),
             ("p0", "b"),
@@ -372,7 +452,7 @@ mod tests {
         ] {
             assert!(l.see(p, n, true));
         }
-        let c = l.finish();
+        let c = finish(l, &merged());
         assert!(c.checked && !c.disagrees(), "{c:?}");
         assert!(c.partitions.is_empty());
     }
@@ -386,29 +466,42 @@ mod tests {
                 rec(2, &[("a", false), ("b", false), ("c", false)]),
             ),
         ]);
-        let mut l = Listed::new(&m, 100, 1).unwrap();
+        let mut l = listed(&m, 100, 1).unwrap();
         assert!(l.see("", "a", true));
-        let c = l.finish();
+        let c = finish(l, &m);
         assert_eq!(c.partitions[""].missing_from_store, 2);
         assert_eq!(c.partitions[""].missing_examples, vec!["b".to_string()]);
     }
 
     #[test]
     fn more_names_than_the_cap_are_not_held() {
-        let why = Listed::new(&merged(), 4, 10).unwrap_err();
+        let why = listed(&merged(), 4, 10).unwrap_err();
         assert!(why.contains("more than 4 files"), "{why}");
-        assert!(Listed::new(&merged(), 5, 10).is_ok());
+        assert!(listed(&merged(), 5, 10).is_ok());
     }
 
     #[test]
-    fn names_are_found_in_their_arena() {
-        let n = Names::build(vec!["b", "a", "ccc", "a", ""]).unwrap();
-        assert_eq!(n.ends.len(), 4);
-        for (i, name) in ["", "a", "b", "ccc"].iter().enumerate() {
-            assert_eq!(n.find(name), Some(i));
-            assert_eq!(n.name(i), *name);
-        }
-        assert_eq!(n.find("bb"), None);
-        assert_eq!(n.find("d"), None);
+    fn a_partition_list_naming_a_hash_it_did_not_read_is_not_checked() {
+        let why = Listed::new(
+            BTreeMap::from([(
+                ALL_PARTITIONS_KEY.to_string(),
+                FilesRecord {
+                    record_type: 1,
+                    files: BTreeMap::from([(
+                        NameHasher::new().hash("p0"),
+                        FileInfo {
+                            size: 0,
+                            deleted: false,
+                        },
+                    )]),
+                },
+            )]),
+            NameHasher::new(),
+            |_| None,
+            100,
+            10,
+        )
+        .unwrap_err();
+        assert!(why.contains("did not read"), "{why}");
     }
 }

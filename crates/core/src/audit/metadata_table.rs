@@ -1,9 +1,11 @@
 //! The audit's check of the metadata table against the store (issue #33 item 2): before the
 //! listing, the `files` partition is read as Hudi's reader of the table's version merges it
-//! ([`crate::exec::metadata_table::files_partition`]) into a [`Listed`]; the listing ticks its
-//! names off ([`Listed::see`]); after it both timelines are read again, and the comparison
-//! counts only when neither changed meanwhile (a writer or a cleaner at work would make it
-//! report files that came or went during the listing).
+//! ([`crate::exec::metadata_table::files_partition`]) into a [`Listed`], its file names held as
+//! 128-bit hashes; the listing ticks them off ([`Listed::see`]); after it both timelines are
+//! read again, and the comparison counts only when neither changed meanwhile (a writer or a
+//! cleaner at work would make it report files that came or went during the listing). When the
+//! store lacks files the metadata table lists, the `files` partition is read a second time to
+//! name the first few of each partition.
 //!
 //! Not checked (the reason is in the report; the audit itself never fails for it): no metadata
 //! table in use, its `files` partition not built, a pending metadata-table instant other than a
@@ -13,8 +15,12 @@
 //! or restore on the data table), or one past the limits below. A pending deltacommit is read
 //! as Hudi reads it: its blocks (version 6) or its log files (versions 8 and 9) are left out.
 
-use super::drift::{Listed, MetadataTableCheck, MetadataTableListing, MAX_LISTED_FILES};
-use crate::exec::metadata_table::files_partition::{read_files_partition, ReadLimits};
+use std::collections::HashMap;
+
+use super::drift::{Listed, MetadataTableCheck, MetadataTableListing, Missing, MAX_LISTED_FILES};
+use crate::exec::metadata_table::files_partition::{read_files_partition, EntryKeys, ReadLimits};
+use crate::plan::metadata_table::files_listing::ALL_PARTITIONS_KEY;
+use crate::plan::metadata_table::name_hash::{NameHash, NameHasher};
 use crate::table::Table;
 use crate::timeline::{Action, Timeline};
 use crate::Error;
@@ -100,7 +106,12 @@ pub(super) async fn prepare(table: &Table, examples: usize) -> Result<Check, Err
             absent: false,
         });
     }
-    let merged = match read_files_partition(table, &mdt, LIMITS).await? {
+    let mut keys = HashKeys {
+        hasher: NameHasher::new(),
+        partitions: HashMap::new(),
+        missing: None,
+    };
+    let merged = match read_files_partition(table, &mdt, LIMITS, &mut keys).await? {
         Ok(m) => m,
         Err(why) => {
             return Ok(Check::Off {
@@ -109,7 +120,14 @@ pub(super) async fn prepare(table: &Table, examples: usize) -> Result<Check, Err
             })
         }
     };
-    let listed = match Listed::new(&merged, MAX_LISTED_FILES, examples) {
+    let partitions = keys.partitions;
+    let listed = match Listed::new(
+        merged,
+        keys.hasher,
+        |h| partitions.get(h).cloned(),
+        MAX_LISTED_FILES,
+        examples,
+    ) {
         Ok(l) => l,
         Err(why) => return Ok(Check::Off { why, absent: false }),
     };
@@ -172,6 +190,55 @@ impl Check {
                 "the table or its metadata table was written while it was audited; audit again",
             ));
         }
-        Ok(listed.finish())
+        let (mut check, missing) = listed.finish();
+        if !missing.is_empty() {
+            name_missing(table, &mdt, missing, &mut check).await;
+        }
+        Ok(check)
+    }
+}
+
+/// Entries keyed by the hashes of their names; the names of partitions (the partition list's
+/// entries) kept to name them; with `missing`, the names of missing files met.
+struct HashKeys {
+    hasher: NameHasher,
+    partitions: HashMap<NameHash, String>,
+    missing: Option<Missing>,
+}
+
+impl EntryKeys for HashKeys {
+    type Key = NameHash;
+
+    fn key(&mut self, record: &str, name: &str) -> NameHash {
+        let hash = self.hasher.hash(name);
+        if record == ALL_PARTITIONS_KEY {
+            self.partitions.insert(hash, name.to_string());
+        } else if let Some(m) = &mut self.missing {
+            m.meet(if record == "." { "" } else { record }, name, hash);
+        }
+        hash
+    }
+}
+
+/// The names of the first few missing files of each partition, for the report's examples: the
+/// `files` partition read a second time, the names of the hashes the store lacked kept. Reads
+/// only when something is missing; a read that fails leaves the examples out (the counts
+/// stand).
+async fn name_missing(
+    table: &Table,
+    mdt: &Table,
+    missing: Missing,
+    check: &mut MetadataTableCheck,
+) {
+    let mut keys = HashKeys {
+        hasher: missing.hasher().clone(),
+        partitions: HashMap::new(),
+        missing: Some(missing),
+    };
+    if let Err(e) = read_files_partition(table, mdt, LIMITS, &mut keys).await {
+        tracing::warn!(error = %e, "the metadata table could not be read again to name the files the store lacks");
+    }
+    if let Some(missing) = keys.missing {
+        missing.name(check);
     }
 }

@@ -231,6 +231,49 @@ pub(crate) fn check_datum(schema: &Schema, bytes: &[u8]) -> Result<usize, AvroEr
     Ok(c.at)
 }
 
+/// Decode one `files`-partition record (`HoodieMetadataRecord`) written under `schema`, in one
+/// pass over its bytes and without building its values: `entry` gets each
+/// `filesystemMetadata` entry (name, size, isDeleted) as it is read; returns the record's
+/// `type`. Every other field is skipped as [`check_datum`] walks it, with the same bounds, so a
+/// record of millions of entries costs what `entry` keeps of them.
+pub(crate) fn visit_files_record(
+    schema: &Schema,
+    bytes: &[u8],
+    mut entry: impl FnMut(&str, i64, bool),
+) -> Result<i32, AvroError> {
+    let Schema::Record(r) = schema else {
+        return Err(AvroError::Shape("the schema is not a record".into()));
+    };
+    let ns = r.name.fully_qualified_name(&None).namespace;
+    let mut c = Cursor::new(bytes);
+    let mut w = Walker {
+        root: schema,
+        names: None,
+    };
+    let mut record_type = None;
+    for f in &r.fields {
+        match f.name.as_str() {
+            "type" => {
+                let (s, _) = w.resolve(&f.schema, &ns, &mut c)?;
+                record_type = Some(match s {
+                    Schema::Int | Schema::Long => i32::try_from(c.long("the record type")?)
+                        .map_err(|_| AvroError::Shape("record type out of range".into()))?,
+                    other => return Err(AvroError::Shape(format!("no record type ({other:?})"))),
+                });
+            }
+            "filesystemMetadata" => w.file_map(&f.schema, &ns, &mut c, &mut entry)?,
+            _ => w.walk(&f.schema, &ns, &mut c, 1)?,
+        }
+    }
+    if c.remaining() != 0 {
+        return Err(AvroError::Shape(format!(
+            "{} bytes after the record",
+            c.remaining()
+        )));
+    }
+    record_type.ok_or_else(|| AvroError::Shape("no record type".into()))
+}
+
 /// Walks a datum; the schema's named types are looked up (and collected, once) only when a
 /// reference to one is met: a files-partition record mostly holds nulls and meets none.
 struct Walker<'s> {
@@ -250,6 +293,113 @@ impl<'s> Walker<'s> {
             .as_ref()
             .and_then(|n| n.get_names().get(full).copied())
             .ok_or_else(|| AvroError::Shape(format!("schema names unknown type {full}")))
+    }
+
+    /// The schema a value of `schema` has once its union branch is read and named references
+    /// are followed, and the namespace it is in.
+    fn resolve(
+        &mut self,
+        schema: &'s Schema,
+        ns: &Namespace,
+        c: &mut Cursor<'_>,
+    ) -> Result<(&'s Schema, Namespace), AvroError> {
+        let (mut schema, mut ns) = (schema, ns.clone());
+        for _ in 0..MAX_DEPTH {
+            match schema {
+                Schema::Union(u) => {
+                    let i = c.long("a union branch")?;
+                    schema = usize::try_from(i)
+                        .ok()
+                        .and_then(|i| u.variants().get(i))
+                        .ok_or_else(|| {
+                            AvroError::Container(format!("union branch {i} out of range"))
+                        })?;
+                }
+                Schema::Ref { name } => {
+                    let full: Name = name.fully_qualified_name(&ns);
+                    schema = self.named(&full)?;
+                    ns = full.namespace;
+                }
+                other => return Ok((other, ns)),
+            }
+        }
+        Err(AvroError::Container(format!(
+            "values nested deeper than {MAX_DEPTH} levels"
+        )))
+    }
+
+    /// A `filesystemMetadata` value: null, or a map of name to `{size, isDeleted}`, each entry
+    /// to `entry`.
+    fn file_map(
+        &mut self,
+        schema: &'s Schema,
+        ns: &Namespace,
+        c: &mut Cursor<'_>,
+        entry: &mut impl FnMut(&str, i64, bool),
+    ) -> Result<(), AvroError> {
+        let (schema, ns) = self.resolve(schema, ns, c)?;
+        let values = match schema {
+            Schema::Null => return Ok(()),
+            Schema::Map(m) => &m.types,
+            other => {
+                return Err(AvroError::Shape(format!(
+                    "filesystemMetadata is not a map ({other:?})"
+                )))
+            }
+        };
+        loop {
+            let n = c.block_count("filesystemMetadata")?;
+            if n == 0 {
+                return Ok(());
+            }
+            for _ in 0..n {
+                let name = std::str::from_utf8(c.skip_bytes("a file name")?)
+                    .map_err(|_| AvroError::Shape("a file name is not UTF-8".into()))?;
+                let (info, info_ns) = self.resolve(values, &ns, c)?;
+                let Schema::Record(info) = info else {
+                    return Err(AvroError::Shape(format!("entry `{name}` is not a record")));
+                };
+                let inner = info.name.fully_qualified_name(&info_ns).namespace;
+                let (mut size, mut deleted) = (None, None);
+                for f in &info.fields {
+                    match f.name.as_str() {
+                        "size" => match self.resolve(&f.schema, &inner, c)?.0 {
+                            Schema::Long | Schema::Int => size = Some(c.long("a file size")?),
+                            other => {
+                                return Err(AvroError::Shape(format!(
+                                    "entry `{name}` has no size ({other:?})"
+                                )))
+                            }
+                        },
+                        "isDeleted" => match self.resolve(&f.schema, &inner, c)?.0 {
+                            Schema::Boolean => {
+                                deleted = Some(match c.take(1, "a boolean")?[0] {
+                                    0 => false,
+                                    1 => true,
+                                    b => {
+                                        return Err(AvroError::Shape(format!(
+                                            "entry `{name}`: {b} is not a boolean"
+                                        )))
+                                    }
+                                })
+                            }
+                            other => {
+                                return Err(AvroError::Shape(format!(
+                                    "entry `{name}` has no isDeleted ({other:?})"
+                                )))
+                            }
+                        },
+                        _ => self.walk(&f.schema, &inner, c, 2)?,
+                    }
+                }
+                let (Some(size), Some(deleted)) = (size, deleted) else {
+                    return Err(AvroError::Shape(format!(
+                        "entry `{name}` lacks its size or isDeleted"
+                    )));
+                };
+                entry(name, size, deleted);
+            }
+        }
     }
 
     fn walk(

@@ -351,8 +351,79 @@ fn files_record_schema() -> &'static Schema {
     S.get_or_init(|| Schema::parse_str(super::metadata_record::LOG_BLOCK_SCHEMA_V6).unwrap())
 }
 
+/// What `apache_avro`'s generic decoder reads of a `files` record (the one-pass visitor must
+/// read the same, and refuse what it refuses): its type and entries, or `None`.
+fn files_record_by_the_avro_library(
+    bytes: &[u8],
+) -> Option<super::metadata_record::DecodedFilesRecord> {
+    use apache_avro::types::Value;
+    super::avro_check::check_datum(files_record_schema(), bytes).ok()?;
+    let mut r = bytes;
+    let value = apache_avro::from_avro_datum(files_record_schema(), &mut r, None).ok()?;
+    if !r.is_empty() {
+        return None;
+    }
+    let Value::Record(fields) = value else {
+        return None;
+    };
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let unwrap = |v: Value| match v {
+        Value::Union(_, inner) => *inner,
+        other => other,
+    };
+    let Some(Value::Int(t)) = field("type").map(unwrap) else {
+        return None;
+    };
+    let mut files = BTreeMap::new();
+    match field("filesystemMetadata").map(unwrap)? {
+        Value::Null => {}
+        Value::Map(map) => {
+            for (name, info) in map {
+                let Value::Record(info) = unwrap(info) else {
+                    return None;
+                };
+                let get = |n: &str| {
+                    info.iter()
+                        .find(|(k, _)| k == n)
+                        .map(|(_, v)| unwrap(v.clone()))
+                };
+                let (Some(Value::Long(size)), Some(Value::Boolean(deleted))) =
+                    (get("size"), get("isDeleted"))
+                else {
+                    return None;
+                };
+                files.insert(name, (size, deleted));
+            }
+        }
+        _ => return None,
+    }
+    Some((t, files))
+}
+
 proptest! {
     #![proptest_config(fuzz::config(512))]
+
+    #[test]
+    fn fuzz_the_files_record_visitor_reads_what_the_avro_library_reads(
+        entries in proptest::collection::vec(
+            (fuzz::text_from("abc_-.0123456789", 40), any::<i64>(), any::<bool>()),
+            0..40,
+        ),
+        record_type in 1..3i32,
+    ) {
+        let (_, bytes) = super::metadata_record::file_list_record(
+            "p",
+            record_type,
+            entries.iter().map(|(n, s, d)| (n.as_str(), *s, *d)).collect::<Vec<_>>().into_iter(),
+        );
+        let ours = super::metadata_record::decode_files_record(files_record_schema(), &bytes);
+        prop_assert_eq!(ours.ok(), files_record_by_the_avro_library(&bytes));
+    }
 
     #[test]
     fn fuzz_avro_readers_take_arbitrary_bytes(bytes in fuzz::bytes(512)) {
@@ -388,6 +459,8 @@ proptest! {
         let schema = files_record_schema();
         let (_, largest) = largest_allocation(|| super::metadata_record::decode_files_record(schema, &bytes));
         prop_assert!(largest <= allowance(bytes.len()), "{} bytes allocated {largest}", bytes.len());
+        let ours = super::metadata_record::decode_files_record(schema, &bytes);
+        prop_assert_eq!(ours.ok(), files_record_by_the_avro_library(&bytes), "the visitor and the library disagree");
     }
 
     #[test]
@@ -395,6 +468,8 @@ proptest! {
         let schema = files_record_schema();
         let (_, largest) = largest_allocation(|| super::metadata_record::decode_files_record(schema, &bytes));
         prop_assert!(largest <= allowance(bytes.len()), "{} bytes allocated {largest}", bytes.len());
+        let ours = super::metadata_record::decode_files_record(schema, &bytes);
+        prop_assert_eq!(ours.ok(), files_record_by_the_avro_library(&bytes), "the visitor and the library disagree");
     }
 
     #[test]

@@ -88,55 +88,29 @@ pub fn decode_v6_files_record(bytes: &[u8]) -> Result<DecodedFilesRecord, String
 }
 
 /// Decode one `files`-partition record written under `schema` (the writer schema of its block
-/// or base file). Errors name what is wrong. The bytes are bounds-checked against the schema
-/// first, so a declared length or count larger than the record is an error, not an allocation.
+/// or base file). Errors name what is wrong. Every length and count is bounds-checked against
+/// the bytes left, so a declared length or count larger than the record is an error, not an
+/// allocation.
 pub fn decode_files_record(
     schema: &apache_avro::Schema,
     bytes: &[u8],
 ) -> Result<DecodedFilesRecord, String> {
-    use apache_avro::types::Value;
-    super::avro_check::check_datum(schema, bytes).map_err(|e| e.to_string())?;
-    let mut r = bytes;
-    let value = apache_avro::from_avro_datum(schema, &mut r, None).map_err(|e| e.to_string())?;
-    if !r.is_empty() {
-        return Err(format!("{} bytes after the record", r.len()));
-    }
-    let Value::Record(fields) = value else {
-        return Err("not a record".into());
-    };
-    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
-    let unwrap = |v: &Value| match v {
-        Value::Union(_, inner) => inner.as_ref().clone(),
-        other => other.clone(),
-    };
-    let record_type = match field("type").map(unwrap) {
-        Some(Value::Int(t)) => t,
-        other => return Err(format!("no record type ({other:?})")),
-    };
     let mut files = BTreeMap::new();
-    match field("filesystemMetadata").map(unwrap) {
-        None | Some(Value::Null) => {}
-        Some(Value::Map(map)) => {
-            for (name, info) in map {
-                let Value::Record(info) = unwrap(&info) else {
-                    return Err(format!("entry `{name}` is not a record"));
-                };
-                let get = |n: &str| info.iter().find(|(k, _)| k == n).map(|(_, v)| unwrap(v));
-                let size = match get("size") {
-                    Some(Value::Long(s)) => s,
-                    Some(Value::Int(s)) => i64::from(s),
-                    other => return Err(format!("entry `{name}` has no size ({other:?})")),
-                };
-                let deleted = match get("isDeleted") {
-                    Some(Value::Boolean(b)) => b,
-                    other => return Err(format!("entry `{name}` has no isDeleted ({other:?})")),
-                };
-                files.insert(name, (size, deleted));
-            }
-        }
-        Some(other) => return Err(format!("filesystemMetadata is not a map ({other:?})")),
-    }
+    let record_type = visit_files_record(schema, bytes, |name, size, deleted| {
+        files.insert(name.to_string(), (size, deleted));
+    })?;
     Ok((record_type, files))
+}
+
+/// [`decode_files_record`] without building its map: `entry` gets each `filesystemMetadata`
+/// entry (name, size, isDeleted) in the order written (a name written twice comes twice; the
+/// later one counts, as in a map); returns the record's type.
+pub fn visit_files_record(
+    schema: &apache_avro::Schema,
+    bytes: &[u8],
+    entry: impl FnMut(&str, i64, bool),
+) -> Result<i32, String> {
+    super::avro_check::visit_files_record(schema, bytes, entry).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 
 pub mod files_listing;
 pub mod files_slice;
+pub mod name_hash;
 
 use std::collections::BTreeMap;
 

@@ -15,7 +15,7 @@ use super::v6::{files_slice, FILES};
 use crate::config::TableVersion;
 use crate::format::hfile;
 use crate::format::log_block::{read_blocks, BLOCK_TYPE_HFILE_DATA};
-use crate::format::metadata_record::decode_files_record;
+use crate::format::metadata_record::visit_files_record;
 use crate::format::restore::RestoreMetadata;
 use crate::format::rollback::RollbackMetadata;
 use crate::plan::metadata_table::files_listing::{
@@ -74,13 +74,35 @@ fn timeline_instants(tl: &Timeline) -> Vec<TimelineInstant> {
         .collect()
 }
 
+/// How the entries of the `files` records are keyed: by their names ([`ByName`]), or by
+/// anything that stands for one name alone (the audit: a hash of it).
+pub(crate) trait EntryKeys {
+    /// The key.
+    type Key: Ord + Clone;
+    /// The key of entry `name` of the record with row key `record`.
+    fn key(&mut self, record: &str, name: &str) -> Self::Key;
+}
+
+/// Entries keyed by their names.
+pub(crate) struct ByName;
+
+impl EntryKeys for ByName {
+    type Key = String;
+    fn key(&mut self, _record: &str, name: &str) -> String {
+        name.to_string()
+    }
+}
+
 /// The records of the metadata table's `files` partition as Hudi reads them now (the reader of
-/// the table's version), or why they cannot be read so. Reads only.
-pub(crate) async fn read_files_partition(
+/// the table's version), their entries keyed by `keys`, or why they cannot be read so. Reads
+/// only. HFiles are walked one block at a time and their records decoded in one pass, so the
+/// slice costs its files' bytes, one inflated block and the merged records.
+pub(crate) async fn read_files_partition<K: EntryKeys>(
     table: &Table,
     mdt: &Table,
     limits: ReadLimits,
-) -> Result<Result<BTreeMap<String, FilesRecord>, String>, Error> {
+    keys: &mut K,
+) -> Result<Result<BTreeMap<String, FilesRecord<K::Key>>, String>, Error> {
     let data_tl = table.timeline().await?;
     let mdt_tl = mdt.timeline().await?;
     let rolled_back = match rolled_back(table, &data_tl).await? {
@@ -113,7 +135,7 @@ pub(crate) async fn read_files_partition(
                 Ok(b) => b,
                 Err(why) => return Ok(Err(why)),
             };
-            match reading.hfile_records(&bytes, None) {
+            match reading.hfile_records(&bytes, None, keys) {
                 Ok(r) => r,
                 Err(why) => return Ok(Err(format!("base file `{name}`: {why}"))),
             }
@@ -126,7 +148,7 @@ pub(crate) async fn read_files_partition(
             Ok(b) => b,
             Err(why) => return Ok(Err(why)),
         };
-        if let Err(why) = reading.log_blocks(name, &bytes, &mut blocks) {
+        if let Err(why) = reading.log_blocks(name, &bytes, &mut blocks, keys) {
             return Ok(Err(why));
         }
     }
@@ -266,29 +288,35 @@ impl SliceReading {
     }
 
     /// The records of one HFile of the slice (see [`hfile_records`]), charged to the budgets.
-    fn hfile_records(
+    fn hfile_records<K: EntryKeys>(
         &mut self,
         bytes: &[u8],
         schema: Option<&str>,
-    ) -> Result<Vec<(String, FilesRecord)>, String> {
-        let records = hfile_records(bytes, schema, &mut self.schemas, &mut self.budget)?;
-        let entries: u64 = records.iter().map(|(_, r)| r.files.len() as u64).sum();
-        if entries > self.entries_left {
-            return Err(format!(
-                "its records name more files than hudi-keeper holds in memory ({} entries)",
-                self.entries_left
-            ));
-        }
-        self.entries_left -= entries;
+        keys: &mut K,
+    ) -> Result<Records<K::Key>, String> {
+        let mut charge = EntryCharge {
+            left: self.entries_left,
+            over: false,
+        };
+        let records = hfile_records(
+            bytes,
+            schema,
+            &mut self.schemas,
+            &mut self.budget,
+            &mut charge,
+            keys,
+        )?;
+        self.entries_left = charge.left;
         Ok(records)
     }
 
     /// The blocks of log file `name` (its `bytes`), added to `blocks`, or why they do not read.
-    fn log_blocks(
+    fn log_blocks<K: EntryKeys>(
         &mut self,
         name: &str,
         bytes: &[u8],
-        blocks: &mut Vec<LogBlock>,
+        blocks: &mut Vec<LogBlock<K::Key>>,
+        keys: &mut K,
     ) -> Result<(), String> {
         let Some(read) = read_blocks(bytes) else {
             return Err(format!(
@@ -318,7 +346,7 @@ impl SliceReading {
                 BLOCK_TYPE_HFILE_DATA => {
                     let schema = get(HEADER_SCHEMA);
                     let records = self
-                        .hfile_records(b.content, schema.as_deref())
+                        .hfile_records(b.content, schema.as_deref(), keys)
                         .map_err(|why| format!("log file `{name}`, block of {instant}: {why}"))?;
                     blocks.push(LogBlock::Data { instant, records });
                 }
@@ -361,19 +389,40 @@ async fn read_slice_file(
     }
 }
 
+/// The records of one HFile: (row key, record), in file order.
+type Records<K> = Vec<(String, FilesRecord<K>)>;
+
+/// The file entries the slice's records may still name: past it, the slice is not read.
+struct EntryCharge {
+    left: u64,
+    over: bool,
+}
+
+/// An error of a walk over an HFile's cells.
+struct Why(String);
+
+impl From<hfile::HFileError> for Why {
+    fn from(e: hfile::HFileError) -> Self {
+        Why(e.to_string())
+    }
+}
+
 /// The `files` records of one HFile (a base file, or an HFile data block's content) written
-/// under `schema` (else the HFile's own `schema` file info), decompressing within `budget`.
-fn hfile_records(
+/// under `schema` (else the HFile's own `schema` file info), decompressing within `budget`, one
+/// block at a time, each record decoded in one pass into entries keyed by `keys`.
+fn hfile_records<K: EntryKeys>(
     bytes: &[u8],
     schema: Option<&str>,
     schemas: &mut BTreeMap<String, Schema>,
     budget: &mut hfile::DecompressionBudget,
-) -> Result<Vec<(String, FilesRecord)>, String> {
-    let contents = hfile::read_with_budget(bytes, budget).map_err(|e| e.to_string())?;
+    charge: &mut EntryCharge,
+    keys: &mut K,
+) -> Result<Records<K::Key>, String> {
+    let mut file = hfile::open(bytes, budget).map_err(|e| e.to_string())?;
     let text = match schema {
         Some(s) => s.to_string(),
         None => {
-            let raw = contents
+            let raw = file
                 .file_info(hfile::SCHEMA_KEY)
                 .ok_or("no schema in its file info")?;
             String::from_utf8(raw.to_vec()).map_err(|e| e.to_string())?
@@ -385,20 +434,33 @@ fn hfile_records(
         schemas.insert(text.clone(), parsed);
     }
     let schema = schemas.get(&text).ok_or("schema")?;
-    let mut out = Vec::with_capacity(contents.cells.len());
-    for c in &contents.cells {
-        let key = String::from_utf8(c.row.clone()).map_err(|e| e.to_string())?;
-        let (record_type, files) =
-            decode_files_record(schema, &c.value).map_err(|e| format!("record `{key}`: {e}"))?;
-        if record_type != 1 && record_type != 2 {
-            return Err(format!("record `{key}` has type {record_type}"));
+    let mut out = Vec::new();
+    file.walk(budget, |c| {
+        let key = std::str::from_utf8(c.row)
+            .map_err(|e| Why(e.to_string()))?
+            .to_string();
+        let mut files = BTreeMap::new();
+        let record_type = visit_files_record(schema, c.value, |name, size, deleted| {
+            if charge.left == 0 {
+                charge.over = true;
+                return;
+            }
+            charge.left -= 1;
+            files.insert(keys.key(&key, name), FileInfo { size, deleted });
+        })
+        .map_err(|e| Why(format!("record `{key}`: {e}")))?;
+        if charge.over {
+            return Err(Why(
+                "its records name more files than hudi-keeper holds in memory".to_string(),
+            ));
         }
-        let files = files
-            .into_iter()
-            .map(|(n, (size, deleted))| (n, FileInfo { size, deleted }))
-            .collect();
+        if record_type != 1 && record_type != 2 {
+            return Err(Why(format!("record `{key}` has type {record_type}")));
+        }
         out.push((key, FilesRecord { record_type, files }));
-    }
+        Ok(())
+    })
+    .map_err(|Why(why)| why)?;
     Ok(out)
 }
 

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
-use super::files_partition::{read_files_partition, ReadLimits};
+use super::files_partition::{read_files_partition, ByName, ReadLimits};
 use super::sync::{start_sync_deltacommit, SyncDeltacommit};
 use super::v6::{complete_files_deltacommit, FILES};
 use crate::exec::steps::{delete_folder, list_data_files, refused, Wanted};
@@ -100,7 +100,7 @@ pub(in crate::exec) async fn refusal(
         )));
     }
     // It must read as Hudi reads it (now, and so after its restore).
-    if let Err(why) = read_files_partition(table, mdt, ReadLimits::RESTORE).await? {
+    if let Err(why) = read_files_partition(table, mdt, ReadLimits::RESTORE, &mut ByName).await? {
         return Ok(Some(format!(
             "hudi-keeper cannot read its `files` partition as Hudi does: {why}"
         )));
@@ -120,7 +120,7 @@ pub(in crate::exec) async fn sync(table: &Table, mdt: &Table, m: &str) -> Result
     };
 
     // The records: what the metadata table lists against what storage holds.
-    let merged = read_files_partition(table, mdt, ReadLimits::RESTORE)
+    let merged = read_files_partition(table, mdt, ReadLimits::RESTORE, &mut ByName)
         .await?
         .map_err(|why| refused(table, &s, format!("the metadata table's `files` partition cannot be read as Hudi reads it ({why}); run the restore again, or delete the metadata table")))?;
     let files = list_data_files(table.storage(), &Wanted::every()).await?;

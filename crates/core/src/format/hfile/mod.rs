@@ -24,7 +24,8 @@ mod reader;
 mod writer;
 
 pub use reader::{
-    read, read_with_budget, Block, Cell, DecompressionBudget, HFileContents, IndexEntry, Trailer,
+    open, read, read_with_budget, Block, Cell, CellRef, DecompressionBudget, HFileContents,
+    IndexEntry, OpenHFile, Trailer,
 };
 pub use writer::{write, write_hudi_hfile, WriterOptions};
 

@@ -381,12 +381,60 @@ fn read_file_info(block: &Block) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, HFileErro
     Ok(out)
 }
 
+/// One KeyValue as a walk over the file sees it, borrowed from its inflated block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellRef<'a> {
+    /// The row (Hudi's record key).
+    pub row: &'a [u8],
+    /// The column family.
+    pub family: &'a [u8],
+    /// The qualifier.
+    pub qualifier: &'a [u8],
+    /// The timestamp.
+    pub timestamp: i64,
+    /// The type (4 = Put).
+    pub kv_type: u8,
+    /// The value (Hudi: an Avro binary record).
+    pub value: &'a [u8],
+    /// The MVCC timestamp (0 when the file has none).
+    pub mvcc: i64,
+}
+
+impl CellRef<'_> {
+    /// The cell, owned.
+    pub fn to_cell(&self) -> Cell {
+        Cell {
+            row: self.row.to_vec(),
+            family: self.family.to_vec(),
+            qualifier: self.qualifier.to_vec(),
+            timestamp: self.timestamp,
+            kv_type: self.kv_type,
+            value: self.value.to_vec(),
+            mvcc: self.mvcc,
+        }
+    }
+}
+
+#[cfg(test)]
 pub(super) fn read_cells(
     block: &Block,
     mvcc: bool,
     tags: bool,
     out: &mut Vec<Cell>,
 ) -> Result<(), HFileError> {
+    visit_cells(block, mvcc, tags, &mut |c: CellRef<'_>| {
+        out.push(c.to_cell());
+        Ok::<(), HFileError>(())
+    })
+}
+
+/// Every cell of a data block, in order, to `visit`.
+fn visit_cells<E: From<HFileError>>(
+    block: &Block,
+    mvcc: bool,
+    tags: bool,
+    visit: &mut impl FnMut(CellRef<'_>) -> Result<(), E>,
+) -> Result<(), E> {
     let d = &block.data;
     let offset = block.offset as usize;
     let t = |_| truncated("cell", offset);
@@ -396,7 +444,7 @@ pub(super) fn read_cells(
         let value_len = be_i32(d, at + 4, "cell")?;
         let (Ok(key_len), Ok(value_len)) = (usize::try_from(key_len), usize::try_from(value_len))
         else {
-            return Err(corrupt(offset, "negative cell length"));
+            return Err(corrupt(offset, "negative cell length").into());
         };
         at += 8;
         let key = d.get(at..at.saturating_add(key_len)).ok_or_else(|| t(()))?;
@@ -422,26 +470,26 @@ pub(super) fn read_cells(
         let row = key.get(2..2 + row_len);
         let fam_len = key.get(2 + row_len).map(|&b| usize::from(b));
         let (Some(row), Some(fam_len)) = (row, fam_len) else {
-            return Err(corrupt(offset, "cell key too short"));
+            return Err(corrupt(offset, "cell key too short").into());
         };
         let fam_start = 3 + row_len;
         let fixed_tail = 9;
         if key.len() < fam_start + fam_len + fixed_tail {
-            return Err(corrupt(offset, "cell key too short"));
+            return Err(corrupt(offset, "cell key too short").into());
         }
         let qual_end = key.len() - fixed_tail;
-        out.push(Cell {
-            row: row.to_vec(),
-            family: key[fam_start..fam_start + fam_len].to_vec(),
-            qualifier: key[fam_start + fam_len..qual_end].to_vec(),
+        visit(CellRef {
+            row,
+            family: &key[fam_start..fam_start + fam_len],
+            qualifier: &key[fam_start + fam_len..qual_end],
             timestamp: be_i64(key, qual_end, "cell key")?,
             kv_type: key[key.len() - 1],
-            value: value.to_vec(),
+            value,
             mvcc: mvcc_ts,
-        });
+        })?;
     }
     if at != d.len() {
-        return Err(corrupt(offset, "cell runs past the end of its block"));
+        return Err(corrupt(offset, "cell runs past the end of its block").into());
     }
     Ok(())
 }
@@ -465,6 +513,47 @@ pub fn read_with_budget(
     bytes: &[u8],
     budget: &mut DecompressionBudget,
 ) -> Result<HFileContents, HFileError> {
+    let mut file = open(bytes, budget)?;
+    let mut cells = Vec::new();
+    let blocks = file.walk(budget, |c| {
+        cells.push(c.to_cell());
+        Ok::<(), HFileError>(())
+    })?;
+    Ok(HFileContents {
+        trailer: file.trailer,
+        file_info: file.file_info,
+        root_index: file.root_index,
+        blocks,
+        cells,
+    })
+}
+
+/// An HFile whose trailer, root index and file info are read, ready for a walk over its cells
+/// ([`OpenHFile::walk`]): what a caller that must not hold every cell at once reads.
+#[derive(Debug)]
+pub struct OpenHFile<'a> {
+    bytes: &'a [u8],
+    /// The trailer.
+    pub trailer: Trailer,
+    /// File info, in key order.
+    pub file_info: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The root data index.
+    pub root_index: Vec<IndexEntry>,
+    root: Option<Block>,
+    info_block: Option<Block>,
+    load_on_open: usize,
+    info_offset: usize,
+    end: usize,
+    mvcc: bool,
+    tags: bool,
+}
+
+/// Open an HFile v3 (see [`read`]): its trailer, load-on-open section and file info, charged to
+/// `budget`.
+pub fn open<'a>(
+    bytes: &'a [u8],
+    budget: &mut DecompressionBudget,
+) -> Result<OpenHFile<'a>, HFileError> {
     let trailer = read_trailer(bytes)?;
     let end = bytes.len() - TRAILER_SIZE;
     let codec = trailer.compression_codec;
@@ -497,51 +586,82 @@ pub fn read_with_budget(
         .get(KEY_VALUE_VERSION.as_bytes())
         .is_some_and(|v| v.as_slice() == 1i32.to_be_bytes());
     let tags = file_info.contains_key(MAX_TAGS_LEN.as_bytes());
-
-    let mut blocks = Vec::new();
-    let mut cells = Vec::new();
-    let mut at = match trailer.first_data_block_offset {
-        u64::MAX => load_on_open,
-        o => to_usize(o, end, "first data block offset")?,
-    };
-    let mut root = Some(root);
-    while at < info_offset {
-        let mut block = match root.take_if(|_| at == load_on_open) {
-            Some(root) => root,
-            None => read_block(bytes, at, codec, budget)?,
-        };
-        if &block.magic == DATA_MAGIC {
-            read_cells(&block, mvcc, tags, &mut cells)?;
-            block.data = Vec::new();
-        }
-        at += block.on_disk_size;
-        blocks.push(block);
-    }
-    if at != info_offset {
-        return Err(corrupt(at, "blocks do not end at the file-info block"));
-    }
-    let after_info = info_offset + info_block.on_disk_size;
-    blocks.push(info_block);
-    if after_info > end {
-        return Err(corrupt(after_info, "file-info block runs into the trailer"));
-    }
-    // The walk starts where the trailer says; a damaged offset must not pass for a file with
-    // fewer cells (or none).
-    if cells.len() as u64 != trailer.entry_count {
-        return Err(corrupt(
-            end,
-            format!(
-                "the trailer counts {} cells, the data blocks hold {}",
-                trailer.entry_count,
-                cells.len()
-            ),
-        ));
-    }
-    Ok(HFileContents {
+    Ok(OpenHFile {
+        bytes,
         trailer,
         file_info,
         root_index,
-        blocks,
-        cells,
+        root: Some(root),
+        info_block: Some(info_block),
+        load_on_open,
+        info_offset,
+        end,
+        mvcc,
+        tags,
     })
+}
+
+impl OpenHFile<'_> {
+    /// A file-info value.
+    pub fn file_info(&self, key: &str) -> Option<&[u8]> {
+        self.file_info.get(key.as_bytes()).map(Vec::as_slice)
+    }
+
+    /// Every cell, in file order, to `visit`, one data block inflated at a time (charged to
+    /// `budget`); the blocks from the first data block to the file-info block, data blocks
+    /// without their data. Checks the trailer's cell count. Once per file: a second walk finds
+    /// no blocks.
+    pub fn walk<E: From<HFileError>>(
+        &mut self,
+        budget: &mut DecompressionBudget,
+        mut visit: impl FnMut(CellRef<'_>) -> Result<(), E>,
+    ) -> Result<Vec<Block>, E> {
+        let (bytes, codec) = (self.bytes, self.trailer.compression_codec);
+        let Some(info_block) = self.info_block.take() else {
+            return Err(corrupt(self.info_offset, "the file was walked already").into());
+        };
+        let mut blocks = Vec::new();
+        let mut cells = 0u64;
+        let mut counting = |c: CellRef<'_>| {
+            cells += 1;
+            visit(c)
+        };
+        let mut at = match self.trailer.first_data_block_offset {
+            u64::MAX => self.load_on_open,
+            o => to_usize(o, self.end, "first data block offset")?,
+        };
+        while at < self.info_offset {
+            let mut block = match self.root.take_if(|_| at == self.load_on_open) {
+                Some(root) => root,
+                None => read_block(bytes, at, codec, budget)?,
+            };
+            if &block.magic == DATA_MAGIC {
+                visit_cells(&block, self.mvcc, self.tags, &mut counting)?;
+                block.data = Vec::new();
+            }
+            at += block.on_disk_size;
+            blocks.push(block);
+        }
+        if at != self.info_offset {
+            return Err(corrupt(at, "blocks do not end at the file-info block").into());
+        }
+        let after_info = self.info_offset + info_block.on_disk_size;
+        blocks.push(info_block);
+        if after_info > self.end {
+            return Err(corrupt(after_info, "file-info block runs into the trailer").into());
+        }
+        // The walk starts where the trailer says; a damaged offset must not pass for a file
+        // with fewer cells (or none).
+        if cells != self.trailer.entry_count {
+            return Err(corrupt(
+                self.end,
+                format!(
+                    "the trailer counts {} cells, the data blocks hold {cells}",
+                    self.trailer.entry_count
+                ),
+            )
+            .into());
+        }
+        Ok(blocks)
+    }
 }

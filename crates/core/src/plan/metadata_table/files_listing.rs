@@ -65,24 +65,35 @@ pub struct FileInfo {
     pub deleted: bool,
 }
 
-/// A `files`-partition record: its type and its `filesystemMetadata` entries.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FilesRecord {
+/// A `files`-partition record: its type and its `filesystemMetadata` entries, by file (or
+/// partition) name, or by any key that stands for one name alone (the audit keys them by a
+/// hash of the name, [`crate::plan::metadata_table::name_hash`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesRecord<K = String> {
     /// 1 (partition list) or 2 (file list).
     pub record_type: i32,
     /// File (or partition) name → entry.
-    pub files: BTreeMap<String, FileInfo>,
+    pub files: BTreeMap<K, FileInfo>,
+}
+
+impl<K> Default for FilesRecord<K> {
+    fn default() -> Self {
+        FilesRecord {
+            record_type: 0,
+            files: BTreeMap::new(),
+        }
+    }
 }
 
 /// One block of a metadata-table log file, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogBlock {
+pub enum LogBlock<K = String> {
     /// A data block: its instant and its records by key.
     Data {
         /// The `INSTANT_TIME` header.
         instant: String,
         /// (record key, record), in block order.
-        records: Vec<(String, FilesRecord)>,
+        records: Vec<(String, FilesRecord<K>)>,
     },
     /// A rollback command block.
     Rollback {
@@ -237,7 +248,7 @@ fn is_suffixed(time: &str) -> bool {
 }
 
 /// Merge `new` over `old` as `HoodieMetadataPayload.combineFileSystemMetadata` does.
-fn combine(old: &mut FilesRecord, new: &FilesRecord) {
+fn combine<K: Ord + Clone>(old: &mut FilesRecord<K>, new: &FilesRecord<K>) {
     for (name, info) in &new.files {
         match old.files.get(name).copied() {
             None => {
@@ -267,13 +278,13 @@ fn combine(old: &mut FilesRecord, new: &FilesRecord) {
 /// The records of the `files` partition as Hudi 0.15 reads them (see the module docs): `base`
 /// are the base file's records, `blocks` the log blocks of the slice in log-file order.
 /// Errors on records of one key with different types (Hudi refuses to combine them).
-pub fn merge_files_partition(
-    base: Vec<(String, FilesRecord)>,
-    blocks: &[LogBlock],
+pub fn merge_files_partition<K: Ord + Clone>(
+    base: Vec<(String, FilesRecord<K>)>,
+    blocks: &[LogBlock<K>],
     filter: &BlockFilter,
-) -> Result<BTreeMap<String, FilesRecord>, String> {
+) -> Result<BTreeMap<String, FilesRecord<K>>, String> {
     // The scan: data blocks queued, rollback blocks void queued blocks of their target.
-    let mut queued: Vec<&LogBlock> = Vec::new();
+    let mut queued: Vec<&LogBlock<K>> = Vec::new();
     for b in blocks {
         let instant = match b {
             LogBlock::Data { instant, .. } | LogBlock::Rollback { instant, .. } => instant,
@@ -294,7 +305,7 @@ pub fn merge_files_partition(
         }
     }
     // The log records, merged oldest first.
-    let mut logs: BTreeMap<String, FilesRecord> = BTreeMap::new();
+    let mut logs: BTreeMap<String, FilesRecord<K>> = BTreeMap::new();
     for b in queued {
         let LogBlock::Data { records, .. } = b else {
             continue;
@@ -312,7 +323,7 @@ pub fn merge_files_partition(
         }
     }
     // Then over the base file's records.
-    let mut out: BTreeMap<String, FilesRecord> = base.into_iter().collect();
+    let mut out: BTreeMap<String, FilesRecord<K>> = base.into_iter().collect();
     for (key, rec) in logs {
         match out.get_mut(&key) {
             Some(prev) => {
@@ -327,7 +338,7 @@ pub fn merge_files_partition(
     Ok(out)
 }
 
-fn same_type(key: &str, a: &FilesRecord, b: &FilesRecord) -> Result<(), String> {
+fn same_type<K>(key: &str, a: &FilesRecord<K>, b: &FilesRecord<K>) -> Result<(), String> {
     if a.record_type == b.record_type {
         Ok(())
     } else {
@@ -350,21 +361,29 @@ fn partition_id(partition: &str) -> String {
 /// The partitions the merged records list, as Hudi's `fetchAllPartitionPaths` returns them
 /// (`""` for a non-partitioned table).
 pub fn listed_partitions(merged: &BTreeMap<String, FilesRecord>) -> Vec<String> {
-    let names: Vec<String> = merged
-        .get(ALL_PARTITIONS_KEY)
-        .map(|r| {
-            r.files
-                .iter()
-                .filter(|(_, i)| !i.deleted)
-                .map(|(n, _)| n.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    if names.len() == 1 && names[0] == "." {
+    listed_partitions_by(merged, |n| Some(n.clone())).unwrap_or_default()
+}
+
+/// [`listed_partitions`] of records keyed by `K`, each partition's name what `name` gives for
+/// its key; `None` when it knows the name of one not.
+pub fn listed_partitions_by<K>(
+    merged: &BTreeMap<String, FilesRecord<K>>,
+    name: impl Fn(&K) -> Option<String>,
+) -> Option<Vec<String>> {
+    let names: Vec<String> = match merged.get(ALL_PARTITIONS_KEY) {
+        None => Vec::new(),
+        Some(r) => r
+            .files
+            .iter()
+            .filter(|(_, i)| !i.deleted)
+            .map(|(n, _)| name(n))
+            .collect::<Option<_>>()?,
+    };
+    Some(if names.len() == 1 && names[0] == "." {
         vec![String::new()]
     } else {
         names
-    }
+    })
 }
 
 /// The data table as Hudi's `listAllPartitionsFromFilesystem` sees it, from a listing of every
