@@ -346,7 +346,7 @@ fn audit_repair_removes_old_orphans_only_with_a_lock_decision() {
         "1h",
         "--yes",
     ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
         stderr(&out).contains("no lock provider chosen"),
         "{}",

@@ -26,6 +26,12 @@ fn failed_table() -> TableDir {
     t
 }
 
+/// The run was refused as a usage error (status 2), saying `why` on stderr.
+fn assert_usage_error(out: &std::process::Output, why: &str) {
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(out));
+    assert!(stderr(out).contains(why), "{}", stderr(out));
+}
+
 /// The run failed with status 1, saying `why` on stderr.
 fn assert_refused(out: &std::process::Output, why: &str) {
     assert_eq!(out.status.code(), Some(1));
@@ -173,7 +179,7 @@ fn the_demo_never_replaces_a_folder_it_did_not_make() {
 fn changing_a_table_needs_a_lock_decision() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes"]);
-    assert_refused(&out, "--lock storage|filesystem|zookeeper");
+    assert_usage_error(&out, "--lock storage|filesystem|zookeeper");
     assert!(t
         .path()
         .join("p1/failed-0_0-1-2_20200102000000000.parquet")
@@ -299,9 +305,9 @@ fn failed_file_still_there(t: &TableDir) -> bool {
 fn the_zookeeper_lock_needs_its_url_and_base_path() {
     let t = failed_table();
     let out = run(&["rollback", &t.uri(), "--yes", "--lock", "zookeeper"]);
-    assert_refused(&out, "--lock-zookeeper-url");
+    assert_usage_error(&out, "--lock-zookeeper-url");
     let out = rollback_under_zookeeper(&t, "127.0.0.1:2181", "hudi/locks/", &[]);
-    assert_refused(&out, "must start with `/`");
+    assert_usage_error(&out, "must start with `/`");
     assert!(failed_file_still_there(&t));
 }
 
@@ -369,8 +375,7 @@ fn a_storage_lock_renew_interval_that_cannot_keep_the_lease_is_a_usage_error() {
         "--lock-storage-renew-interval",
         "30s",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("renew interval"), "{}", stderr(&out));
+    assert_usage_error(&out, "renew interval");
 }
 
 /// The failed table with a second completed commit after the first.
@@ -407,7 +412,7 @@ fn savepoint_create_then_restore_takes_the_table_back_and_explains_refusals() {
     );
     // Changing the table needs a lock decision.
     let no_lock = run(&["savepoint", "create", &t.uri(), "--instant", t1]);
-    assert_eq!(no_lock.status.code(), Some(1));
+    assert_eq!(no_lock.status.code(), Some(2));
     assert!(stderr(&no_lock).contains("--lock"), "{}", stderr(&no_lock));
     let sp = run(&[
         "savepoint",

@@ -25,11 +25,87 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::run(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+            for line in error_lines(&e) {
+                eprintln!("{line}");
             }
-            ExitCode::FAILURE
+            if e.downcast_ref::<cli::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
+    }
+}
+
+/// The lines that report `e`: the error, then each cause that says something new. Errors often
+/// repeat their source in their own message (an object-store error names its HTTP error, which
+/// names its I/O error), so a cause whose text was printed already is left out.
+fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let mut said = e.to_string();
+    let mut lines = vec![format!("error: {said}")];
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if text.is_empty() || said.contains(&text) {
+            continue;
+        }
+        lines.push(format!("  caused by: {text}"));
+        said.push('\n');
+        said.push_str(&text);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_lines;
+
+    #[derive(Debug)]
+    struct E(String, Option<Box<E>>);
+
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for E {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    fn chain(texts: &[&str]) -> anyhow::Error {
+        let mut e: Option<Box<E>> = None;
+        for t in texts.iter().rev() {
+            e = Some(Box::new(E(t.to_string(), e)));
+        }
+        anyhow::Error::new(*e.expect("one error at least"))
+    }
+
+    #[test]
+    fn causes_already_said_are_left_out() {
+        // The chain an unreachable S3 endpoint made (shortened).
+        let e = chain(&[
+            "cannot open table `s3://b/t`",
+            "get of `x` failed: Generic S3 error: Error performing GET http://h/x - HTTP error: error sending request",
+            "Generic S3 error: Error performing GET http://h/x - HTTP error: error sending request",
+            "Error performing GET http://h/x - HTTP error: error sending request",
+            "HTTP error: error sending request",
+            "HTTP error: error sending request",
+            "error sending request",
+            "client error (Connect)",
+            "tcp connect error",
+            "Connection refused (os error 111)",
+        ]);
+        assert_eq!(
+            error_lines(&e),
+            [
+                "error: cannot open table `s3://b/t`",
+                "  caused by: get of `x` failed: Generic S3 error: Error performing GET http://h/x - HTTP error: error sending request",
+                "  caused by: client error (Connect)",
+                "  caused by: tcp connect error",
+                "  caused by: Connection refused (os error 111)",
+            ]
+        );
     }
 }

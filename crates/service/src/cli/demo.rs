@@ -168,9 +168,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     if args.no_rollback {
         println!("\nNext: hudi-keeper rollback {uri} --dry-run");
+        println!("Then: hudi-keeper rollback {uri} --lock none --yes");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("\n$ hudi-keeper rollback {uri} --yes");
+    // No writer runs on the demo table, so it needs no lock; a real table needs its writers'.
+    println!("\n$ hudi-keeper rollback {uri} --lock none --yes");
     let done = rollback(
         &table,
         &Selection::AllFailed,

@@ -261,40 +261,58 @@ pub enum LockArg {
     Zookeeper,
 }
 
+/// A usage error: a flag missing, or flags that do not go together. The binary exits with 2
+/// for it, as for the errors the argument parser reports.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A usage error, as an `anyhow` error.
+pub fn usage(why: impl Into<String>) -> anyhow::Error {
+    UsageError(why.into()).into()
+}
+
 impl LockArgs {
     /// The lock options for `table`, or the error an operator can act on when no provider was
     /// chosen or its options are incomplete.
     pub fn lock_options(&self, table: &Table) -> anyhow::Result<LockOptions> {
         let provider = match self.lock {
-            None => anyhow::bail!(
+            None => return Err(usage(
                 "no lock provider chosen: pass --lock storage|filesystem|zookeeper (the lock provider this table's writers use) or --lock none (only when no writer can run)"
-            ),
+            )),
             Some(LockArg::None) => LockProvider::None,
             Some(LockArg::Filesystem) => LockProvider::FileSystem {
                 dir: RelPath::parse(&self.lock_filesystem_dir).map_err(|e| {
-                    anyhow::anyhow!("--lock-filesystem-dir: {e}")
+                    usage(format!("--lock-filesystem-dir: {e}"))
                 })?,
                 expire: self.lock_filesystem_expire,
             },
             Some(LockArg::Storage) => {
                 let config = StorageLockConfig {
                     path: RelPath::parse(&self.lock_storage_path)
-                        .map_err(|e| anyhow::anyhow!("--lock-storage-path: {e}"))?,
+                        .map_err(|e| usage(format!("--lock-storage-path: {e}")))?,
                     validity: self.lock_storage_validity,
                     renew_interval: self.lock_storage_renew_interval,
                 };
                 config
                     .validate()
-                    .map_err(|e| anyhow::anyhow!("--lock-storage-*: {e}"))?;
+                    .map_err(|e| usage(format!("--lock-storage-*: {e}")))?;
                 LockProvider::Storage(config)
             }
             Some(LockArg::Zookeeper) => {
                 let connect = self.lock_zookeeper_url.clone().ok_or_else(|| {
-                    anyhow::anyhow!("--lock zookeeper needs --lock-zookeeper-url host:port")
+                    usage("--lock zookeeper needs --lock-zookeeper-url host:port")
                 })?;
                 let base_path = self.lock_zookeeper_base_path.clone().ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "--lock zookeeper needs --lock-zookeeper-base-path (the writers' hoodie.write.lock.zookeeper.base_path)"
+                    usage(
+                        "--lock zookeeper needs --lock-zookeeper-base-path (the writers' hoodie.write.lock.zookeeper.base_path)",
                     )
                 })?;
                 let (tls, sasl) = ZkSecurityFiles {
@@ -323,7 +341,7 @@ impl LockArgs {
                 };
                 config
                     .validate()
-                    .map_err(|e| anyhow::anyhow!("--lock-zookeeper-*: {e}"))?;
+                    .map_err(|e| usage(format!("--lock-zookeeper-*: {e}")))?;
                 LockProvider::ZooKeeper(config)
             }
         };
@@ -415,8 +433,10 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // Colour only on a terminal: escape codes in a file or a pipe are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

@@ -242,16 +242,25 @@ fn render_done(done: &[RollbackDone]) -> String {
     for d in done {
         let _ = writeln!(
             out,
-            "rolled back {} {} with rollback {}{}: {} files deleted, {} command blocks, metadata table: {:?}, {} ms",
+            "rolled back {} {} with rollback {}{}: {}, {}, metadata table: {}, {} ms",
             d.instant,
             d.action,
             d.rollback_instant,
             if d.resumed { " (resumed)" } else { "" },
-            d.files_deleted,
-            d.log_blocks_written,
+            count(d.files_deleted as u64, "file deleted", "files deleted"),
+            count(
+                d.log_blocks_written as u64,
+                "command block",
+                "command blocks"
+            ),
             d.metadata_table,
             d.duration_ms
         );
     }
     out
+}
+
+/// `n` and the noun in its number: "1 file deleted", "3 files deleted".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

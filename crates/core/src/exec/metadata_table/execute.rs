@@ -35,6 +35,18 @@ pub enum MetadataTableOutcome {
     Recorded,
 }
 
+impl std::fmt::Display for MetadataTableOutcome {
+    /// Words for an operator (the JSON has the variant's name).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MetadataTableOutcome::NotInUse => "not in use",
+            MetadataTableOutcome::NothingToUndo => "nothing to undo",
+            MetadataTableOutcome::RolledBack => "rolled back",
+            MetadataTableOutcome::Recorded => "rollback recorded",
+        })
+    }
+}
+
 /// Layout 2 `revertCompleteToInflight`: make sure requested and inflight files exist, then
 /// delete the completed file.
 pub(in crate::exec) async fn revert_to_inflight(

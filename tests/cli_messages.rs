@@ -1,0 +1,103 @@
+//! What the CLI tells an operator, checked as a new user meets it (issue #35): the demo's
+//! commands work as printed, summaries speak words, logs in a pipe carry no colour codes, usage
+//! errors exit with 2.
+
+use hudi_keeper_test_support as common;
+
+use common::{run, stderr, stdout};
+
+/// A fresh demo table (a failed write, its heartbeat expired), not rolled back.
+fn demo_table(dir: &std::path::Path) -> String {
+    let table = dir.join("demo");
+    let out = run(&["demo", "--dir", table.to_str().unwrap(), "--no-rollback"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    table.to_str().unwrap().to_string()
+}
+
+/// The `hudi-keeper ...` commands a text prints after `marker`, as argument lists.
+fn printed_commands(text: &str, marker: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(marker))
+        .filter_map(|l| l.trim().strip_prefix("hudi-keeper "))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn the_demo_prints_commands_that_work_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    // The full demo shows the commands it runs.
+    let full = run(&["demo", "--dir", dir.path().join("demo").to_str().unwrap()]);
+    assert!(full.status.success(), "{}", stderr(&full));
+    let shown = printed_commands(&stdout(&full), "$ ");
+    let rollback: Vec<_> = shown.iter().filter(|c| c[0] == "rollback").collect();
+    assert_eq!(rollback.len(), 1, "{}", stdout(&full));
+    // Typed by a user on a fresh demo table, each works.
+    demo_table(dir.path());
+    let args: Vec<&str> = rollback[0].iter().map(String::as_str).collect();
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "`hudi-keeper {}` failed: {}",
+        args.join(" "),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("rolled back"), "{}", stdout(&out));
+    // So do the next steps `--no-rollback` suggests.
+    let table = demo_table(dir.path());
+    let next = run(&["demo", "--dir", &table, "--no-rollback"]);
+    let text = stdout(&next);
+    let suggested: Vec<_> = printed_commands(&text, "Next:")
+        .into_iter()
+        .chain(printed_commands(&text, "Then:"))
+        .collect();
+    assert_eq!(suggested.len(), 2, "{text}");
+    for c in suggested {
+        let args: Vec<&str> = c.iter().map(String::as_str).collect();
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "`hudi-keeper {}` failed: {}",
+            args.join(" "),
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn the_rollback_summary_speaks_words_and_logs_in_a_pipe_carry_no_colour() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = demo_table(dir.path());
+    let out = run(&["rollback", &table, "--lock", "none", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("3 files deleted, 0 command blocks, metadata table: not in use,"),
+        "{text}"
+    );
+    assert!(!text.contains("NotInUse"), "{text}");
+    // The run warns that it took no lock; stderr is a pipe here.
+    let err = stderr(&out);
+    assert!(err.contains("without a lock"), "{err}");
+    assert!(!err.contains('\u{1b}'), "escape codes in a pipe: {err:?}");
+}
+
+#[test]
+fn a_missing_lock_decision_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = demo_table(dir.path());
+    let out = run(&["rollback", &table, "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("error: no lock provider chosen"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["rollback", &table, "--yes", "--lock", "zookeeper"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--lock-zookeeper-url"),
+        "{}",
+        stderr(&out)
+    );
+}
