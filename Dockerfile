@@ -16,6 +16,7 @@ ARG RELEASE_OPT_LEVEL=3
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
+COPY config ./config
 # Integration tests live at the workspace root; the manifest names them, the build needs none.
 COPY tests ./tests
 RUN CARGO_PROFILE_RELEASE_OPT_LEVEL="${RELEASE_OPT_LEVEL}" cargo build --release --locked -p hudi-keeper \

@@ -101,3 +101,64 @@ fn a_missing_lock_decision_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn serve_from_any_folder_runs_the_embedded_demo_where_it_says() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = common::bin()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(cwd.path())
+        .env("HOME", home.path())
+        .env_remove("XDG_DATA_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data = home.path().join(".local/share/hudi-keeper");
+    let demo = data.join("demo-data/demo-table/.hoodie/hoodie.properties");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !demo.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(demo.exists(), "no demo table: {}", stderr(&out));
+    // Nothing in the folder it was started from, and it said where it went.
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        stderr(&out).contains(&data.display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_error_in_an_environment_variable_is_reported_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keeper.toml");
+    std::fs::write(&file, "[server]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let out = common::bin()
+        .args(["serve", "--config", file.to_str().unwrap()])
+        .env("HUDI_KEEPER_DEFAULTS__POLL_INTERVAL", "banana")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("environment variable HUDI_KEEPER_DEFAULTS__POLL_INTERVAL"),
+        "{err}"
+    );
+    assert!(!err.contains("keeper.toml"), "blames the file: {err}");
+    // An error in the file names the file and the key.
+    std::fs::write(&file, "[defaults]\npoll_interval = \"banana\"\n").unwrap();
+    let out = run(&["serve", "--config", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`defaults.poll_interval` in ")
+            && stderr(&out).contains("keeper.toml"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -647,5 +647,8 @@ fn invalid_configuration_fails_at_start_with_the_key_named() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("max_concurrent_polls"), "{err}");
+    assert!(
+        err.contains("environment variable HUDI_KEEPER_SERVER__MAX_CONCURRENT_POLLS"),
+        "{err}"
+    );
 }

@@ -28,11 +28,22 @@ pub struct ServeArgs {
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Before anything listens: SIGTERM from here on is a shutdown.
     let shutdown = shutdown_signal();
-    let (path, required) = match &args.config {
-        Some(p) => (p.clone(), true),
-        None => (PathBuf::from(config::DEFAULT_PATH), false),
+    let mut config = match &args.config {
+        Some(p) => Config::load(p, true)?,
+        None if Path::new(config::DEFAULT_PATH).exists() => {
+            Config::load(Path::new(config::DEFAULT_PATH), false)?
+        }
+        None => {
+            let home = demo_home()?;
+            info!(
+                home = %home.display(),
+                "no --config and no {} here: running the embedded demo configuration, its state and demo table under {}",
+                config::DEFAULT_PATH,
+                home.display()
+            );
+            Config::load_embedded(&home)?
+        }
     };
-    let mut config = Config::load(&path, required)?;
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
@@ -76,4 +87,24 @@ fn ensure_demo_table(uri: &str) -> anyhow::Result<()> {
     let failed = super::demo::make_demo_table(path)?;
     info!(path = %path.display(), failed_instant = %failed, "made the demo table with a failed write");
     Ok(())
+}
+
+/// Where the embedded demo configuration keeps its state and demo table:
+/// `$XDG_DATA_HOME/hudi-keeper`, else `$HOME/.local/share/hudi-keeper`.
+fn demo_home() -> anyhow::Result<PathBuf> {
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(data) = non_empty("XDG_DATA_HOME") {
+        return Ok(data.join("hudi-keeper"));
+    }
+    match non_empty("HOME") {
+        Some(home) => Ok(home.join(".local/share/hudi-keeper")),
+        None => anyhow::bail!(
+            "no --config, no {} here, and neither XDG_DATA_HOME nor HOME is set to keep the embedded demo's data in: pass --config",
+            config::DEFAULT_PATH
+        ),
+    }
 }

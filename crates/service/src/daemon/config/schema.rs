@@ -287,6 +287,9 @@ pub struct TableSettings {
     pub leftover_guard_interval_ms: Option<u64>,
 }
 
+/// The default configuration (the demo), embedded so that `serve` runs from any folder.
+pub const EMBEDDED: &str = include_str!("../../../../../config/hudi-keeper.toml");
+
 impl Config {
     /// Load `path` (which must exist when `required`), then the environment.
     pub fn load(path: &Path, required: bool) -> anyhow::Result<Self> {
@@ -296,6 +299,29 @@ impl Config {
         } else if required {
             bail!("the config file {} does not exist", path.display());
         }
+        Self::extract(figment, &path.display().to_string())
+    }
+
+    /// The configuration embedded in the binary (`config/hudi-keeper.toml`, the demo), its
+    /// relative paths (the state folder, the demo table) under `home`, then the environment.
+    pub fn load_embedded(home: &Path) -> anyhow::Result<Self> {
+        let figment = Figment::new().merge(Toml::string(EMBEDDED));
+        let mut config = Self::extract(figment, "the embedded default configuration")?;
+        if config.server.state_dir.is_relative() {
+            config.server.state_dir = home.join(&config.server.state_dir);
+        }
+        for t in config.tables.iter_mut().filter(|t| t.demo) {
+            if !t.uri.contains("://") && Path::new(&t.uri).is_relative() {
+                t.uri = home.join(&t.uri).display().to_string();
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// `figment` (a file's or the embedded text) with the environment merged over it; `what`
+    /// names the file in errors.
+    fn extract(mut figment: Figment, what: &str) -> anyhow::Result<Self> {
         figment = figment.merge(
             Env::prefixed("HUDI_KEEPER_")
                 .filter(|k| {
@@ -308,8 +334,8 @@ impl Config {
         );
         let config: Config = figment
             .extract()
-            .map_err(|e| anyhow::anyhow!(describe(e)))
-            .with_context(|| format!("invalid configuration ({})", path.display()))?;
+            .map_err(|e| anyhow::anyhow!(describe(e, what)))
+            .context("invalid configuration")?;
         config.validate()?;
         Ok(config)
     }
@@ -395,13 +421,22 @@ impl ServerConfig {
 }
 
 /// Every error figment found, each with its key.
-fn describe(e: figment::Error) -> String {
+/// Each error with where it comes from: the key in `file`, or the environment variable.
+fn describe(e: figment::Error, file: &str) -> String {
     e.into_iter()
         .map(|e| {
-            let key = if e.path.is_empty() {
-                String::new()
-            } else {
-                format!("`{}`: ", e.path.join("."))
+            let from_env = e
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.name.contains("environment"));
+            let key = match (from_env, e.path.is_empty()) {
+                (true, true) => "the HUDI_KEEPER_* environment variables: ".to_string(),
+                (true, false) => format!(
+                    "environment variable HUDI_KEEPER_{}: ",
+                    e.path.join("__").to_ascii_uppercase()
+                ),
+                (false, true) => format!("{file}: "),
+                (false, false) => format!("`{}` in {file}: ", e.path.join(".")),
             };
             format!("{key}{}", e.kind)
         })
