@@ -162,3 +162,44 @@ fn an_error_in_an_environment_variable_is_reported_as_one() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_store_that_never_answers_fails_and_the_message_names_the_endpoint_and_the_setting() {
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let endpoint = format!("aws_endpoint=http://127.0.0.1:{port}");
+    let out = run(&[
+        "inspect",
+        "s3://bucket/table",
+        "--storage-option",
+        &endpoint,
+        "--storage-option",
+        "aws_allow_http=true",
+        "--storage-option",
+        "aws_access_key_id=x",
+        "--storage-option",
+        "aws_secret_access_key=y",
+        "--storage-option",
+        "aws_region=us-east-1",
+        // One attempt of 1 s, retried for at most 1 s (the defaults: 30 s and 30 s).
+        "--storage-option",
+        "timeout=1s",
+        "--storage-option",
+        "retry_timeout=1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(
+        err.contains("hint: each object-store request is retried for at most retry_timeout")
+            && err.contains("--storage-option retry_timeout="),
+        "{err}"
+    );
+}

@@ -52,6 +52,16 @@ fn error_lines(e: &anyhow::Error) -> Vec<String> {
         said.push('\n');
         said.push_str(&text);
     }
+    // A request that timed out or gave up retrying (object_store's text names the endpoint).
+    if said.contains("timed out") || said.contains("retry_timeout:") {
+        lines.push(format!(
+            "  hint: each object-store request is retried for at most {} (default {}s); for a slow store raise it: --storage-option {}=2m (the daemon: storage_options.{})",
+            hudi_keeper_core::storage::RETRY_TIMEOUT,
+            hudi_keeper_core::storage::DEFAULT_RETRY_TIMEOUT.as_secs(),
+            hudi_keeper_core::storage::RETRY_TIMEOUT,
+            hudi_keeper_core::storage::RETRY_TIMEOUT,
+        ));
+    }
     lines
 }
 

@@ -34,7 +34,7 @@ use object_store::path::{Path, PathPart};
 use object_store::ObjectStore;
 
 pub use error::StorageError;
-pub use open::{StorageOptions, StoreCache};
+pub use open::{StorageOptions, StoreCache, DEFAULT_RETRY_TIMEOUT, RETRY_TIMEOUT};
 pub use relpath::{RelPath, RelPathError};
 pub use requests::RequestCounter;
 

@@ -11,7 +11,7 @@ use object_store::list::PaginatedListStore;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, RetryConfig};
 use url::Url;
 
 use super::StorageError;
@@ -57,10 +57,37 @@ impl StorageOptions {
             let foreign = PREFIXES
                 .iter()
                 .any(|p| *p != own && k.to_ascii_lowercase().starts_with(p));
-            (!foreign).then_some((k.as_str(), v.as_str()))
+            let ours = k.eq_ignore_ascii_case(RETRY_TIMEOUT);
+            (!foreign && !ours).then_some((k.as_str(), v.as_str()))
+        })
+    }
+
+    /// How long one request is retried ([`RETRY_TIMEOUT`], else [`DEFAULT_RETRY_TIMEOUT`]),
+    /// with `object_store`'s backoff and at most its 10 retries.
+    pub fn retry(&self) -> Result<RetryConfig, String> {
+        let timeout = match self
+            .0
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(RETRY_TIMEOUT))
+        {
+            None => DEFAULT_RETRY_TIMEOUT,
+            Some((_, v)) => humantime::parse_duration(v.trim())
+                .map_err(|e| format!("storage option `{RETRY_TIMEOUT}` = `{v}`: {e}"))?,
+        };
+        Ok(RetryConfig {
+            retry_timeout: timeout,
+            ..RetryConfig::default()
         })
     }
 }
+
+/// The storage option that bounds how long one request is retried (every provider).
+pub const RETRY_TIMEOUT: &str = "retry_timeout";
+
+/// Its default: a store that accepts connections and never answers fails a request after one
+/// attempt of `object_store`'s 30 s request timeout, not after its 3 minutes of retries. A
+/// request that fails fast (a 503, a reset) is still retried with backoff within it.
+pub const DEFAULT_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 type Opened = (Client, Path, String);
 
@@ -189,7 +216,8 @@ pub(super) fn open_store(
                 .host_str()
                 .ok_or_else(|| fail("an s3 URI needs a bucket: s3://bucket/prefix".into()))?;
             let store = cached(format!("s3://{bucket}"), &|| {
-                let mut b = AmazonS3Builder::from_env().with_url(format!("s3://{bucket}"));
+                let mut b = AmazonS3Builder::from_env().with_url(format!("s3://{bucket}"))
+                    .with_retry(options.retry().map_err(fail)?);
                 for (k, v) in options.for_provider("aws_") {
                     let key = AmazonS3ConfigKey::from_str(k)
                         .map_err(|_| fail(format!("unknown S3 storage option `{k}`")))?;
@@ -208,7 +236,8 @@ pub(super) fn open_store(
                 .ok_or_else(|| fail("a gs URI needs a bucket: gs://bucket/prefix".into()))?;
             let store = cached(format!("gs://{bucket}"), &|| {
                 let mut b =
-                    GoogleCloudStorageBuilder::from_env().with_url(format!("gs://{bucket}"));
+                    GoogleCloudStorageBuilder::from_env().with_url(format!("gs://{bucket}"))
+                    .with_retry(options.retry().map_err(fail)?);
                 for (k, v) in options.for_provider("google_") {
                     let key = GoogleConfigKey::from_str(k)
                         .map_err(|_| fail(format!("unknown GCS storage option `{k}`")))?;
@@ -228,7 +257,8 @@ pub(super) fn open_store(
                 u.to_string()
             };
             let store = cached(container_url.clone(), &|| {
-                let mut b = MicrosoftAzureBuilder::from_env().with_url(container_url.clone());
+                let mut b = MicrosoftAzureBuilder::from_env().with_url(container_url.clone())
+                    .with_retry(options.retry().map_err(fail)?);
                 for (k, v) in options.for_provider("azure_") {
                     let key = AzureConfigKey::from_str(k)
                         .map_err(|_| fail(format!("unknown Azure storage option `{k}`")))?;
@@ -319,6 +349,21 @@ fn memory_store(name: &str) -> Arc<dyn ObjectStore> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_retried_for_30_s_unless_told_otherwise() {
+        let d = StorageOptions::default().retry().unwrap();
+        assert_eq!(d.retry_timeout, DEFAULT_RETRY_TIMEOUT);
+        assert_eq!(DEFAULT_RETRY_TIMEOUT.as_secs(), 30);
+        let o = StorageOptions::from_pairs([("retry_timeout", "2m")]);
+        assert_eq!(o.retry().unwrap().retry_timeout.as_secs(), 120);
+        assert!(StorageOptions::from_pairs([("retry_timeout", "soon")])
+            .retry()
+            .unwrap_err()
+            .contains("retry_timeout"));
+        // Not handed to the store's builder, which would refuse it as unknown.
+        assert_eq!(o.for_provider("aws_").count(), 0);
+    }
 
     #[test]
     fn a_missing_local_directory_is_a_clear_error() {
