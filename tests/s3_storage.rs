@@ -189,3 +189,61 @@ async fn a_filtered_one_level_listing_on_s3_keeps_only_what_it_accepts_across_pa
     let whole = s.list_dir(&RelPath::parse("d").unwrap()).await.unwrap();
     assert_eq!(whole.files.len(), 1_205);
 }
+
+/// The audit on S3 lists the table's data files in one listing that starts past `.hoodie`,
+/// not one per partition: 40 small partitions cost one listing (about one LIST request per
+/// 1,000 keys however the files are spread), and every data file is still classified.
+#[test]
+fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = unique("audit");
+    let uri = format!("s3://{BUCKET}/{root}");
+    let f = rt.block_on(Fixture::build_in(
+        s3_store(),
+        &root,
+        &uri,
+        Kind::CowV8,
+        false,
+    ));
+    let before = rt.block_on(f.snapshot());
+    let data_files = before
+        .keys()
+        .filter(|k| !k.starts_with(".hoodie") && k.ends_with(".parquet"))
+        .count();
+    rt.block_on(async {
+        for i in 0..40 {
+            f.put(&format!("q{i:02}/.hoodie_partition_metadata"), b"x")
+                .await;
+            f.put(&format!("q{i:02}/stray-{i}.txt"), b"x").await;
+        }
+    });
+    let ep = format!("aws_endpoint={}", endpoint());
+    let out = run(&[
+        "audit",
+        &uri,
+        "--json",
+        "--storage-option",
+        &ep,
+        "--storage-option",
+        "aws_allow_http=true",
+        "--storage-option",
+        "aws_region=us-east-1",
+        "--storage-option",
+        "aws_access_key_id=test",
+        "--storage-option",
+        "aws_secret_access_key=test",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["requests"]["list"], 1, "{}", v["requests"]);
+    let classified: u64 = v["classes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["files"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(data_files > 0);
+    assert_eq!(classified as usize, data_files, "{}", v["classes"]);
+    // The 80 objects of the new partitions are seen too (not data files).
+    assert!(v["other_files"].as_u64().unwrap() >= 80, "{v}");
+}

@@ -103,9 +103,24 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
         for f in &root.files {
             add(f);
         }
-        for dir in root.dirs.iter().filter(|d| d.as_str() != ".hoodie") {
-            let prefix = RelPath::root().join(dir).map_err(StorageError::from)?;
-            storage.list_filtered(&prefix, &mut add).await?;
+        if storage.lists_past_a_folder() {
+            // An object store: the folders before `.hoodie` (rare) one by one, then one listing
+            // of everything past it, about one request per 1,000 keys however small the
+            // partitions (the files directly below the base path were seen above).
+            for dir in root.dirs.iter().filter(|d| d.as_str() < ".hoodie") {
+                let prefix = RelPath::root().join(dir).map_err(StorageError::from)?;
+                storage.list_filtered(&prefix, &mut add).await?;
+            }
+            storage
+                .list_filtered_past(&RelPath::root(), ".hoodie", |m| {
+                    !m.path.parent().as_str().is_empty() && add(m)
+                })
+                .await?;
+        } else {
+            for dir in root.dirs.iter().filter(|d| d.as_str() != ".hoodie") {
+                let prefix = RelPath::root().join(dir).map_err(StorageError::from)?;
+                storage.list_filtered(&prefix, &mut add).await?;
+            }
         }
         let to_open = judge.to_open;
         for (m, name_instant) in to_open {

@@ -82,6 +82,55 @@ impl Storage {
         self.done(OpKind::List, prefix, kept)
     }
 
+    /// Whether a recursive listing can start past a folder without reading it
+    /// ([`Storage::list_filtered_past`]): object stores (S3's `start-after`, GCS's and Azure's
+    /// offsets); not the local file system, whose listing walks every folder.
+    pub fn lists_past_a_folder(&self) -> bool {
+        self.pages.is_some()
+    }
+
+    /// [`Storage::list_filtered`] of the objects below `prefix` whose keys sort after the
+    /// folder `skip` (a name directly below `prefix`) and everything in it: one listing that
+    /// starts past the folder, so its objects are never read where the store can start there
+    /// ([`Storage::lists_past_a_folder`]); where it cannot, they are read and dropped. Objects
+    /// sorting before `skip` are not listed. One [`OpKind::List`] request.
+    pub async fn list_filtered_past(
+        &self,
+        prefix: &RelPath,
+        skip: &str,
+        mut keep: impl FnMut(&FileMeta) -> bool,
+    ) -> Result<Vec<FileMeta>, StorageError> {
+        self.check(OpKind::List, prefix)?;
+        let full = self.full(prefix);
+        // The greatest key in `skip/` a store holds in practice: U+10FFFF is the last
+        // character, so the listing starts right after the folder.
+        let mut offset = full.clone();
+        offset.extend([super::key_part(skip), super::key_part("\u{10FFFF}")]);
+        let inside = format!("{skip}/");
+        let mut stream = self.store.list_with_offset(Some(&full), &offset);
+        let mut kept = Vec::new();
+        while let Some(m) = stream
+            .try_next()
+            .await
+            .map_err(|e| self.err(OpKind::List, prefix, e))?
+        {
+            let meta = self.meta(m)?;
+            let rel = meta
+                .path
+                .as_str()
+                .strip_prefix(prefix.as_str())
+                .map(|r| r.trim_start_matches('/'))
+                .unwrap_or(meta.path.as_str());
+            if rel.starts_with(&inside) || rel < skip {
+                continue;
+            }
+            if keep(&meta) {
+                kept.push(meta);
+            }
+        }
+        self.done(OpKind::List, prefix, kept)
+    }
+
     /// The objects and folders directly below `prefix`. A missing prefix lists as empty.
     pub async fn list_dir(&self, prefix: &RelPath) -> Result<DirListing, StorageError> {
         self.check(OpKind::ListDir, prefix)?;

@@ -413,3 +413,44 @@ async fn child_storage_is_rooted_below_the_parent() {
         .is_some());
     assert_eq!(md.uri(), "memory://test/t1/.hoodie/metadata");
 }
+
+/// A listing past `.hoodie` starts after the folder's last key: it lists what sorts after
+/// it (partitions, `.hoodie_partition_metadata` of a non-partitioned table), never what is in
+/// it or sorts before it; the offset it starts at is the folder and U+10FFFF, verbatim.
+#[tokio::test]
+async fn a_listing_past_a_folder_leaves_the_folder_and_what_sorts_before_it_out() {
+    let store = std::sync::Arc::new(InMemory::new());
+    let s = Storage::from_store(store.clone(), "t", "memory://t");
+    for k in [
+        "-early/1.parquet",
+        ".hoodie/timeline/1.commit",
+        ".hoodie/metadata/files/x.hfile",
+        ".hoodie_partition_metadata",
+        ".hoodie0/odd.parquet",
+        "p1/a.parquet",
+        "p2/deep/b.parquet",
+    ] {
+        s.put(&p(k), Bytes::from_static(b"x")).await.unwrap();
+    }
+    let listed = s
+        .list_filtered_past(&RelPath::root(), ".hoodie", |_| true)
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            ".hoodie0/odd.parquet",
+            ".hoodie_partition_metadata",
+            "p1/a.parquet",
+            "p2/deep/b.parquet"
+        ]
+    );
+    let mut offset = object_store::path::Path::from("t");
+    offset.extend([key_part(".hoodie"), key_part("\u{10FFFF}")]);
+    assert_eq!(offset.as_ref(), "t/.hoodie/\u{10FFFF}", "not re-encoded");
+    assert!(
+        !s.lists_past_a_folder(),
+        "an in-memory store reads and drops"
+    );
+}
