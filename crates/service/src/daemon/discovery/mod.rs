@@ -1,0 +1,9 @@
+//! Discovery sources (`[[discover]]`, issue #34): each rescanned on its own interval; the tables
+//! it finds are registered as the source's, with the source's policy defaults, and dropped
+//! once two complete scans in a row miss them.
+//!
+//! The parts: `naming` (the stable unique names of tables found); `scan` (one scan of a
+//! source, what `hudi-keeper discover` prints).
+
+pub mod naming;
+pub mod scan;
