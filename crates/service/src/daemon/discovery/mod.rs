@@ -3,7 +3,13 @@
 //! once two complete scans in a row miss them.
 //!
 //! The parts: `naming` (the stable unique names of tables found); `scan` (one scan of a
-//! source, what `hudi-keeper discover` prints).
+//! source, what `hudi-keeper discover` prints); `reconcile` (pure: what a scan adds and drops);
+//! `run` (the sources' tasks, registering and dropping); `metrics`.
 
+mod metrics;
 pub mod naming;
+mod reconcile;
+mod run;
 pub mod scan;
+
+pub use run::Discovery;
