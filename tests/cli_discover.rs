@@ -129,3 +129,54 @@ fn finds_tables_on_the_s3_compatible_server() {
     // prefix, a, b, c, t1, t2, t3 listed; 3 reads.
     assert_eq!(v["requests"], 7 + 3);
 }
+
+#[test]
+fn finds_the_hudi_tables_of_a_glue_catalog_once_per_location() {
+    use common::glue;
+    let db = glue::database("cli");
+    let other = glue::database("cli-other");
+    glue::mor_table(&db, "events", "s3://lake/events");
+    glue::cow_table(&db, "orders", "s3://lake/orders/");
+    glue::parquet_table(&db, "raw", "s3://lake/raw");
+    glue::cow_table(&other, "elsewhere", "s3://lake/elsewhere");
+    let endpoint = common::s3::endpoint();
+    let args = [
+        "discover",
+        "glue://us-east-1",
+        "--glue-endpoint",
+        &endpoint,
+        "--glue-database",
+        &db,
+        "--storage-option",
+        "aws_access_key_id=test",
+        "--storage-option",
+        "aws_secret_access_key=test",
+        "--json",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(v["kind"], "glue");
+    let tables: Vec<(&str, &str, &str)> = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["uri"].as_str().unwrap(),
+                t["table_type"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    // events_ro and events_rt are one table; raw is no Hudi table; the other database is not read.
+    assert_eq!(
+        tables,
+        vec![
+            ("events", "s3://lake/events", "MERGE_ON_READ"),
+            ("orders", "s3://lake/orders", "-")
+        ]
+    );
+    // One GetTables page (no GetDatabases: the database was named).
+    assert_eq!(v["requests"], 1);
+}

@@ -229,3 +229,43 @@ fn an_incomplete_scan_drops_nothing_and_config_and_api_tables_take_precedence() 
         Some(0.0)
     );
 }
+
+#[test]
+fn a_glue_source_finds_its_hudi_tables_and_rolls_back_a_failed_write() {
+    use common::glue;
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("lake/events");
+    demo(&table);
+    let db = glue::database("daemon");
+    // Hudi's sync registers a merge-on-read table twice (`_ro`, `_rt`): one table to watch.
+    glue::mor_table(&db, "events", table.to_str().unwrap());
+    glue::parquet_table(&db, "raw", "s3://lake/raw");
+    let config = format!(
+        "[server]\nstate_dir = \"state\"\n\
+         [[discover]]\nname = \"catalog\"\nkind = \"glue\"\nregion = \"us-east-1\"\n\
+         endpoint = \"{}\"\ndatabases = [\"{db}\"]\ninterval = \"1s\"\n\
+         [discover.storage_options]\naws_access_key_id = \"test\"\naws_secret_access_key = \"test\"\n\
+         [discover.defaults]\npoll_interval = \"500ms\"\nheartbeat_interval = \"1s\"\n\
+         [discover.defaults.lock]\nprovider = \"filesystem\"\ntimeout = \"10s\"\n",
+        common::s3::endpoint()
+    );
+    let d = Daemon::start(&work.path().join("daemon"), &config);
+    let t = d.wait_for("the Glue table", Duration::from_secs(30), || {
+        let ts = tables(&d);
+        (ts.len() == 1).then(|| ts[0].clone())
+    });
+    assert_eq!(t["name"], "events");
+    assert_eq!(t["uri"], table.to_str().unwrap());
+    assert_eq!(t["discovered_by"], "catalog");
+    d.wait_for("the rollback", Duration::from_secs(30), || {
+        (d.table("events")["status"]["rollbacks"] == 1).then_some(())
+    });
+    // Scans go on; the pair stays one table.
+    d.wait_for("more scans", Duration::from_secs(10), || {
+        (d.metric("hudi_keeper_discovery_scans_total{outcome=\"complete\",source=\"catalog\"}")
+            .unwrap_or(0.0)
+            >= 3.0)
+            .then_some(())
+    });
+    assert_eq!(tables(&d).len(), 1);
+}

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use super::parse_key_value;
-use crate::daemon::discovery::{naming, scan};
+use crate::daemon::discovery::{glue, naming, scan};
 
 /// Exit code of a scan that was cut short by its budget or met errors: what it found is
 /// printed, but tables may be missing from it.
@@ -19,9 +19,19 @@ pub const INCOMPLETE: u8 = 3;
 
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
-    /// Where to look: a local path, file://, s3://, gs://, az:// or abfss:// prefix.
-    #[arg(value_name = "PREFIX")]
+    /// Where to look: a local path, file://, s3://, gs://, az:// or abfss:// prefix; or
+    /// glue://REGION, the AWS Glue Data Catalog.
+    #[arg(value_name = "PREFIX | glue://REGION")]
     pub source: String,
+    /// glue://: another endpoint than https://glue.REGION.amazonaws.com/ (a test server).
+    #[arg(long, value_name = "URL")]
+    pub glue_endpoint: Option<String>,
+    /// glue://: only this database (repeatable; default: every one).
+    #[arg(long = "glue-database", value_name = "NAME")]
+    pub glue_databases: Vec<String>,
+    /// glue://: the catalog's account id (default: the credentials').
+    #[arg(long, value_name = "ID")]
+    pub glue_catalog_id: Option<String>,
     /// The deepest folder listed (the prefix is depth 0; `prefix/db/table` is at 2).
     #[arg(long, default_value_t = ScanLimits::default().max_depth)]
     pub max_depth: u32,
@@ -43,7 +53,8 @@ pub struct DiscoverArgs {
     /// Leave out tables whose location matches, and do not look into folders that match.
     #[arg(long = "exclude-location", value_name = "GLOB")]
     pub exclude_locations: Vec<String>,
-    /// An object-store option, in object_store's key names (repeatable).
+    /// An object-store option, in object_store's key names (repeatable); for glue:// the
+    /// credentials (aws_access_key_id, aws_secret_access_key, aws_session_token), else AWS_*.
     #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub storage_options: Vec<(String, String)>,
     /// Print one JSON document instead of a table.
@@ -79,7 +90,7 @@ struct Output<'a> {
     tables: Vec<Row<'a>>,
 }
 
-fn output<'a>(source: &'a str, r: &'a ScanReport) -> Output<'a> {
+fn output<'a>(source: &'a str, kind: &'static str, r: &'a ScanReport) -> Output<'a> {
     let names = naming::assign(
         r.tables
             .iter()
@@ -88,7 +99,7 @@ fn output<'a>(source: &'a str, r: &'a ScanReport) -> Output<'a> {
     );
     Output {
         source,
-        kind: "prefix",
+        kind,
         complete: r.complete,
         cut_short: r.cut_short,
         requests: r.requests,
@@ -171,18 +182,26 @@ fn bar(json: bool) -> Option<ProgressBar> {
     Some(bar)
 }
 
+fn options_limits(args: &DiscoverArgs) -> ScanLimits {
+    ScanLimits {
+        max_depth: args.max_depth,
+        max_requests: args.max_requests,
+    }
+}
+
+fn options_filters(args: &DiscoverArgs) -> FilterSettings {
+    FilterSettings {
+        include_names: args.include_names.clone(),
+        exclude_names: args.exclude_names.clone(),
+        include_locations: args.include_locations.clone(),
+        exclude_locations: args.exclude_locations.clone(),
+    }
+}
+
 pub async fn run(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     let options = ScanOptions {
-        limits: ScanLimits {
-            max_depth: args.max_depth,
-            max_requests: args.max_requests,
-        },
-        filters: FilterSettings {
-            include_names: args.include_names.clone(),
-            exclude_names: args.exclude_names.clone(),
-            include_locations: args.include_locations.clone(),
-            exclude_locations: args.exclude_locations.clone(),
-        },
+        limits: options_limits(&args),
+        filters: options_filters(&args),
         concurrency: args.concurrency,
     };
     let storage = StorageOptions::from_pairs(args.storage_options.iter().cloned());
@@ -190,21 +209,50 @@ pub async fn run(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
     if let Some(b) = &bar {
         b.set_prefix(args.source.clone());
     }
-    let report = scan::prefix(&args.source, &options, &storage, None, |p| {
+    let show = |requests: u64, detail: String| {
         if let Some(b) = &bar {
-            b.set_message(format!(
-                "{} requests, {} folders listed, {} tables found, {} queued",
-                p.requests, p.folders_listed, p.tables, p.queued
-            ));
+            b.set_message(format!("{requests} requests, {detail}"));
             b.tick();
         }
-    })
-    .await;
+    };
+    let (kind, report) = match args.source.strip_prefix("glue://") {
+        Some(region) => {
+            let options = args.storage_options.iter().cloned().collect();
+            let client = glue::GlueClient::new(
+                region.trim_end_matches('/'),
+                args.glue_endpoint.as_deref(),
+                args.glue_catalog_id.clone(),
+                &options,
+            )?;
+            let scan = glue::scan(
+                &client,
+                &args.glue_databases,
+                options_limits(&args),
+                &options_filters(&args),
+                |requests, tables| show(requests, format!("{tables} tables found")),
+            )
+            .await;
+            ("glue", scan)
+        }
+        None => {
+            let scan = scan::prefix(&args.source, &options, &storage, None, |p| {
+                show(
+                    p.requests,
+                    format!(
+                        "{} folders listed, {} tables found, {} queued",
+                        p.folders_listed, p.tables, p.queued
+                    ),
+                )
+            })
+            .await;
+            ("prefix", scan)
+        }
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let report = report?;
-    let out = output(&args.source, &report);
+    let out = output(&args.source, kind, &report);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

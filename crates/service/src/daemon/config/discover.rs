@@ -17,6 +17,8 @@ pub enum SourceKind {
     /// Folders holding `.hoodie/hoodie.properties` under `prefix`.
     #[default]
     Prefix,
+    /// The Hudi tables of the AWS Glue Data Catalog of `region`.
+    Glue,
 }
 
 impl SourceKind {
@@ -24,6 +26,7 @@ impl SourceKind {
     pub fn as_str(self) -> &'static str {
         match self {
             SourceKind::Prefix => "prefix",
+            SourceKind::Glue => "glue",
         }
     }
 }
@@ -53,6 +56,18 @@ pub struct DiscoverSource {
     /// `kind = "prefix"`: where to look (a local path, `s3://`, `gs://`, `az://`, …).
     #[serde(default)]
     pub prefix: Option<String>,
+    /// `kind = "glue"`: the catalog's region.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// `kind = "glue"`: another endpoint than `https://glue.<region>.amazonaws.com/`.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// `kind = "glue"`: the catalog's account (default: the credentials').
+    #[serde(default)]
+    pub catalog_id: Option<String>,
+    /// `kind = "glue"`: only these databases (default: every one).
+    #[serde(default)]
+    pub databases: Vec<String>,
     /// How often the source is scanned (the first scan runs at start).
     #[serde(
         default = "five_minutes",
@@ -113,9 +128,12 @@ impl DiscoverSource {
         }
     }
 
-    /// What the source scans, as shown (its prefix).
-    pub fn target(&self) -> &str {
-        self.prefix.as_deref().unwrap_or_default()
+    /// What the source scans, as shown (its prefix, or `glue://<region>`).
+    pub fn target(&self) -> String {
+        match self.kind {
+            SourceKind::Prefix => self.prefix.clone().unwrap_or_default(),
+            SourceKind::Glue => format!("glue://{}", self.region.as_deref().unwrap_or_default()),
+        }
     }
 
     /// The checks of one source; `allowed`: `server.allowed_table_uris`.
@@ -134,6 +152,27 @@ impl DiscoverSource {
         }
         if self.max_requests == 0 {
             return Err(bad("max_requests must be positive".into()));
+        }
+        if self.kind == SourceKind::Glue {
+            if self.prefix.is_some() {
+                return Err(bad("kind = \"glue\" takes region, not prefix".into()));
+            }
+            let region = self.region.as_deref().unwrap_or_default();
+            if region.is_empty()
+                || !region
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                return Err(bad("kind = \"glue\" needs a region (`us-east-1`)".into()));
+            }
+            let target = self.target();
+            Filters::compile(&target, &self.filters()).map_err(|e| bad(e.to_string()))?;
+            return Ok(());
+        }
+        if self.region.is_some() || self.endpoint.is_some() || !self.databases.is_empty() {
+            return Err(bad(
+                "region, endpoint and databases are for kind = \"glue\"".into(),
+            ));
         }
         let Some(prefix) = self.prefix.as_deref() else {
             return Err(bad("kind = \"prefix\" needs a prefix".into()));

@@ -19,7 +19,7 @@ mod tables;
 mod tests;
 
 pub use api::ApiRefusal;
-pub use discover::DiscoverSource;
+pub use discover::{DiscoverSource, SourceKind};
 pub use error::ConfigError;
 pub use locations::{EnclosingFolders, Location};
 pub use lock::{LockSettings, ZkMembershipSettings};

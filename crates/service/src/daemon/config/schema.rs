@@ -359,11 +359,9 @@ impl Config {
             }
             d.validate(&self.server.allowed_table_uris)?;
             // The tables it finds resolve as a `[[tables]]` entry with its defaults would.
-            let probe = d.defaults.entry(
-                "discovered".into(),
-                d.target().to_string(),
-                d.storage_options.clone(),
-            );
+            let probe =
+                d.defaults
+                    .entry("discovered".into(), d.target(), d.storage_options.clone());
             let settings = self
                 .defaults
                 .resolve(&probe)

@@ -4,12 +4,15 @@
 //!
 //! The parts: `naming` (the stable unique names of tables found); `scan` (one scan of a
 //! source, what `hudi-keeper discover` prints); `reconcile` (pure: what a scan adds and drops);
-//! `run` (the sources' tasks, registering and dropping); `metrics`.
+//! `run` (the sources' tasks, registering and dropping); `metrics`; `glue` (the AWS Glue Data
+//! Catalog as a source, its calls signed by `sigv4`).
 
+pub mod glue;
 mod metrics;
 pub mod naming;
 mod reconcile;
 mod run;
 pub mod scan;
+mod sigv4;
 
 pub use run::Discovery;

@@ -11,8 +11,8 @@ use tracing::{error, info, warn};
 
 use super::metrics::DiscoveryMetrics;
 use super::reconcile::{Found, SourceState};
-use super::{naming, scan};
-use crate::daemon::config::{DiscoverSource, Location};
+use super::{glue, naming, scan};
+use crate::daemon::config::{DiscoverSource, Location, SourceKind};
 use crate::daemon::{Daemon, Source, TableState};
 
 /// What the daemon holds of its sources.
@@ -125,6 +125,9 @@ impl Daemon {
     }
 
     async fn scan(&self, source: &DiscoverSource) -> Outcome {
+        if source.kind == SourceKind::Glue {
+            return self.scan_glue(source).await;
+        }
         let Some(prefix) = source.prefix.as_deref() else {
             return Outcome::Failed("no prefix".into());
         };
@@ -139,6 +142,36 @@ impl Daemon {
         // A client shared with the tables for the defaults' options only (one per bucket).
         let stores = source.storage_options.is_empty().then_some(&self.stores);
         let run = scan::prefix(prefix, &options, &storage, stores, |_| {});
+        match tokio::time::timeout(source.scan_timeout, run).await {
+            Ok(Ok(report)) => Outcome::Scanned(report),
+            Ok(Err(e)) => Outcome::Failed(e.to_string()),
+            Err(_) => Outcome::Failed(format!(
+                "the scan did not end within scan_timeout ({} s)",
+                source.scan_timeout.as_secs()
+            )),
+        }
+    }
+
+    async fn scan_glue(&self, source: &DiscoverSource) -> Outcome {
+        let mut options = self.config.defaults.storage_options.clone();
+        options.extend(source.storage_options.clone());
+        let client = match glue::GlueClient::new(
+            source.region.as_deref().unwrap_or_default(),
+            source.endpoint.as_deref(),
+            source.catalog_id.clone(),
+            &options,
+        ) {
+            Ok(c) => c,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        };
+        let filters = source.filters();
+        let run = glue::scan(
+            &client,
+            &source.databases,
+            source.limits(),
+            &filters,
+            |_, _| {},
+        );
         match tokio::time::timeout(source.scan_timeout, run).await {
             Ok(Ok(report)) => Outcome::Scanned(report),
             Ok(Err(e)) => Outcome::Failed(e.to_string()),

@@ -75,3 +75,20 @@ fn sources_are_checked_at_start() {
         err(shared)
     );
 }
+
+#[test]
+fn a_glue_source_needs_a_region_and_takes_no_prefix() {
+    let ok = "[[discover]]\nname = \"g\"\nkind = \"glue\"\nregion = \"eu-west-1\"\ndatabases = [\"lake\"]\n";
+    let c = parse(&format!("[defaults.lock]\nprovider = \"filesystem\"\n{ok}")).unwrap();
+    assert_eq!(c.discover[0].target(), "glue://eu-west-1");
+    let none = "[[discover]]\nname = \"g\"\nkind = \"glue\"\n";
+    assert!(err(none).contains("needs a region"), "{}", err(none));
+    let both = "[[discover]]\nname = \"g\"\nkind = \"glue\"\nregion = \"eu-west-1\"\nprefix = \"s3://b\"\n";
+    assert!(err(both).contains("not prefix"), "{}", err(both));
+    let misplaced = "[[discover]]\nname = \"p\"\nprefix = \"s3://b\"\nregion = \"eu-west-1\"\n";
+    assert!(
+        err(misplaced).contains("kind = \"glue\""),
+        "{}",
+        err(misplaced)
+    );
+}
