@@ -180,3 +180,48 @@ fn finds_the_hudi_tables_of_a_glue_catalog_once_per_location() {
     // One GetTables page (no GetDatabases: the database was named).
     assert_eq!(v["requests"], 1);
 }
+
+#[test]
+fn finds_the_hudi_tables_of_a_hive_metastore_once_per_location() {
+    use common::hms;
+    // Local locations: the metastore checks a table's file system, and has no S3 one.
+    let lake = tempfile::tempdir().unwrap();
+    let at = |t: &str| lake.path().join(t).display().to_string();
+    let db = hms::database("cli");
+    hms::register(&db, "events", &at("events"), "mor");
+    hms::register(&db, "orders", &at("orders"), "cow");
+    hms::register(&db, "raw", &at("raw"), "parquet");
+    let uri = hms::uri();
+    let out = run(&["discover", &uri, "--database", &db, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(v["kind"], "hive_metastore");
+    let tables: Vec<(&str, &str, &str)> = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["uri"].as_str().unwrap(),
+                t["table_type"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    let (events, orders) = (
+        format!("file:{}", at("events")),
+        format!("file:{}", at("orders")),
+    );
+    assert_eq!(
+        tables,
+        vec![
+            ("events", events.as_str(), "MERGE_ON_READ"),
+            ("orders", orders.as_str(), "-")
+        ]
+    );
+    // get_all_tables, then one get_table_objects_by_name_req for the 4 entries.
+    assert_eq!(v["requests"], 2);
+    // A metastore that does not answer: the scan cannot start (exit 1).
+    let out = run(&["discover", "thrift://127.0.0.1:1", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}

@@ -269,3 +269,46 @@ fn a_glue_source_finds_its_hudi_tables_and_rolls_back_a_failed_write() {
     });
     assert_eq!(tables(&d).len(), 1);
 }
+
+#[test]
+fn a_hive_metastore_source_finds_its_hudi_tables_and_rolls_back_a_failed_write() {
+    use common::hms;
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("lake/events");
+    demo(&table);
+    let db = hms::database("daemon");
+    hms::register(&db, "events", table.to_str().unwrap(), "mor");
+    hms::register(
+        &db,
+        "raw",
+        work.path().join("lake/raw").to_str().unwrap(),
+        "parquet",
+    );
+    let config = format!(
+        "[server]\nstate_dir = \"state\"\n\
+         [[discover]]\nname = \"metastore\"\nkind = \"hive_metastore\"\nuri = \"{}\"\n\
+         databases = [\"{db}\"]\ninterval = \"1s\"\n\
+         [discover.defaults]\npoll_interval = \"500ms\"\nheartbeat_interval = \"1s\"\n\
+         [discover.defaults.lock]\nprovider = \"filesystem\"\ntimeout = \"10s\"\n",
+        hms::uri()
+    );
+    let d = Daemon::start(&work.path().join("daemon"), &config);
+    let t = d.wait_for("the metastore's table", Duration::from_secs(30), || {
+        let ts = tables(&d);
+        (ts.len() == 1).then(|| ts[0].clone())
+    });
+    assert_eq!(t["name"], "events");
+    // The metastore keeps a local location qualified.
+    assert_eq!(t["uri"], format!("file:{}", table.display()));
+    assert_eq!(t["discovered_by"], "metastore");
+    d.wait_for("the rollback", Duration::from_secs(30), || {
+        (d.table("events")["status"]["rollbacks"] == 1).then_some(())
+    });
+    d.wait_for("more scans", Duration::from_secs(10), || {
+        (d.metric("hudi_keeper_discovery_scans_total{outcome=\"complete\",source=\"metastore\"}")
+            .unwrap_or(0.0)
+            >= 3.0)
+            .then_some(())
+    });
+    assert_eq!(tables(&d).len(), 1);
+}

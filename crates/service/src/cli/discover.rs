@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use super::parse_key_value;
-use crate::daemon::discovery::{glue, naming, scan};
+use crate::daemon::discovery::{glue, hms, naming, scan};
 
 /// Exit code of a scan that was cut short by its budget or met errors: what it found is
 /// printed, but tables may be missing from it.
@@ -19,15 +19,15 @@ pub const INCOMPLETE: u8 = 3;
 
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
-    /// Where to look: a local path, file://, s3://, gs://, az:// or abfss:// prefix; or
-    /// glue://REGION, the AWS Glue Data Catalog.
-    #[arg(value_name = "PREFIX | glue://REGION")]
+    /// Where to look: a local path, file://, s3://, gs://, az:// or abfss:// prefix;
+    /// glue://REGION, the AWS Glue Data Catalog; or thrift://HOST:PORT, a Hive Metastore.
+    #[arg(value_name = "PREFIX | glue://REGION | thrift://HOST:PORT")]
     pub source: String,
     /// glue://: another endpoint than https://glue.REGION.amazonaws.com/ (a test server).
     #[arg(long, value_name = "URL")]
     pub glue_endpoint: Option<String>,
-    /// glue://: only this database (repeatable; default: every one).
-    #[arg(long = "glue-database", value_name = "NAME")]
+    /// glue:// and thrift://: only this database (repeatable; default: every one).
+    #[arg(long = "database", alias = "glue-database", value_name = "NAME")]
     pub glue_databases: Vec<String>,
     /// glue://: the catalog's account id (default: the credentials').
     #[arg(long, value_name = "ID")]
@@ -216,6 +216,26 @@ pub async fn run(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let (kind, report) = match args.source.strip_prefix("glue://") {
+        None if args.source.starts_with("thrift://") => {
+            let scan = hms::scan(
+                &args.source,
+                &args.glue_databases,
+                options_limits(&args),
+                &options_filters(&args),
+                {
+                    let bar = bar.clone();
+                    move |requests, _| {
+                        if let Some(b) = &bar {
+                            b.set_message(format!("{requests} calls"));
+                            b.tick();
+                        }
+                    }
+                },
+            )
+            .await;
+            let scan = scan.map_err(anyhow::Error::from);
+            ("hive_metastore", scan)
+        }
         Some(region) => {
             let options = args.storage_options.iter().cloned().collect();
             let client = glue::GlueClient::new(
@@ -231,7 +251,8 @@ pub async fn run(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
                 &options_filters(&args),
                 |requests, tables| show(requests, format!("{tables} tables found")),
             )
-            .await;
+            .await
+            .map_err(anyhow::Error::from);
             ("glue", scan)
         }
         None => {
@@ -244,7 +265,8 @@ pub async fn run(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
                     ),
                 )
             })
-            .await;
+            .await
+            .map_err(anyhow::Error::from);
             ("prefix", scan)
         }
     };

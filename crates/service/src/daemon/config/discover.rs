@@ -19,6 +19,8 @@ pub enum SourceKind {
     Prefix,
     /// The Hudi tables of the AWS Glue Data Catalog of `region`.
     Glue,
+    /// The Hudi tables of the Hive Metastore at `uri` (`thrift://HOST:PORT`).
+    HiveMetastore,
 }
 
 impl SourceKind {
@@ -27,6 +29,7 @@ impl SourceKind {
         match self {
             SourceKind::Prefix => "prefix",
             SourceKind::Glue => "glue",
+            SourceKind::HiveMetastore => "hive_metastore",
         }
     }
 }
@@ -56,6 +59,9 @@ pub struct DiscoverSource {
     /// `kind = "prefix"`: where to look (a local path, `s3://`, `gs://`, `az://`, …).
     #[serde(default)]
     pub prefix: Option<String>,
+    /// `kind = "hive_metastore"`: the metastore, `thrift://HOST:PORT`.
+    #[serde(default)]
+    pub uri: Option<String>,
     /// `kind = "glue"`: the catalog's region.
     #[serde(default)]
     pub region: Option<String>,
@@ -65,7 +71,7 @@ pub struct DiscoverSource {
     /// `kind = "glue"`: the catalog's account (default: the credentials').
     #[serde(default)]
     pub catalog_id: Option<String>,
-    /// `kind = "glue"`: only these databases (default: every one).
+    /// `kind = "glue"` or `"hive_metastore"`: only these databases (default: every one).
     #[serde(default)]
     pub databases: Vec<String>,
     /// How often the source is scanned (the first scan runs at start).
@@ -133,6 +139,7 @@ impl DiscoverSource {
         match self.kind {
             SourceKind::Prefix => self.prefix.clone().unwrap_or_default(),
             SourceKind::Glue => format!("glue://{}", self.region.as_deref().unwrap_or_default()),
+            SourceKind::HiveMetastore => self.uri.clone().unwrap_or_default(),
         }
     }
 
@@ -152,6 +159,28 @@ impl DiscoverSource {
         }
         if self.max_requests == 0 {
             return Err(bad("max_requests must be positive".into()));
+        }
+        if self.kind == SourceKind::HiveMetastore {
+            if self.prefix.is_some() || self.region.is_some() || self.endpoint.is_some() {
+                return Err(bad(
+                    "kind = \"hive_metastore\" takes uri, not prefix, region or endpoint".into(),
+                ));
+            }
+            let uri = self.uri.as_deref().unwrap_or_default();
+            let ok = uri
+                .strip_prefix("thrift://")
+                .and_then(|r| r.trim_end_matches('/').rsplit_once(':'))
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(bad(
+                    "kind = \"hive_metastore\" needs uri = \"thrift://HOST:PORT\"".into(),
+                ));
+            }
+            Filters::compile(uri, &self.filters()).map_err(|e| bad(e.to_string()))?;
+            return Ok(());
+        }
+        if self.uri.is_some() {
+            return Err(bad("uri is for kind = \"hive_metastore\"".into()));
         }
         if self.kind == SourceKind::Glue {
             if self.prefix.is_some() {

@@ -235,26 +235,7 @@ pub async fn scan(
 ) -> Result<ScanReport, hudi_keeper_core::discover::DiscoverError> {
     let label = format!("glue://{}", client.region);
     let filters = Filters::compile(&label, filters)?;
-    let mut report = ScanReport {
-        prefix: label.clone(),
-        tables: Vec::new(),
-        complete: false,
-        cut_short: false,
-        requests: 0,
-        folders_listed: 0,
-        filtered_out: 0,
-        folders_excluded: 0,
-        beyond_depth: 0,
-        without_properties: 0,
-        problems: Vec::new(),
-        problem_count: 0,
-    };
-    let problem = |report: &mut ScanReport, location: String, error: String| {
-        report.problem_count += 1;
-        if report.problems.len() < MAX_PROBLEMS {
-            report.problems.push(ScanProblem { location, error });
-        }
-    };
+    let mut report = empty_report(&label);
     // Every page of one call, each counted against the budget.
     async fn pages(
         client: &GlueClient,
@@ -312,8 +293,7 @@ pub async fn scan(
     } else {
         databases.to_vec()
     };
-    // By location: one table however many entries name it.
-    let mut by_location: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    let mut catalog = Catalog::default();
     for db in &databases {
         if report.cut_short {
             break;
@@ -335,34 +315,83 @@ pub async fn scan(
                 continue;
             }
         };
-        for t in tables.iter().filter(|t| is_hudi(t)) {
-            let (Some(name), Some(at)) = (t["Name"].as_str(), location(t)) else {
-                continue;
-            };
-            let realtime = is_realtime(t);
-            let entry = by_location
-                .entry(at)
-                .or_insert_with(|| (base_of(name).to_string(), false));
-            entry.1 |= realtime;
-            if !name.ends_with("_ro") && !name.ends_with("_rt") {
-                entry.0 = name.to_string();
-            }
+        for t in &tables {
+            catalog.add(t);
         }
     }
-    for (location, (name, realtime)) in by_location {
-        if !filters.keeps(&name, &location) {
-            report.filtered_out += 1;
-            continue;
-        }
-        report.tables.push(FoundTable {
-            location,
-            path: RelPath::root(),
-            name,
-            table_type: realtime.then(|| "MERGE_ON_READ".to_string()),
-        });
-    }
-    report.complete = !report.cut_short && report.problem_count == 0;
+    catalog.finish(&mut report, &filters);
     Ok(report)
+}
+
+/// The Hudi tables of a catalog's entries (Glue's JSON, or a metastore's tables in that shape),
+/// by location: one table however many entries name it.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    by_location: BTreeMap<String, (String, bool)>,
+}
+
+impl Catalog {
+    /// Take `entry` if it is a Hudi table's.
+    pub fn add(&mut self, entry: &Value) {
+        if !is_hudi(entry) {
+            return;
+        }
+        let (Some(name), Some(at)) = (entry["Name"].as_str(), location(entry)) else {
+            return;
+        };
+        let realtime = is_realtime(entry);
+        let e = self
+            .by_location
+            .entry(at)
+            .or_insert_with(|| (base_of(name).to_string(), false));
+        e.1 |= realtime;
+        if !name.ends_with("_ro") && !name.ends_with("_rt") {
+            e.0 = name.to_string();
+        }
+    }
+
+    /// Put the tables `filters` keep into `report`, and judge it complete.
+    pub fn finish(self, report: &mut ScanReport, filters: &Filters) {
+        for (location, (name, realtime)) in self.by_location {
+            if !filters.keeps(&name, &location) {
+                report.filtered_out += 1;
+                continue;
+            }
+            report.tables.push(FoundTable {
+                location,
+                path: RelPath::root(),
+                name,
+                table_type: realtime.then(|| "MERGE_ON_READ".to_string()),
+            });
+        }
+        report.complete = !report.cut_short && report.problem_count == 0;
+    }
+}
+
+/// An empty report of a scan of `label`.
+pub fn empty_report(label: &str) -> ScanReport {
+    ScanReport {
+        prefix: label.to_string(),
+        tables: Vec::new(),
+        complete: false,
+        cut_short: false,
+        requests: 0,
+        folders_listed: 0,
+        filtered_out: 0,
+        folders_excluded: 0,
+        beyond_depth: 0,
+        without_properties: 0,
+        problems: Vec::new(),
+        problem_count: 0,
+    }
+}
+
+/// Count a problem of a catalog scan.
+pub fn problem(report: &mut ScanReport, location: String, error: String) {
+    report.problem_count += 1;
+    if report.problems.len() < MAX_PROBLEMS {
+        report.problems.push(ScanProblem { location, error });
+    }
 }
 
 #[cfg(test)]

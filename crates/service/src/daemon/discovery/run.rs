@@ -11,7 +11,7 @@ use tracing::{error, info, warn};
 
 use super::metrics::DiscoveryMetrics;
 use super::reconcile::{Found, SourceState};
-use super::{glue, naming, scan};
+use super::{glue, hms, naming, scan};
 use crate::daemon::config::{DiscoverSource, Location, SourceKind};
 use crate::daemon::{Daemon, Source, TableState};
 
@@ -125,8 +125,22 @@ impl Daemon {
     }
 
     async fn scan(&self, source: &DiscoverSource) -> Outcome {
-        if source.kind == SourceKind::Glue {
-            return self.scan_glue(source).await;
+        match source.kind {
+            SourceKind::Glue => return self.scan_glue(source).await,
+            SourceKind::HiveMetastore => {
+                let uri = source.uri.as_deref().unwrap_or_default();
+                let filters = source.filters();
+                let run = hms::scan(uri, &source.databases, source.limits(), &filters, |_, _| {});
+                return match tokio::time::timeout(source.scan_timeout, run).await {
+                    Ok(Ok(report)) => Outcome::Scanned(report),
+                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                    Err(_) => Outcome::Failed(format!(
+                        "the scan did not end within scan_timeout ({} s)",
+                        source.scan_timeout.as_secs()
+                    )),
+                };
+            }
+            SourceKind::Prefix => {}
         }
         let Some(prefix) = source.prefix.as_deref() else {
             return Outcome::Failed("no prefix".into());

@@ -92,3 +92,20 @@ fn a_glue_source_needs_a_region_and_takes_no_prefix() {
         err(misplaced)
     );
 }
+
+#[test]
+fn a_metastore_source_needs_a_thrift_uri() {
+    let ok = "[[discover]]\nname = \"m\"\nkind = \"hive_metastore\"\nuri = \"thrift://hms:9083\"\n";
+    let c = parse(&format!("[defaults.lock]\nprovider = \"filesystem\"\n{ok}")).unwrap();
+    assert_eq!(c.discover[0].target(), "thrift://hms:9083");
+    let bad = "[[discover]]\nname = \"m\"\nkind = \"hive_metastore\"\nuri = \"hms:9083\"\n";
+    assert!(err(bad).contains("thrift://HOST:PORT"), "{}", err(bad));
+    let prefix = "[[discover]]\nname = \"m\"\nkind = \"hive_metastore\"\nuri = \"thrift://h:1\"\nprefix = \"/x\"\n";
+    assert!(err(prefix).contains("takes uri"), "{}", err(prefix));
+    let misplaced = "[[discover]]\nname = \"p\"\nprefix = \"/x\"\nuri = \"thrift://h:1\"\n";
+    assert!(
+        err(misplaced).contains("hive_metastore"),
+        "{}",
+        err(misplaced)
+    );
+}
