@@ -1,8 +1,9 @@
 // Registers a Hudi table in the Hive Metastore the way Hudi's Hive sync (HMS mode) does:
-// java -cp '<jars>' Register.java thrift://HOST:PORT DB NAME BASE_PATH cow|mor
+// java -cp '<jars>' Register.java thrift://HOST:PORT DB NAME BASE_PATH cow|mor [N]
 // cow: one entry NAME (HoodieParquetInputFormat); mor: NAME_ro (HoodieParquetInputFormat) and
 // NAME_rt (HoodieParquetRealtimeInputFormat), both at BASE_PATH. Also `parquet`: a table that is
-// not Hudi's. The database is made when missing.
+// not Hudi's. The database is made when missing. With N: N tables NAME0… at BASE_PATH/NAME0…
+// (scripts/bench-discover's metastore row).
 import java.util.*;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hive.metastore.HiveMetaStoreClient;
@@ -41,7 +42,8 @@ public class Register {
     Configuration conf = MetastoreConf.newMetastoreConf();
     MetastoreConf.setVar(conf, MetastoreConf.ConfVars.THRIFT_URIS, a[0]);
     HiveMetaStoreClient c = new HiveMetaStoreClient(conf);
-    String db = a[1], name = a[2], path = a[3], kind = a[4];
+    String db = a[1], kind = a[4];
+    int n = a.length > 5 ? Integer.parseInt(a[5]) : -1;
     try {
       c.getDatabase(db);
     } catch (NoSuchObjectException e) {
@@ -50,6 +52,14 @@ public class Register {
       d.setLocationUri("file:///tmp/hudi-keeper-hms/" + db);
       c.createDatabase(d);
     }
+    for (int i = 0; i < Math.max(n, 1); i++) {
+      String name = n < 0 ? a[2] : a[2] + i, path = n < 0 ? a[3] : a[3] + "/" + name;
+      register(c, db, name, path, kind);
+    }
+    c.close();
+  }
+
+  static void register(HiveMetaStoreClient c, String db, String name, String path, String kind) throws Exception {
     String ro = "org.apache.hudi.hadoop.HoodieParquetInputFormat";
     String rt = "org.apache.hudi.hadoop.realtime.HoodieParquetRealtimeInputFormat";
     switch (kind) {
@@ -61,6 +71,5 @@ public class Register {
       default:
         c.createTable(entry(db, name, path, "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat", null));
     }
-    c.close();
   }
 }
