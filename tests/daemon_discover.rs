@@ -156,7 +156,11 @@ fn an_incomplete_scan_drops_nothing_and_config_and_api_tables_take_precedence() 
     demo(&wh.join("b/configured"));
     demo(&wh.join("c/api"));
     // The config registers b's table itself; the source finds it too: one table, the config's.
-    let server = format!("allowed_table_uris = [\"{}\"]", wh.display());
+    // One API table at most: the source's tables do not count against it.
+    let server = format!(
+        "allowed_table_uris = [\"{}\"]\nmax_api_tables = 1",
+        wh.display()
+    );
     let configured = format!(
         "[defaults.lock]\nprovider = \"filesystem\"\n[[tables]]\nname = \"mine\"\nuri = \"{}\"\n",
         wh.join("b/configured").display()
