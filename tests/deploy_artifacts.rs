@@ -191,6 +191,11 @@ fn the_dashboard_and_the_alerts_cover_exactly_the_exported_metrics() {
             .defaults("poll_interval", "500ms")
             .defaults("assume_lazy_writers", "true")
             .lock("provider", "filesystem")
+            // A discovery source, so that its series are exported too.
+            .raw(&format!(
+                "[[discover]]\nname = \"lake\"\nprefix = \"{}\"\n",
+                work.path().join("lake").display()
+            ))
             .table("t", &dir.display().to_string())
             .to_string(),
     );

@@ -6,13 +6,15 @@
 //! [`table`]); [`timeline`] (instants and file names); [`error`] (the crate's error and the
 //! planners' and markers' errors it wraps); the [`Table`] handle; [`protocol`] (heartbeats,
 //! markers, detection and what it observes, locks); [`plan`] (pure planners); [`inspect`]
-//! (the operator's view of a table); [`exec`] (rollback, restore, savepoint); and [`audit`]
-//! (every data file classified by the instant that wrote it).
+//! (the operator's view of a table); [`exec`] (rollback, restore, savepoint); [`audit`]
+//! (every data file classified by the instant that wrote it); and [`discover`] (the tables
+//! under a prefix).
 
 #![warn(missing_docs)]
 
 pub mod audit;
 pub(crate) mod config;
+pub mod discover;
 pub mod error;
 pub mod exec;
 pub mod format;

@@ -1,8 +1,8 @@
 //! Helpers shared by hudi-keeper's test suites (a dev-dependency of both crates, never
 //! published): run the real binary, build small tables by hand ([`fixtures`]), the S3 and Azure
 //! test servers ([`s3`], [`azure`]), a slow or faulty store ([`proxy`]), the daemon ([`daemon`],
-//! [`config`]), an HTTP client ([`http`]), the real-Hudi harness ([`interop`]), runs cut off on
-//! a store ([`runs`]), snapshots with run-specific names normalized ([`normalize`]) and the
+//! [`config`]), an HTTP client ([`http`]), the real-Hudi harness ([`interop`]), the test server's
+//! Glue catalog ([`glue`]), the Hive Metastore ([`hms`]), runs cut off on a store ([`runs`]), snapshots with run-specific names normalized ([`normalize`]) and the
 //! crash-at-every-storage-call harness ([`crash`]).
 
 use std::path::{Path, PathBuf};
@@ -158,6 +158,8 @@ pub mod crash;
 pub mod daemon;
 pub mod engine;
 pub mod fixtures;
+pub mod glue;
+pub mod hms;
 pub mod http;
 pub mod interop;
 pub mod normalize;

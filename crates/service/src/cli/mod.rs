@@ -2,6 +2,7 @@
 
 mod audit;
 pub(crate) mod demo;
+mod discover;
 mod health;
 mod inspect;
 mod interrupt;
@@ -56,6 +57,9 @@ pub enum Command {
     /// Roll back failed writes as Hudi would: every instant the policy calls failed (and every
     /// pending rollback), or one named instant.
     Rollback(Box<rollback::RollbackArgs>),
+    /// Find the Hudi tables under a prefix and print what a `[[discover]]` source would
+    /// register (read-only).
+    Discover(Box<discover::DiscoverArgs>),
     /// Make a small demo table with a failed write in a local folder, inspect it, roll it back.
     Demo(demo::DemoArgs),
     /// Run the daemon: poll the registered tables, roll back failed writes, serve health,
@@ -460,5 +464,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Savepoint(args) => savepoint::run(args).await,
         Command::Restore(args) => restore::run(*args).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::Discover(args) => discover::run(*args).await,
     }
 }

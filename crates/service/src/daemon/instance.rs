@@ -15,7 +15,7 @@ use super::error::StartError;
 use super::metrics::Metrics;
 use super::scheduler::{jitter, Due};
 use super::tables::RegistryState;
-use super::{cluster, evidence, membership, own_changes, registry};
+use super::{cluster, discovery, evidence, membership, own_changes, registry};
 use super::{Source, TableError, TableState};
 
 /// The running daemon.
@@ -57,6 +57,8 @@ pub struct Daemon {
     pub(super) evidence: evidence::EvidenceStore,
     /// The rollbacks and restores this daemon started (`state_dir/own-changes/`).
     pub(super) own_changes: Arc<own_changes::OwnChangesStore>,
+    /// The `[[discover]]` sources' tables and metrics.
+    pub(super) discovery: discovery::Discovery,
 }
 
 impl Daemon {
@@ -99,6 +101,8 @@ impl Daemon {
         metrics
             .state_files_unreadable
             .set((evidence.unreadable_count() + own_changes.unreadable_count()) as i64);
+        let discovery = discovery::Discovery::new(&config.discover);
+        metrics.register(discovery.metrics.collectors());
         let cluster = cluster::ClusterView::new(cluster);
         let (timer, incoming) = tokio::sync::mpsc::unbounded_channel();
         let (audit_timer, audits_due) = tokio::sync::mpsc::unbounded_channel();
@@ -123,6 +127,7 @@ impl Daemon {
             own_changes,
             stores: hudi_keeper_core::storage::StoreCache::new(),
             interned: StdMutex::new(Vec::new()),
+            discovery,
             config,
         });
         daemon.tracker.spawn(daemon.clone().run_scheduler(incoming));
@@ -138,6 +143,8 @@ impl Daemon {
             self.add(entry, Source::Config, None).await?;
         }
         self.restore_registry().await;
+        // After the config's and the API's tables: theirs take precedence.
+        self.start_discovery();
         if let Some(m) = self.membership.clone() {
             let base = (*self.cluster()).clone();
             self.tracker.spawn(m.run(self.clone(), base));

@@ -20,6 +20,7 @@ mod changes;
 pub mod cluster;
 pub mod config;
 mod deadline;
+pub mod discovery;
 mod enclosing;
 mod error;
 pub mod evidence;

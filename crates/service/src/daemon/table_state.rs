@@ -18,13 +18,24 @@ use super::readiness::ReadyState;
 use super::{metrics, state_files};
 
 /// Where a table's registration came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     /// The config file.
     Config,
     /// `POST /api/v1/tables` (persisted in the state folder).
     Api,
+    /// The `[[discover]]` source of this index in the config (`discovery`).
+    Discovered(u16),
+}
+
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match self {
+            Source::Config => "config",
+            Source::Api => "api",
+            Source::Discovered(_) => "discovered",
+        })
+    }
 }
 
 /// The last rollback of a table, as the API shows it.

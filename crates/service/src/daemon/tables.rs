@@ -218,6 +218,8 @@ impl Daemon {
             ));
         }
         self.registry_writable()?;
+        // The API's registration takes precedence over a discovery source's.
+        self.yield_to_api(&entry.uri).await;
         if self
             .registry_state()
             .not_restored
@@ -311,6 +313,11 @@ impl Daemon {
         if state.source == Source::Config {
             return Err(TableError::Conflict(format!(
                 "`{name}` comes from the config file; remove it there"
+            )));
+        }
+        if let Source::Discovered(_) = state.source {
+            return Err(TableError::Conflict(format!(
+                "`{name}` was found by a [[discover]] source; exclude it there (exclude_names, exclude_locations)"
             )));
         }
         // Wait for a poll or change of the table to end, and keep new ones out, before it goes:

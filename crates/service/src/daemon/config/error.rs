@@ -22,4 +22,7 @@ pub enum ConfigError {
     /// A table without lock in a cluster whose replicas share the tables.
     #[error("tables: `{0}` has lock.provider = \"none\", which replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") may not use: give it the writers' lock")]
     NoLockWhenShared(String),
+    /// A `[[discover]]` source that cannot run (the message names it and the key).
+    #[error("{0}")]
+    Discover(String),
 }

@@ -7,6 +7,7 @@
 //! another's).
 
 mod api;
+mod discover;
 mod error;
 mod locations;
 mod lock;
@@ -18,12 +19,13 @@ mod tables;
 mod tests;
 
 pub use api::ApiRefusal;
+pub use discover::{DiscoverSource, SourceKind};
 pub use error::ConfigError;
 pub use locations::{EnclosingFolders, Location};
 pub use lock::{LockSettings, ZkMembershipSettings};
 pub use schema::{
-    Config, Defaults, PolicySetting, ServerConfig, TableEntry, TableSeries, TableSettings,
-    PROBE_CLIENT_TIMEOUT, PROBE_MAX_CONNECTIONS,
+    Config, Defaults, PolicySetting, ServerConfig, TableEntry, TableOverrides, TableSeries,
+    TableSettings, PROBE_CLIENT_TIMEOUT, PROBE_MAX_CONNECTIONS,
 };
 pub use tables::{control_character, valid_name};
 

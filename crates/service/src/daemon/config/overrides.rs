@@ -82,7 +82,8 @@ impl Setting for Option<Duration> {
 /// Declares `Defaults` and `TableEntry` with the overridable settings listed once, in
 /// `overridable { name: Type = default, … }`: `Defaults` gets each as `Type` (then the
 /// `not overridable` ones, with their defaults), `TableEntry` each as `Option<Type>` between its
-/// own leading and trailing fields. Also `Default for Defaults` and
+/// own leading and trailing fields, and `TableOverrides` each as `Option<Type>` alone. Also
+/// `Default for Defaults` and
 /// [`Defaults::overridden_by`](super::Defaults::overridden_by), the merge.
 macro_rules! per_table_settings {
     (
@@ -131,6 +132,41 @@ macro_rules! per_table_settings {
                 pub $field: Option<$ty>,
             )*
             $($etail)*
+        }
+
+        /// The overridable settings alone, each unset unless given: a `[[discover]]` source's
+        /// `defaults` for the tables it finds.
+        #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct TableOverrides {
+            $(
+                $(#[doc = $doc])*
+                #[serde(
+                    default,
+                    deserialize_with = "Setting::de_override",
+                    serialize_with = "Setting::ser_override",
+                    skip_serializing_if = "Option::is_none"
+                )]
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl TableOverrides {
+            /// A table entry with these overrides.
+            pub fn entry(
+                &self,
+                name: String,
+                uri: String,
+                storage_options: std::collections::BTreeMap<String, String>,
+            ) -> TableEntry {
+                TableEntry {
+                    name,
+                    uri,
+                    demo: false,
+                    $( $field: self.$field.clone(), )*
+                    storage_options,
+                }
+            }
         }
 
         impl Defaults {

@@ -36,6 +36,9 @@ pub struct Config {
     /// Replicas sharing the tables (`docs/operations.md`, "Several replicas").
     #[serde(default)]
     pub cluster: cluster::ClusterConfig,
+    /// Discovery sources: the tables they find are watched too (issue #34).
+    #[serde(default)]
+    pub discover: Vec<super::DiscoverSource>,
 }
 
 /// Connection slots of the probe listener (`server.probe_listen`): kubelet's probes and a
@@ -370,6 +373,30 @@ impl Config {
             // count, a slow rollout): only the table's lock keeps them from racing.
             if shared && settings.lock_provider == "none" {
                 return Err(ConfigError::NoLockWhenShared(t.name.clone()));
+            }
+        }
+        let mut sources = std::collections::BTreeSet::new();
+        for d in &self.discover {
+            if !sources.insert(&d.name) {
+                return Err(ConfigError::Discover(format!(
+                    "discover: the name `{}` is used twice",
+                    d.name.escape_debug()
+                )));
+            }
+            d.validate(&self.server.allowed_table_uris)?;
+            // The tables it finds resolve as a `[[tables]]` entry with its defaults would.
+            let probe =
+                d.defaults
+                    .entry("discovered".into(), d.target(), d.storage_options.clone());
+            let settings = self
+                .defaults
+                .resolve(&probe)
+                .map_err(|e| ConfigError::Discover(format!("discover `{}`: {e}", d.name)))?;
+            if shared && settings.lock_provider == "none" {
+                return Err(ConfigError::Discover(format!(
+                    "discover `{}`: the tables it finds would have lock.provider = \"none\", which replicas sharing tables may not use: give [discover.defaults] or [defaults] the writers' lock",
+                    d.name
+                )));
             }
         }
         Ok(())

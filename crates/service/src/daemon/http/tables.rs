@@ -25,6 +25,9 @@ struct TableView<'a> {
     name: &'a str,
     uri: &'a str,
     source: Source,
+    /// The `[[discover]]` source that found the table (`source` is `discovered`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    discovered_by: Option<&'a str>,
     owner: Option<Owner>,
     settings: &'a TableSettings,
     status: TableStatus,
@@ -32,11 +35,19 @@ struct TableView<'a> {
     audit: AuditBrief,
 }
 
-fn table_view<'a>(cluster: &Cluster, t: &'a TableState) -> TableView<'a> {
+fn table_view<'a>(d: &'a Daemon, cluster: &Cluster, t: &'a TableState) -> TableView<'a> {
     TableView {
         name: &t.entry.name,
         uri: &t.entry.uri,
         source: t.source,
+        discovered_by: match t.source {
+            Source::Discovered(i) => d
+                .config
+                .discover
+                .get(usize::from(i))
+                .map(|s| s.name.as_str()),
+            _ => None,
+        },
         owner: cluster.owner(&t.entry.name),
         settings: &t.settings,
         status: t.status(),
@@ -100,7 +111,7 @@ pub(super) async fn list_tables(
             replicas: cluster.members().len(),
         },
         total,
-        tables: tables.iter().map(|t| table_view(&cluster, t)).collect(),
+        tables: tables.iter().map(|t| table_view(&d, &cluster, t)).collect(),
         next: more
             .then(|| tables.last().map(|t| t.entry.name.as_str()))
             .flatten(),
@@ -113,7 +124,7 @@ pub(super) async fn table(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let t = d.table(&name).await?;
-    Ok(Json(table_view(&d.cluster(), &t)).into_response())
+    Ok(Json(table_view(&d, &d.cluster(), &t)).into_response())
 }
 
 pub(super) async fn timeline(
@@ -208,7 +219,7 @@ pub(super) async fn register(
         }
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(table_view(&d.cluster(), &t))).into_response())
+    Ok((StatusCode::CREATED, Json(table_view(&d, &d.cluster(), &t))).into_response())
 }
 
 pub(super) async fn unregister(

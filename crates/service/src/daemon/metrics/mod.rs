@@ -200,6 +200,13 @@ impl Metrics {
     }
 
     /// A table's metrics, created at zero (so the first failure is an increase alerts see).
+    /// Add `collectors` (another part's metrics, the discovery sources') to the exposition.
+    pub fn register(&self, collectors: Vec<Box<dyn prometheus::core::Collector>>) {
+        for c in collectors {
+            must(self.registry.register(c));
+        }
+    }
+
     pub fn table(&self, table: &str) -> Arc<TableMetrics> {
         let mut map = self.per_table.write().unwrap_or_else(|e| e.into_inner());
         map.entry(table.to_string()).or_default().clone()

@@ -2,6 +2,7 @@
 //! API's admission policy and locations).
 
 mod api;
+mod discover;
 
 use std::path::Path;
 use std::time::Duration;

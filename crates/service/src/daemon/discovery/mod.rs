@@ -1,0 +1,21 @@
+//! Discovery sources (`[[discover]]`, issue #34): each rescanned on its own interval; the tables
+//! it finds are registered as the source's, with the source's policy defaults, and dropped
+//! once two complete scans in a row miss them.
+//!
+//! The parts: `naming` (the stable unique names of tables found); `scan` (one scan of a
+//! source, what `hudi-keeper discover` prints); `reconcile` (pure: what a scan adds and drops);
+//! `run` (the sources' tasks, registering and dropping); `metrics`; `glue` (the AWS Glue Data
+//! Catalog as a source, its calls signed by `sigv4`); `hms` (a Hive Metastore, over `thrift`'s
+//! binary protocol).
+
+pub mod glue;
+pub mod hms;
+mod metrics;
+pub mod naming;
+mod reconcile;
+mod run;
+pub mod scan;
+mod sigv4;
+mod thrift;
+
+pub use run::Discovery;

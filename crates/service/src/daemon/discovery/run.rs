@@ -1,0 +1,369 @@
+//! The sources at work: each scanned at start and then every `interval`; what a scan found is
+//! registered (as the source's, with its defaults), and what two complete scans in a row missed
+//! is dropped.
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Instant;
+
+use hudi_keeper_core::discover::{ScanOptions, ScanReport};
+use hudi_keeper_core::storage::StorageOptions;
+use tracing::{error, info, warn};
+
+use super::metrics::DiscoveryMetrics;
+use super::reconcile::{Found, SourceState};
+use super::{glue, hms, naming, scan};
+use crate::daemon::config::{DiscoverSource, Location, SourceKind};
+use crate::daemon::{Daemon, Source, TableState};
+
+/// What the daemon holds of its sources.
+#[derive(Debug)]
+pub struct Discovery {
+    /// Per source (by index in `config.discover`): the tables it registered.
+    states: Vec<StdMutex<SourceState>>,
+    pub metrics: DiscoveryMetrics,
+}
+
+impl Discovery {
+    /// The state of `sources`, their metrics registered through `register`.
+    pub fn new(sources: &[DiscoverSource]) -> Self {
+        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+        Self {
+            states: sources.iter().map(|_| StdMutex::default()).collect(),
+            metrics: DiscoveryMetrics::new(&names),
+        }
+    }
+
+    fn state(&self, index: usize) -> Option<std::sync::MutexGuard<'_, SourceState>> {
+        self.states
+            .get(index)
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// How a scan ended.
+enum Outcome {
+    Scanned(ScanReport),
+    Failed(String),
+}
+
+impl Daemon {
+    /// Start a task per `[[discover]]` source.
+    pub(in crate::daemon) fn start_discovery(self: &Arc<Self>) {
+        for index in 0..self.config.discover.len() {
+            let Ok(i) = u16::try_from(index) else {
+                error!("more than 65535 discovery sources: the rest are not scanned");
+                return;
+            };
+            self.tracker.spawn(self.clone().run_source(i));
+        }
+    }
+
+    async fn run_source(self: Arc<Self>, index: u16) {
+        let Some(source) = self.config.discover.get(usize::from(index)) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = self.scan_source(index, source) => {}
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(source.interval) => {}
+            }
+        }
+    }
+
+    /// One scan of `source` and what it changes.
+    async fn scan_source(self: &Arc<Self>, index: u16, source: &DiscoverSource) {
+        let label = source.name.as_str();
+        let started = Instant::now();
+        let outcome = self.scan(source).await;
+        let seconds = started.elapsed().as_secs_f64();
+        let m = &self.discovery.metrics;
+        m.scan_duration.with_label_values(&[label]).observe(seconds);
+        let report = match outcome {
+            Outcome::Failed(e) => {
+                error!(source = %label, target = %source.target(), error = %e, "discovery: the scan failed; no table is dropped");
+                m.scans.with_label_values(&[label, "failed"]).inc();
+                m.scan_errors.with_label_values(&[label]).inc();
+                self.failed_scan(index);
+                return;
+            }
+            Outcome::Scanned(r) => r,
+        };
+        let outcome = if report.complete {
+            "complete"
+        } else {
+            "incomplete"
+        };
+        m.scans.with_label_values(&[label, outcome]).inc();
+        if report.problem_count > 0 {
+            m.scan_errors.with_label_values(&[label]).inc();
+            let first = report.problems.first();
+            warn!(source = %label, problems = report.problem_count, first_location = ?first.map(|p| &p.location), first_error = ?first.map(|p| &p.error), "discovery: the scan met failed requests; no table is dropped");
+        }
+        if report.cut_short {
+            warn!(source = %label, max_requests = source.max_requests, "discovery: the scan reached max_requests; no table is dropped (raise max_requests or narrow the prefix)");
+        }
+        let (added, dropped) = self.apply(index, source, &report).await;
+        info!(source = %label, kind = source.kind.as_str(), found = report.tables.len(), added, dropped, complete = report.complete, requests = report.requests, seconds, "discovery: scanned");
+    }
+
+    fn failed_scan(&self, index: u16) {
+        let Some(mut state) = self.discovery.state(usize::from(index)) else {
+            return;
+        };
+        state.failed_in_a_row += 1;
+        if let Some(s) = self.config.discover.get(usize::from(index)) {
+            self.discovery
+                .metrics
+                .failed_in_a_row
+                .with_label_values(&[&s.name])
+                .set(state.failed_in_a_row as i64);
+        }
+    }
+
+    async fn scan(&self, source: &DiscoverSource) -> Outcome {
+        match source.kind {
+            SourceKind::Glue => return self.scan_glue(source).await,
+            SourceKind::HiveMetastore => {
+                let uri = source.uri.as_deref().unwrap_or_default();
+                let filters = source.filters();
+                let run = hms::scan(uri, &source.databases, source.limits(), &filters, |_, _| {});
+                return match tokio::time::timeout(source.scan_timeout, run).await {
+                    Ok(Ok(report)) => Outcome::Scanned(report),
+                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                    Err(_) => Outcome::Failed(format!(
+                        "the scan did not end within scan_timeout ({} s)",
+                        source.scan_timeout.as_secs()
+                    )),
+                };
+            }
+            SourceKind::Prefix => {}
+        }
+        let Some(prefix) = source.prefix.as_deref() else {
+            return Outcome::Failed("no prefix".into());
+        };
+        let options = ScanOptions {
+            limits: source.limits(),
+            filters: source.filters(),
+            concurrency: 0,
+        };
+        let mut storage = self.config.defaults.storage_options.clone();
+        storage.extend(source.storage_options.clone());
+        let storage = StorageOptions(storage);
+        // A client shared with the tables for the defaults' options only (one per bucket).
+        let stores = source.storage_options.is_empty().then_some(&self.stores);
+        let run = scan::prefix(prefix, &options, &storage, stores, |_| {});
+        match tokio::time::timeout(source.scan_timeout, run).await {
+            Ok(Ok(report)) => Outcome::Scanned(report),
+            Ok(Err(e)) => Outcome::Failed(e.to_string()),
+            Err(_) => Outcome::Failed(format!(
+                "the scan did not end within scan_timeout ({} s)",
+                source.scan_timeout.as_secs()
+            )),
+        }
+    }
+
+    async fn scan_glue(&self, source: &DiscoverSource) -> Outcome {
+        let mut options = self.config.defaults.storage_options.clone();
+        options.extend(source.storage_options.clone());
+        let client = match glue::GlueClient::new(
+            source.region.as_deref().unwrap_or_default(),
+            source.endpoint.as_deref(),
+            source.catalog_id.clone(),
+            &options,
+        ) {
+            Ok(c) => c,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        };
+        let filters = source.filters();
+        let run = glue::scan(
+            &client,
+            &source.databases,
+            source.limits(),
+            &filters,
+            |_, _| {},
+        );
+        match tokio::time::timeout(source.scan_timeout, run).await {
+            Ok(Ok(report)) => Outcome::Scanned(report),
+            Ok(Err(e)) => Outcome::Failed(e.to_string()),
+            Err(_) => Outcome::Failed(format!(
+                "the scan did not end within scan_timeout ({} s)",
+                source.scan_timeout.as_secs()
+            )),
+        }
+    }
+
+    /// Register what `report` found and drop what it missed; `(added, dropped)`.
+    async fn apply(
+        self: &Arc<Self>,
+        index: u16,
+        source: &DiscoverSource,
+        report: &ScanReport,
+    ) -> (usize, usize) {
+        let mine = Source::Discovered(index);
+        let allowed: Vec<Location> = self
+            .config
+            .server
+            .allowed_table_uris
+            .iter()
+            .filter_map(|a| Location::parse(a).ok())
+            .collect();
+        let mut refused = 0usize;
+        let found: Vec<Found> = report
+            .tables
+            .iter()
+            .filter_map(|t| {
+                let at = Location::of_table(&t.location)?;
+                if !allowed.is_empty() && !allowed.iter().any(|a| at.is_under(a)) {
+                    refused += 1;
+                    return None;
+                }
+                Some(Found {
+                    key: at.to_string(),
+                    uri: t.location.clone(),
+                    hudi_name: t.name.clone(),
+                })
+            })
+            .collect();
+        if refused > 0 {
+            warn!(source = %source.name, refused, "discovery: tables found outside server.allowed_table_uris are not watched");
+        }
+        // The places the config, the API and the other sources hold, and the names taken.
+        let (elsewhere, ours) = {
+            let tables = self.tables.read().await;
+            let elsewhere: std::collections::BTreeSet<String> = tables
+                .values()
+                .filter(|t| t.source != mine)
+                .filter_map(|t| Location::of_table(&t.entry.uri).map(|l| l.to_string()))
+                .collect();
+            let ours: std::collections::BTreeMap<String, String> = tables
+                .values()
+                .filter(|t| t.source == mine)
+                .map(|t| (t.entry.name.clone(), t.entry.uri.clone()))
+                .collect();
+            (elsewhere, ours)
+        };
+        let changes = {
+            let Some(mut state) = self.discovery.state(usize::from(index)) else {
+                return (0, 0);
+            };
+            state.prune(|t| ours.contains_key(&t.name));
+            let changes = state.plan(found.clone(), report.complete, |k| elsewhere.contains(k));
+            state.failed_in_a_row = if report.complete {
+                0
+            } else {
+                state.failed_in_a_row + 1
+            };
+            self.discovery
+                .metrics
+                .failed_in_a_row
+                .with_label_values(&[&source.name])
+                .set(state.failed_in_a_row as i64);
+            changes
+        };
+        let mut dropped = 0;
+        for name in &changes.drop {
+            if self.drop_discovered(name, mine).await {
+                dropped += 1;
+            }
+        }
+        // Names: a base shared by two tables of this scan gets the location's hash.
+        let mut bases = std::collections::BTreeMap::<String, usize>::new();
+        for f in &found {
+            *bases
+                .entry(naming::base_name(&f.hudi_name, &f.uri))
+                .or_default() += 1;
+        }
+        let mut added = 0;
+        for f in changes.add {
+            let base = naming::base_name(&f.hudi_name, &f.uri);
+            let shared = bases.get(&base).is_some_and(|n| *n > 1);
+            let taken = self.tables.read().await.contains_key(&base);
+            let name = if shared || taken {
+                naming::disambiguated(&base, &f.uri)
+            } else {
+                base
+            };
+            let entry =
+                source
+                    .defaults
+                    .entry(name.clone(), f.uri.clone(), source.storage_options.clone());
+            match self.add(entry, mine, None).await {
+                Ok(_) => {
+                    added += 1;
+                    if let Some(mut state) = self.discovery.state(usize::from(index)) {
+                        state.registered(&f, name);
+                    }
+                }
+                Err(e) => {
+                    warn!(source = %source.name, table = %name, uri = %f.uri, error = %e, "discovery: a table found could not be registered (tried again at the next scan)");
+                }
+            }
+        }
+        if let Some(state) = self.discovery.state(usize::from(index)) {
+            self.discovery
+                .metrics
+                .tables
+                .with_label_values(&[&source.name])
+                .set(state.tracked.len() as i64);
+        }
+        (added, dropped)
+    }
+
+    /// Drop the table `name` if `source` registered it: once a poll or change of it ended.
+    async fn drop_discovered(&self, name: &str, source: Source) -> bool {
+        let state: Option<Arc<TableState>> = self
+            .tables
+            .read()
+            .await
+            .get(name)
+            .filter(|t| t.source == source)
+            .cloned();
+        let Some(state) = state else {
+            return false;
+        };
+        let held = state.table.lock().await;
+        let removed = {
+            let mut tables = self.tables.write().await;
+            let ours = tables.get(name).is_some_and(|s| Arc::ptr_eq(s, &state));
+            if ours {
+                tables.remove(name);
+                self.metrics.tables.set(tables.len() as i64);
+                self.metrics.remove_table(name);
+            }
+            ours
+        };
+        drop(held);
+        if removed {
+            self.refresh_halted().await;
+            info!(table = %name, uri = %state.entry.uri, "discovery: dropped a table two complete scans in a row did not find");
+        }
+        removed
+    }
+
+    /// Before the API registers `uri`: drop a discovered table at the same place (the API's
+    /// registration takes precedence).
+    pub(in crate::daemon) async fn yield_to_api(&self, uri: &str) {
+        let Some(at) = Location::of_table(uri) else {
+            return;
+        };
+        let hit: Option<(String, Source)> = self
+            .tables
+            .read()
+            .await
+            .values()
+            .find(|t| {
+                matches!(t.source, Source::Discovered(_))
+                    && Location::of_table(&t.entry.uri).is_some_and(|l| l == at)
+            })
+            .map(|t| (t.entry.name.clone(), t.source));
+        if let Some((name, source)) = hit {
+            if self.drop_discovered(&name, source).await {
+                info!(table = %name, "discovery: a table registered through the API replaces the discovered one");
+            }
+        }
+    }
+}
