@@ -434,7 +434,9 @@ public final class Main {
     List<String> rolledBack = null;
     long t0 = System.currentTimeMillis();
     try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf), cfg)) {
-      if (mode.equals("savepoint")) {
+      if (s.mor) {
+        rolledBack = restoreMergeOnRead(client, cfg, instant, mode.equals("savepoint"));
+      } else if (mode.equals("savepoint")) {
         client.restoreToSavepoint(instant);
       } else {
         org.apache.hudi.avro.model.HoodieRestoreMetadata md = client.restoreToInstant(instant, mdtEnabled);
@@ -479,6 +481,38 @@ public final class Main {
     return 0;
   }
 
+  /**
+   * Hudi 0.13's restore of a merge-on-read table, as its Spark table runs it: the restore plan
+   * ({@code RestorePlanActionExecutor}, through the Java table's {@code scheduleRestore}), then
+   * {@code MergeOnReadRestoreActionExecutor}, which rolls each instant back with
+   * {@code MergeOnReadRollbackActionExecutor} (all of hudi-client-common 0.13.1). The Java client's
+   * own restore cannot: HoodieJavaMergeOnReadTable inherits the copy-on-write restore, which refuses a
+   * deltacommit ("Unsupported action in rollback instant"). With {@code savepoint}, the savepoint's
+   * presence is checked before and the result after, as {@code restoreToSavepoint} does.
+   */
+  @SuppressWarnings({"rawtypes", "unchecked"})
+  static List<String> restoreMergeOnRead(HoodieJavaWriteClient client, HoodieWriteConfig cfg, String instant,
+      boolean savepoint) {
+    org.apache.hudi.client.common.HoodieJavaEngineContext ctx =
+        (org.apache.hudi.client.common.HoodieJavaEngineContext) client.getEngineContext();
+    org.apache.hudi.table.HoodieJavaTable table = org.apache.hudi.table.HoodieJavaTable.create(cfg, ctx);
+    if (savepoint) {
+      org.apache.hudi.table.action.savepoint.SavepointHelpers.validateSavepointPresence(table, instant);
+    }
+    String restoreTime = org.apache.hudi.common.table.timeline.HoodieActiveTimeline.createNewInstantTime();
+    if (!table.scheduleRestore(ctx, restoreTime, instant).isPresent()) {
+      throw new IllegalStateException("Hudi scheduled no restore of " + cfg.getBasePath() + " to " + instant);
+    }
+    org.apache.hudi.avro.model.HoodieRestoreMetadata md =
+        new org.apache.hudi.table.action.restore.MergeOnReadRestoreActionExecutor(ctx, cfg, table, restoreTime, instant)
+            .execute();
+    if (savepoint) {
+      org.apache.hudi.table.action.savepoint.SavepointHelpers.validateSavepointRestore(
+          org.apache.hudi.table.HoodieJavaTable.create(cfg, ctx), instant);
+    }
+    return md == null ? null : new ArrayList<>(md.getInstantsToRollback());
+  }
+
   private static List<String> restoreInstants(HoodieTableMetaClient mc) {
     List<String> out = new ArrayList<>();
     for (HoodieInstant i : mc.reloadActiveTimeline().getRestoreTimeline().getInstants()) {
@@ -504,7 +538,7 @@ public final class Main {
     Committed c;
     try (HoodieJavaWriteClient client = new HoodieJavaWriteClient<>(new HoodieJavaEngineContext(conf),
         writeConfig(s, base, commitProps(s)))) {
-      c = commitOnce(client);
+      c = commitOnce(client, s.mor);
     }
     String previous = previousCompleted(HoodieTableMetaClient.reload(mc), c.instant());
     File expected = writeExpected(dir, previous, c);
@@ -543,7 +577,7 @@ public final class Main {
         writeConfig(s, base, commitProps(s)))) {
       for (int i = 0; i < n; i++) {
         long t0 = System.currentTimeMillis();
-        Committed c = commitOnce(client);
+        Committed c = commitOnce(client, s.mor);
         mc = HoodieTableMetaClient.reload(mc);
         writeExpected(dir, previousCompleted(mc, c.instant()), c);
         instants.add(c.instant());
@@ -575,7 +609,7 @@ public final class Main {
 
   /** One completed upsert commit through {@code client}: k00-k05 updated, three new keys in p3. */
   @SuppressWarnings({"rawtypes", "unchecked"})
-  static Committed commitOnce(HoodieJavaWriteClient client) {
+  static Committed commitOnce(HoodieJavaWriteClient client, boolean mor) {
     String t = client.startCommit();
     List<Data.Row> rows = new ArrayList<>();
     for (int i = 0; i <= 5; i++) {
@@ -584,8 +618,7 @@ public final class Main {
     for (int i = 0; i < 3; i++) {
       rows.add(new Data.Row("n" + t + "r" + i, Data.partValue(3), 5, "commit-" + t, 6000 + i));
     }
-    List<WriteStatus> ws = upsert(client, client.getConfig().getTableType() == org.apache.hudi.common.model.HoodieTableType.MERGE_ON_READ,
-        Data.hoodieRecords(rows), t);
+    List<WriteStatus> ws = upsert(client, mor, Data.hoodieRecords(rows), t);
     for (WriteStatus w : ws) {
       if (w.hasErrors()) {
         throw new IllegalStateException("write errors in " + t + ": " + w.getErrors());
