@@ -202,6 +202,8 @@ const V5_FULL_SET: &[&str] = &[
     "mor-nomdt-direct-hive",
     "mor-nomdt-direct-slash",
     "cow-nomdt-direct-nopart",
+    // Two failed writes in a row on the same file slices.
+    "mor-nomdt-direct-twice",
 ];
 
 /// One version-5 table rolled back by hudi-keeper: the result equals Hudi 0.13.1's own rollback
@@ -237,22 +239,20 @@ fn roll_back_a_version_5_table(scenario: &str, work: &Path) -> Result<String, St
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "rollback"))
             .collect();
-        if rollbacks.len() != 1 {
-            return Err(format!(
-                "{} completed rollbacks in {}",
-                rollbacks.len(),
-                table.display()
-            ));
+        if rollbacks.is_empty() {
+            return Err(format!("no completed rollback in {}", table.display()));
         }
-        let bytes = std::fs::read(&rollbacks[0]).map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&bytes);
-        if !text.contains("HoodieRollbackPartitionMetadata")
-            || text.contains("logFilesFromFailedCommit")
-        {
-            return Err(format!(
-                "{} is not in Hudi 0.13's rollback schema",
-                rollbacks[0].display()
-            ));
+        for rollback in &rollbacks {
+            let bytes = std::fs::read(rollback).map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&bytes);
+            if !text.contains("HoodieRollbackPartitionMetadata")
+                || text.contains("logFilesFromFailedCommit")
+            {
+                return Err(format!(
+                    "{} is not in Hudi 0.13's rollback schema",
+                    rollback.display()
+                ));
+            }
         }
     }
     let ours_s = ours.to_str().expect("utf-8");

@@ -677,6 +677,11 @@ final class Verify {
         .withLogFilePaths(logs)
         .withLatestInstantTime(latest)
         .withReverseReader(false)
+        // as 0.13's compactor and Spark readers read (hoodie.compaction.lazy.block.read, default true):
+        // eagerly, a data block of a new instant merges the ones before it, and a later rollback
+        // command block cannot undo them (two failed writes in a row, once the instants they
+        // wrote are older than the active timeline)
+        .withReadBlocksLazily(true)
         .withBufferSize(1 << 20)
         .withMaxMemorySizeInBytes(64L << 20)
         .withSpillableMapBasePath(spill.getAbsolutePath())
