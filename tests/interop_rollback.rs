@@ -11,8 +11,9 @@ use hudi_keeper_test_support as common;
 use std::path::{Path, PathBuf};
 
 use common::interop::{
-    copy_table, enabled, failed_checks, files_below, generated, roll_back_like_the_harness_writers,
-    run_sh, scenario_json, tables_root, verify_with_each_hfile_reader,
+    copy_table, enabled, enabled_full, failed_checks, files_below, generated,
+    roll_back_like_the_harness_writers, run_sh, scenario_json, tables_root,
+    verify_with_each_hfile_reader,
 };
 use common::{stderr, stdout};
 
@@ -185,6 +186,188 @@ fn hudi_1_0_accepts_our_rollbacks_of_every_scenario() {
 fn hudi_1_1_accepts_our_rollbacks_of_every_scenario() {
     if enabled() {
         roll_back_every_scenario("1.1");
+    }
+}
+
+/// Table version 5 (Hudi 0.13.1, whose Java client writes no metadata table): CI runs these two;
+/// [`V5_FULL_SET`] adds the rest with HUDI_KEEPER_INTEROP_FULL=1 (tests/interop/README.md,
+/// "Which cases run where").
+const V5_CI_SET: &[&str] = &["cow-nomdt-direct", "mor-nomdt-direct"];
+const V5_FULL_SET: &[&str] = &[
+    "cow-nomdt-timeline",
+    "mor-nomdt-timeline",
+    "cow-nomdt-direct-requested",
+    "mor-nomdt-direct-requested",
+    "cow-nomdt-direct-urlenc",
+    "mor-nomdt-direct-hive",
+    "mor-nomdt-direct-slash",
+    "cow-nomdt-direct-nopart",
+    // Two failed writes in a row on the same file slices.
+    "mor-nomdt-direct-twice",
+];
+
+/// One version-5 table rolled back by hudi-keeper: the result equals Hudi 0.13.1's own rollback
+/// (`run.sh diff`), Hudi 0.13.1's validator passes (its follow-up writes, clean and archive
+/// included), `hoodie.properties` is byte for byte what it was (no upgrade), and then a Hudi 0.15
+/// writer upgrades the table to version 6 and commits, and Hudi 0.15's validator passes on the
+/// records as of that commit.
+fn roll_back_a_version_5_table(scenario: &str, work: &Path) -> Result<String, String> {
+    let dir = tables_root().join("0.13");
+    generated("0.13", scenario);
+    let ours = work.join(scenario);
+    copy_table(&dir.join(scenario), &ours);
+    let properties_before =
+        std::fs::read(ours.join(".hoodie/hoodie.properties")).map_err(|e| e.to_string())?;
+    if !String::from_utf8_lossy(&properties_before).contains("hoodie.table.version=5") {
+        return Err("the generated table is not of version 5".into());
+    }
+    let out = roll_back_like_the_harness_writers(&ours, 1000, &[]);
+    if !out.status.success() {
+        return Err(format!("rollback failed: {}", stderr(&out)));
+    }
+    let properties_after =
+        std::fs::read(ours.join(".hoodie/hoodie.properties")).map_err(|e| e.to_string())?;
+    if properties_after != properties_before {
+        return Err("hudi-keeper changed hoodie.properties".into());
+    }
+    // The completed rollback in Hudi 0.13's schema, as Hudi 0.13.1 writes it: without the
+    // `logFilesFromFailedCommit` field 0.14 added (`run.sh diff` compares file names only).
+    for table in [ours.clone(), dir.join(format!("{scenario}-hudi-rollback"))] {
+        let rollbacks: Vec<PathBuf> = std::fs::read_dir(table.join(".hoodie"))
+            .map_err(|e| e.to_string())?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rollback"))
+            .collect();
+        if rollbacks.is_empty() {
+            return Err(format!("no completed rollback in {}", table.display()));
+        }
+        for rollback in &rollbacks {
+            let bytes = std::fs::read(rollback).map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&bytes);
+            if !text.contains("HoodieRollbackPartitionMetadata")
+                || text.contains("logFilesFromFailedCommit")
+            {
+                return Err(format!(
+                    "{} is not in Hudi 0.13's rollback schema",
+                    rollback.display()
+                ));
+            }
+        }
+    }
+    let ours_s = ours.to_str().expect("utf-8");
+    let diff = run_sh(&[
+        "diff",
+        ours_s,
+        dir.join(format!("{scenario}-hudi-rollback"))
+            .to_str()
+            .expect("utf-8"),
+    ]);
+    if !diff.status.success() {
+        return Err(format!(
+            "differs from Hudi 0.13.1's rollback: {}",
+            stdout(&diff)
+        ));
+    }
+    let verify = run_sh(&["verify", "0.13", ours_s]);
+    if !verify.status.success() {
+        return Err(format!(
+            "Hudi 0.13.1's validator failed: {}{}",
+            stdout(&verify),
+            stderr(&verify)
+        ));
+    }
+    // Hudi 0.15 upgrades the table (FiveToSixUpgradeHandler) in its next write and commits.
+    match upgrade_with_hudi_0_15(&ours, &work.join(format!("{scenario}-upgraded")))? {
+        None => Ok("same as Hudi 0.13.1's rollback; Hudi 0.13.1's validator passed; Hudi 0.15 upgraded, committed and validated".into()),
+        Some(ours_failed) => {
+            // Hudi 0.15 fails on this table after Hudi 0.13.1's own rollback too: then it must
+            // fail the same checks on both (a difference between the releases, not ours).
+            let theirs = upgrade_with_hudi_0_15(
+                &dir.join(format!("{scenario}-hudi-rollback")),
+                &work.join(format!("{scenario}-hudi-rollback-upgraded")),
+            )?;
+            match theirs {
+                Some(theirs_failed) if theirs_failed == ours_failed => Ok(format!(
+                    "same as Hudi 0.13.1's rollback; Hudi 0.13.1's validator passed; after Hudi 0.15's upgrade and commit its validator fails {ours_failed:?} here and on Hudi 0.13.1's own rollback alike"
+                )),
+                other => Err(format!(
+                    "Hudi 0.15's validator after its upgrade failed {ours_failed:?} on ours, {other:?} on Hudi 0.13.1's own rollback"
+                )),
+            }
+        }
+    }
+}
+
+/// A copy of `table` at `upgraded`, upgraded to version 6 by a Hudi 0.15 writer's commit, then
+/// Hudi 0.15's validator on the records as of that commit: `None` when it passes, else the
+/// checks that failed.
+fn upgrade_with_hudi_0_15(table: &Path, upgraded: &Path) -> Result<Option<Vec<String>>, String> {
+    copy_table(table, upgraded);
+    let upgraded_s = upgraded.to_str().expect("utf-8");
+    let commit = run_sh(&["commit", "0.15", upgraded_s]);
+    if !commit.status.success() {
+        return Err(format!("Hudi 0.15's commit failed: {}", stderr(&commit)));
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&stdout(&commit)).map_err(|e| format!("commit JSON: {e}"))?;
+    let expect = summary["expected_records_file"]
+        .as_str()
+        .ok_or("the commit wrote no expected-records file")?
+        .to_string();
+    let props = std::fs::read_to_string(upgraded.join(".hoodie/hoodie.properties"))
+        .map_err(|e| e.to_string())?;
+    if !props.contains("hoodie.table.version=6") {
+        return Err(format!("Hudi 0.15 did not upgrade the table: {props}"));
+    }
+    let verify = run_sh(&["verify", "0.15", upgraded_s, "--expect", &expect]);
+    if verify.status.success() {
+        return Ok(None);
+    }
+    let failed = failed_checks(&stdout(&verify));
+    if failed.is_empty() {
+        return Err(format!(
+            "Hudi 0.15's validator failed after its upgrade: {}{}",
+            stdout(&verify),
+            stderr(&verify)
+        ));
+    }
+    Ok(Some(failed))
+}
+
+fn roll_back_version_5_tables(scenarios: &[&str]) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut failed = 0;
+    for s in scenarios {
+        match roll_back_a_version_5_table(s, work.path()) {
+            Ok(msg) => eprintln!("Hudi 0.13 {s}: ok ({msg})"),
+            Err(msg) => {
+                failed += 1;
+                eprintln!("Hudi 0.13 {s}: FAILED: {msg}");
+            }
+        }
+    }
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} scenarios failed",
+        scenarios.len()
+    );
+}
+
+/// In CI's set.
+#[test]
+fn hudi_0_13_accepts_our_rollbacks_and_hudi_0_15_upgrades_after_them() {
+    if enabled() {
+        roll_back_version_5_tables(V5_CI_SET);
+    }
+}
+
+#[test]
+fn hudi_0_13_accepts_our_rollbacks_of_every_other_scenario() {
+    if enabled_full("Hudi 0.13: timeline-server markers, requested-only writes, partition layouts")
+    {
+        roll_back_version_5_tables(V5_FULL_SET);
     }
 }
 

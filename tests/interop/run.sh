@@ -39,7 +39,7 @@
 # against INTEROP_S3_ENDPOINT, else HUDI_KEEPER_S3_ENDPOINT; see README "Tables on S3"); generate there
 # makes the direct-marker scenarios without Hudi's reference rollback.
 #
-# version keys: 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1), 1.2 (v9, Hudi 1.2.0)
+# version keys: 0.13 (table v5, Hudi 0.13.1), 0.15 (table v6, Hudi 0.15.0), 1.0 (v8, Hudi 1.0.1), 1.1 (v9, Hudi 1.1.1), 1.2 (v9, Hudi 1.2.0)
 # scenarios: <cow|mor>-<mdt|nomdt>-<direct|timeline>[-mdtdone|-mdtinflight|-mdtcompact|-requested|-clusterfail][-append][-twice]
 #            [-urlenc|-hive|-slash|-nopart]
 set -euo pipefail
@@ -52,7 +52,7 @@ case "${LC_ALL:-${LC_CTYPE:-${LANG:-}}}" in
   *) export LC_ALL=C.UTF-8 ;;
 esac
 MVN_SETTINGS="$HERE/.mvn/settings.xml"
-VERSION_KEYS=(0.15 1.0 1.1 1.2)
+VERSION_KEYS=(0.13 0.15 1.0 1.1 1.2)
 # every scenario `generate ... all` makes (timeline-marker ones only where the version has the server)
 ALL_SCENARIOS=(cow-nomdt-direct cow-mdt-direct mor-nomdt-direct mor-mdt-direct
                cow-nomdt-timeline cow-mdt-timeline mor-nomdt-timeline mor-mdt-timeline
@@ -155,10 +155,13 @@ hj_exec() {
 # --------------------------------------------------------------------------------------- scenarios
 # Which scenarios a version can make. TIMELINE_SERVER_BASED markers need the embedded timeline
 # server (hudi-timeline-service of the same release), which the reachable Maven Central mirror
-# serves only for 0.15.0 (and 1.0.2, which does not link with 1.0.1; see README).
+# serves only for 0.13.1 and 0.15.0 (and 1.0.2, which does not link with 1.0.1; see README).
 scenario_supported() { # key scenario
   local key="$1" sc="$2"
-  if [[ "$sc" == *-timeline* && "$key" != 0.15 ]]; then return 1; fi
+  if [[ "$sc" == *-timeline* && "$key" != 0.15 && "$key" != 0.13 ]]; then return 1; fi
+  # Hudi 0.13.1's Java client writes no metadata table (HoodieJavaTable has no metadata writer before
+  # 0.14): the 0.13 key makes the scenarios without one
+  if [[ "$key" == 0.13 && "$sc" != *-nomdt-* ]]; then return 1; fi
   # a killed clustering with clustering expirations on: Hudi 1.2's hoodie.clustering.enable.expirations
   if [[ "-$sc-" == *-clusterfail-* && "$key" != 1.2 ]]; then return 1; fi
   return 0
@@ -373,7 +376,9 @@ cmd_verify() {
       --expect) [[ $# -ge 2 ]] || die "$usage"; expect="$2"; shift 2 ;;
       # _hoodie.hfile.use.native.reader, put into the Hadoop configuration of every Hudi client the
       # validator builds (0.15.0 and 1.0.1 read it there); 1.1.1 has only the native reader
-      --native-hfile-reader) export INTEROP_HFILE_NATIVE_READER=true; shift ;;
+      --native-hfile-reader)
+        [[ "$key" != 0.13 ]] || die "Hudi 0.13 has only its HBase-based HFile reader"
+        export INTEROP_HFILE_NATIVE_READER=true; shift ;;
       --hbase-hfile-reader)
         [[ "$key" != 1.1 && "$key" != 1.2 ]] || die "Hudi $key has no HBase HFile reader"
         export INTEROP_HFILE_NATIVE_READER=false; shift ;;
@@ -433,7 +438,10 @@ cmd_selftest() {
   }
   not() { ! "$@"; }
   for k in "${keys[@]}"; do
-    for sc in cow-nomdt-direct mor-mdt-direct; do
+    # 0.13: merge-on-read without a metadata table (its Java client writes none)
+    local mor=mor-mdt-direct
+    [[ "$k" == 0.13 ]] && mor=mor-nomdt-direct
+    for sc in cow-nomdt-direct "$mor"; do
       d="$root/$k/$sc"
       check "generate $k $sc" "$0" generate "$k" "$sc" "$d"
       check "verify $k $sc-hudi-rollback" "$0" verify "$k" "$d-hudi-rollback"

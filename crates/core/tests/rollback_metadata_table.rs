@@ -327,3 +327,49 @@ async fn a_metadata_table_compaction_requested_before_the_deltacommit_completed_
     // The compaction stays as it was.
     assert!(after.contains_key(&format!("{m}/.hoodie/timeline/{tc}_{}.commit", bump(tc))));
 }
+
+/// The fixture's `hoodie.properties` with `hoodie.table.version=5`: a Hudi 0.12/0.13 table.
+async fn as_version_5(f: &Fixture) {
+    let props = f.snapshot().await[".hoodie/hoodie.properties"].clone();
+    let text = String::from_utf8(props).unwrap();
+    assert!(text.contains("hoodie.table.version=6"), "{text}");
+    f.put(
+        ".hoodie/hoodie.properties",
+        text.replace("hoodie.table.version=6", "hoodie.table.version=5")
+            .as_bytes(),
+    )
+    .await;
+}
+
+/// Table version 5 (Hudi 0.12/0.13) with a metadata table: Hudi 0.13 records a rollback there
+/// differently from 0.15 (docs/compatibility.md), unchecked against real Hudi, so the rollback is
+/// refused before anything changes, the dry run too. (The fixture's merge-on-read write has a
+/// 0.14+ APPEND marker named after its log file, which version 5 refuses first.)
+#[tokio::test]
+async fn v5_with_a_metadata_table_is_refused_before_anything_changes() {
+    for (kind, needle) in [
+        (Kind::CowV6, "has a metadata table"),
+        (Kind::MorV6, "version 5"),
+    ] {
+        let f = Fixture::build(kind, true).await;
+        as_version_5(&f).await;
+        assert_rollback_refused_unchanged(&f, needle).await;
+        let before = f.snapshot().await;
+        let err = preview(&open(&f).await, &Selection::AllFailed, &opts())
+            .await
+            .map(|p| format!("{p:?}"))
+            .unwrap_or_else(|e| e.to_string());
+        assert!(err.contains(needle), "{err}");
+        assert_eq!(f.snapshot().await, before);
+    }
+    // Without a metadata table the same table rolls back, `hoodie.properties` untouched.
+    let f = Fixture::build(Kind::CowV6, false).await;
+    as_version_5(&f).await;
+    let before = f.snapshot().await[".hoodie/hoodie.properties"].clone();
+    let done = rollback(&open(&f).await, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::NotInUse);
+    assert_eq!(f.snapshot().await[".hoodie/hoodie.properties"], before);
+}

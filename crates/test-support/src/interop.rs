@@ -96,10 +96,11 @@ pub fn tables_root() -> PathBuf {
 
 /// The HFile readers `run.sh verify` can make Hudi use for the metadata table of a `version` table:
 /// HBase's (0.15.0's default) and Hudi's native one for 0.15 and 1.0 (`_hoodie.hfile.use.native.reader`
-/// false and true); 1.1.1 and 1.2.0 have only the native reader.
+/// false and true); 1.1.1 and 1.2.0 have only the native reader, 0.13.1 only HBase's.
 pub fn hfile_reader_flags(version: &str) -> &'static [&'static str] {
     match version {
         "1.1" | "1.2" => &["--native-hfile-reader"],
+        "0.13" => &["--hbase-hfile-reader"],
         _ => &["--hbase-hfile-reader", "--native-hfile-reader"],
     }
 }

@@ -80,6 +80,11 @@ pub struct Knowledge {
     /// file named with the failed instant, and leave the failed log files in place for it to undo
     /// (their metadata names only the command-block file).
     pub command_blocked: BTreeMap<String, String>,
+    /// Table version 5: a log file whose every block is of an instant that a completed rollback
+    /// undid with a command block in the same file group was left in place for that block to
+    /// undo. Hudi 0.13 keeps the failed write's log files so, and its rollback metadata (which
+    /// has no `logFilesFromFailedCommit`) does not name them.
+    pub blocks_undone_in_place: bool,
 }
 
 /// The key of [`Knowledge::command_blocked`] for a log file at `path` (table-relative) of
@@ -204,6 +209,23 @@ impl Knowledge {
                 format!("accounted for by completed rollback {r}"),
             );
         }
+        let instants: Vec<&str> = instants.into_iter().collect();
+        if self.blocks_undone_in_place && !instants.is_empty() {
+            let by: Option<Vec<&String>> = instants
+                .iter()
+                .map(|i| command_blocked_key(path, i).and_then(|k| self.command_blocked.get(&k)))
+                .collect();
+            if let Some(by) = by {
+                let by: BTreeSet<&String> = by.into_iter().collect();
+                return verdict(
+                    Class::Committed,
+                    format!(
+                        "its blocks are undone in place by the command block of completed rollback {} in its file group",
+                        by.into_iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+        }
         instants
             .into_iter()
             .map(|i| self.classify_instant(i))
@@ -245,6 +267,7 @@ mod tests {
                 "p/f1@20240104000000000".into(),
                 "20240105000000000".into(),
             )]),
+            blocks_undone_in_place: false,
         }
     }
 
@@ -317,5 +340,35 @@ mod tests {
         assert_eq!(v.class, Class::RollbackLeftover);
         let v = k.classify_blocks("p/.f2_x.log.1_0-0-0", []);
         assert_eq!(v.class, Class::Unknown);
+    }
+
+    #[test]
+    fn a_version_5_log_file_of_a_rolled_back_instant_is_kept_where_its_file_group_has_the_command_block(
+    ) {
+        // Hudi 0.13 leaves the failed write's log file `.f1_<base>.log.3_0-0-0` in place; the
+        // rollback's command block in f1 undoes its blocks, and its metadata names only the
+        // command-block file.
+        let mut k = knowledge();
+        let failed_log = "p/.f1_20240101000000000.log.3_0-0-0";
+        assert_eq!(
+            k.classify_blocks(failed_log, ["20240104000000000"]).class,
+            Class::RollbackLeftover
+        );
+        k.blocks_undone_in_place = true;
+        let v = k.classify_blocks(failed_log, ["20240104000000000"]);
+        assert_eq!(v.class, Class::Committed, "{}", v.reason);
+        assert!(v.reason.contains("20240105000000000"), "{}", v.reason);
+        // another file group got no command block: still a leftover
+        let other = "p/.f2_20240101000000000.log.3_0-0-0";
+        assert_eq!(
+            k.classify_blocks(other, ["20240104000000000"]).class,
+            Class::RollbackLeftover
+        );
+        // a block of an instant no rollback undid there keeps the file out of the rule
+        assert_eq!(
+            k.classify_blocks(failed_log, ["20240104000000000", "20240108000000000"])
+                .class,
+            Class::Pending
+        );
     }
 }

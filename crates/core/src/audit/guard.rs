@@ -30,7 +30,6 @@ use super::{
     knowledge, metadata_table, open_log, AuditOptions, Candidate, Judge, Judged,
     MetadataTableListing,
 };
-use crate::config::TableVersion;
 use crate::exec::holding_lock;
 use crate::protocol::lock::LockOptions;
 use crate::storage::RelPath;
@@ -112,7 +111,7 @@ pub async fn guard(
                 partitions.extend(undone.partitions.iter().cloned());
             }
         }
-        let v6_logs = table.config().version == TableVersion::V6;
+        let v6_logs = table.config().version.is_0x();
         let mut judge = Judge::new(&gathered, v6_logs);
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut keep_leftover =

@@ -9,7 +9,6 @@ use tracing::debug;
 
 use super::classify::Knowledge;
 use super::report::ArchiveSummary;
-use crate::config::TableVersion;
 use crate::format::commit::json_write_stats;
 use crate::format::restore::RestoreMetadata;
 use crate::format::rollback::RollbackMetadata;
@@ -60,7 +59,8 @@ pub(super) async fn gather(table: &Table) -> Result<Gathered, Error> {
     let mut unreadable = Vec::new();
     let mut v6_log_writers = BTreeMap::new();
     let mut active_rollbacks: BTreeMap<String, Undone> = BTreeMap::new();
-    let v6 = table.config().version == TableVersion::V6;
+    let v6 = table.config().version.is_0x();
+    k.blocks_undone_in_place = table.config().version == crate::config::TableVersion::V5;
     for i in timeline.instants() {
         if i.is_pending() {
             k.active_pending.insert(i.requested_time.clone());

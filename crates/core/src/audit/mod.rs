@@ -26,7 +26,6 @@ pub use classify::{Class, Knowledge, Verdict};
 pub use drift::{MetadataTableCheck, MetadataTableListing, PartitionDrift};
 pub use report::{ArchiveSummary, AuditReport, Candidate, Counts, Example};
 
-use crate::config::TableVersion;
 use crate::format::log_block::read_block_headers;
 use crate::storage::{FileMeta, RelPath, StorageError};
 use crate::table::files::DataFile;
@@ -66,7 +65,7 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
     let span = info_span!("audit", table = %table.config().name);
     async {
         let gathered = knowledge::gather(table).await?;
-        let v6_logs = table.config().version == TableVersion::V6;
+        let v6_logs = table.config().version.is_0x();
         let mut report = AuditReport::new(
             table,
             gathered.knowledge.oldest_active.clone(),

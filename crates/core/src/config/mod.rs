@@ -113,6 +113,9 @@ impl fmt::Display for TableType {
 /// The table versions hudi-keeper supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TableVersion {
+    /// Hudi 0.12 / 0.13 (timeline layout 1, as version 6; see docs/compatibility.md for what
+    /// differs). hudi-keeper never upgrades it.
+    V5,
     /// Hudi 0.14 / 0.15.
     V6,
     /// Hudi 1.0.
@@ -125,6 +128,7 @@ impl TableVersion {
     /// The number in `hoodie.table.version`.
     pub fn number(self) -> u32 {
         match self {
+            TableVersion::V5 => 5,
             TableVersion::V6 => 6,
             TableVersion::V8 => 8,
             TableVersion::V9 => 9,
@@ -134,9 +138,18 @@ impl TableVersion {
     /// The timeline layout this version uses.
     pub fn layout(self) -> TimelineLayout {
         match self {
-            TableVersion::V6 => TimelineLayout::V1,
+            TableVersion::V5 | TableVersion::V6 => TimelineLayout::V1,
             TableVersion::V8 | TableVersion::V9 => TimelineLayout::V2,
         }
+    }
+}
+
+impl TableVersion {
+    /// A Hudi 0.x table (versions 5 and 6): timeline layout 1, and a merge-on-read rollback voids
+    /// the failed write's blocks with a command block in the file slice it appended to (1.x
+    /// tables: in a new log file named with the instant).
+    pub fn is_0x(self) -> bool {
+        matches!(self, TableVersion::V5 | TableVersion::V6)
     }
 }
 
@@ -313,7 +326,7 @@ impl Props<'_> {
         }
     }
 
-    /// `hoodie.table.version`: required, 6, 8 or 9.
+    /// `hoodie.table.version`: required, 5, 6, 8 or 9.
     fn version(&self) -> Result<TableVersion, ConfigError> {
         let version_raw = self
             .get(keys::VERSION)
@@ -322,14 +335,15 @@ impl Props<'_> {
                 key: keys::VERSION,
             })?;
         match version_raw {
+            "5" => Ok(TableVersion::V5),
             "6" => Ok(TableVersion::V6),
             "8" => Ok(TableVersion::V8),
             "9" => Ok(TableVersion::V9),
             other => {
                 let reason = match other.parse::<u32>() {
-                    Ok(n) if n < 6 => "tables older than version 6 (Hudi 0.14) are not supported; upgrade the table with Hudi first".to_string(),
+                    Ok(n) if n < 5 => "tables older than version 5 (Hudi 0.12) are not supported; upgrade the table with Hudi first".to_string(),
                     Ok(7) => "table version 7 is an intermediate upgrade state that hudi-keeper does not support; finish the upgrade to 8 with Hudi first".to_string(),
-                    Ok(_) => "this table version is newer than hudi-keeper knows (it supports 6, 8 and 9)".to_string(),
+                    Ok(_) => "this table version is newer than hudi-keeper knows (it supports 5, 6, 8 and 9)".to_string(),
                     Err(_) => "not a number".to_string(),
                 };
                 Err(self.invalid(keys::VERSION, other, reason))
@@ -438,6 +452,27 @@ mod tests {
     }
 
     #[test]
+    fn reads_a_version_5_table_as_hudi_0_13_writes_it() {
+        // hoodie.properties of a table Hudi 0.13.1's Java client made (tests/interop, 0.13 key)
+        let c = cfg("hoodie.table.type=MERGE_ON_READ\nhoodie.table.precombine.field=ts\nhoodie.table.partition.fields=part\nhoodie.archivelog.folder=archived\nhoodie.timeline.layout.version=1\nhoodie.table.checksum=1085354821\nhoodie.table.recordkey.fields=id\nhoodie.table.name=interop\nhoodie.table.keygenerator.class=org.apache.hudi.keygen.SimpleKeyGenerator\nhoodie.table.base.file.format=PARQUET\nhoodie.table.version=5\n").unwrap();
+        assert_eq!(c.version, TableVersion::V5);
+        assert_eq!(c.version.number(), 5);
+        assert_eq!(c.timeline_layout, TimelineLayout::V1);
+        assert_eq!(c.timeline_dir, ".hoodie");
+        assert_eq!(c.archive_dir, ".hoodie/archived");
+        assert!(!c.metadata_table_enabled());
+        assert!(c.version.is_0x() && TableVersion::V6.is_0x());
+        assert!(!TableVersion::V8.is_0x() && !TableVersion::V9.is_0x());
+        // a version-5 table in layout 2 is not one Hudi writes
+        let err = cfg("hoodie.table.version=5\nhoodie.timeline.layout.version=2\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("table version 5 uses timeline layout 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn reads_a_version_9_table_with_a_custom_timeline_path() {
         let c = cfg("hoodie.table.version=9\nhoodie.timeline.layout.version=2\nhoodie.timeline.path=tl\nhoodie.table.timeline.timezone=UTC\nhoodie.table.metadata.partitions=\n").unwrap();
         assert_eq!(c.version, TableVersion::V9);
@@ -468,7 +503,7 @@ mod tests {
     #[test]
     fn unsupported_versions_are_named_errors() {
         for (v, needle) in [
-            ("5", "older than version 6"),
+            ("4", "older than version 5"),
             ("7", "intermediate"),
             ("10", "newer"),
             ("six", "not a number"),

@@ -158,7 +158,7 @@ async fn make_restore_plan(
         .assessments;
     let pending = pending_restores(table, timeline).await?;
     let retained = earliest_retained(table, timeline).await?;
-    plan_restore(&RestoreInput {
+    let planned = plan_restore(&RestoreInput {
         timeline,
         layout: table.config().timeline_layout,
         target,
@@ -167,7 +167,44 @@ async fn make_restore_plan(
         pending_restores: &pending,
         earliest_retained: retained.as_deref(),
     })
-    .map_err(|r| refusal(table, target, r))
+    .map_err(|r| refusal(table, target, r))?;
+    v5_pending_deltacommit_refusal(table, &planned)?;
+    Ok(planned)
+}
+
+/// Table version 5, merge-on-read: a restore that would undo a *pending* deltacommit is refused
+/// before anything changes. Hudi 0.13 plans that child rollback from the deltacommit's inflight
+/// file (`ListingBasedRollbackStrategy`, write stats of the workload), which depends on the engine
+/// that wrote it: Hudi 0.13.1's Java client leaves the failed write's log blocks without a command
+/// block there (seen in the interop harness), its Spark client writes a workload without file
+/// paths. Rolling the failed write back first (`hudi-keeper rollback`, as Hudi 0.13 rolls it back
+/// from its markers) leaves the restore only completed instants.
+fn v5_pending_deltacommit_refusal(
+    table: &Table,
+    planned: &crate::plan::restore::PlannedRestore,
+) -> Result<(), Error> {
+    let config = table.config();
+    if config.version != crate::config::TableVersion::V5
+        || config.table_type != crate::table::TableType::MergeOnRead
+        || planned.resumes.is_some()
+    {
+        return Ok(());
+    }
+    if let Some(u) = planned
+        .undo
+        .iter()
+        .find(|u| u.action == Action::DeltaCommit && u.state == State::Inflight)
+    {
+        return Err(refused(
+            table,
+            &u.instant,
+            format!(
+                "this restore would undo the failed deltacommit {} of a table of version 5 (Hudi 0.12/0.13), whose restore plans it differently by the engine that wrote it; roll it back first (`hudi-keeper rollback`), then restore",
+                u.instant
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Preview a restore to `target`, changing nothing.

@@ -20,6 +20,9 @@ use super::rollback::{
 const PLAN_SCHEMA_JSON: &str = include_str!("../../avro/HoodieRestorePlan.avsc");
 const METADATA_SCHEMA_JSON: &str =
     include_str!("../../avro/HoodieRestoreMetadata.noExtraMetadata.avsc");
+/// Hudi 0.12/0.13's (table version 5): its rollback metadata without `logFilesFromFailedCommit`;
+/// field for field Hudi 0.13.1's schema.
+const METADATA_SCHEMA_V5_JSON: &str = include_str!("../../avro/HoodieRestoreMetadata.v5.avsc");
 
 fn plan_schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
@@ -92,8 +95,17 @@ impl RestorePlan {
     }
 }
 
+fn metadata_schema_v5() -> Result<&'static Schema, AvroError> {
+    static S: OnceLock<Schema> = OnceLock::new();
+    cached_schema(&S, METADATA_SCHEMA_V5_JSON)
+}
+
 impl RestoreMetadata {
     fn to_value(&self) -> Value {
+        self.value(false)
+    }
+
+    fn value(&self, v5: bool) -> Value {
         let per_instant = self
             .hoodie_restore_metadata
             .iter()
@@ -102,7 +114,10 @@ impl RestoreMetadata {
                     k.clone(),
                     Value::Array(
                         list.iter()
-                            .map(|m| Value::Union(1, Box::new(m.to_value())))
+                            .map(|m| {
+                                let v = if v5 { m.to_value_v5() } else { m.to_value() };
+                                Value::Union(1, Box::new(v))
+                            })
                             .collect(),
                     ),
                 )
@@ -130,6 +145,15 @@ impl RestoreMetadata {
     /// The bytes of a completed restore file.
     pub fn to_avro(&self) -> Result<Vec<u8>, AvroError> {
         write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.to_value())
+    }
+
+    /// The bytes of a completed restore file of a table-version-5 table, in Hudi 0.13's schema.
+    pub fn to_avro_v5(&self) -> Result<Vec<u8>, AvroError> {
+        write_single_record(
+            METADATA_SCHEMA_V5_JSON,
+            metadata_schema_v5()?,
+            self.value(true),
+        )
     }
 
     /// Read a completed restore file.

@@ -12,6 +12,9 @@ use super::avro::{cached_schema, read_single_record_as, write_single_record, Avr
 
 const PLAN_SCHEMA_JSON: &str = include_str!("../../avro/HoodieRollbackPlan.avsc");
 const METADATA_SCHEMA_JSON: &str = include_str!("../../avro/HoodieRollbackMetadata.avsc");
+/// Hudi 0.12/0.13's (table version 5): without `logFilesFromFailedCommit` (added in 0.14); the
+/// same text, field for field, as the schema Hudi 0.13.1 embeds in its rollback files.
+const METADATA_SCHEMA_V5_JSON: &str = include_str!("../../avro/HoodieRollbackMetadata.v5.avsc");
 
 fn plan_schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
@@ -21,6 +24,11 @@ fn plan_schema() -> Result<&'static Schema, AvroError> {
 fn metadata_schema() -> Result<&'static Schema, AvroError> {
     static S: OnceLock<Schema> = OnceLock::new();
     cached_schema(&S, METADATA_SCHEMA_JSON)
+}
+
+fn metadata_schema_v5() -> Result<&'static Schema, AvroError> {
+    static S: OnceLock<Schema> = OnceLock::new();
+    cached_schema(&S, METADATA_SCHEMA_V5_JSON)
 }
 
 /// `HoodieInstantInfo`.
@@ -214,31 +222,45 @@ impl RollbackPlan {
 
 impl RollbackMetadata {
     pub(super) fn to_value(&self) -> Value {
+        self.value(true)
+    }
+
+    /// The record under Hudi 0.13's schema (no `logFilesFromFailedCommit`).
+    pub(super) fn to_value_v5(&self) -> Value {
+        self.value(false)
+    }
+
+    fn value(&self, failed_logs: bool) -> Value {
         let partitions = self
             .partition_metadata
             .iter()
             .map(|(k, p)| {
                 (
                     k.clone(),
-                    Value::Record(vec![
-                        ("partitionPath".into(), s(&p.partition_path)),
-                        (
-                            "successDeleteFiles".into(),
-                            str_array(&p.success_delete_files),
-                        ),
-                        (
-                            "failedDeleteFiles".into(),
-                            str_array(&p.failed_delete_files),
-                        ),
-                        (
-                            "rollbackLogFiles".into(),
-                            opt_long_map(&p.rollback_log_files),
-                        ),
-                        (
-                            "logFilesFromFailedCommit".into(),
-                            opt_long_map(&p.log_files_from_failed_commit),
-                        ),
-                    ]),
+                    Value::Record({
+                        let mut fields = vec![
+                            ("partitionPath".into(), s(&p.partition_path)),
+                            (
+                                "successDeleteFiles".into(),
+                                str_array(&p.success_delete_files),
+                            ),
+                            (
+                                "failedDeleteFiles".into(),
+                                str_array(&p.failed_delete_files),
+                            ),
+                            (
+                                "rollbackLogFiles".into(),
+                                opt_long_map(&p.rollback_log_files),
+                            ),
+                        ];
+                        if failed_logs {
+                            fields.push((
+                                "logFilesFromFailedCommit".into(),
+                                opt_long_map(&p.log_files_from_failed_commit),
+                            ));
+                        }
+                        fields
+                    }),
                 )
             })
             .collect();
@@ -265,6 +287,16 @@ impl RollbackMetadata {
     /// The bytes of a completed rollback file.
     pub fn to_avro(&self) -> Result<Vec<u8>, AvroError> {
         write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.to_value())
+    }
+
+    /// The bytes of a completed rollback file of a table-version-5 table, in Hudi 0.13's schema
+    /// (`logFilesFromFailedCommit` is not written).
+    pub fn to_avro_v5(&self) -> Result<Vec<u8>, AvroError> {
+        write_single_record(
+            METADATA_SCHEMA_V5_JSON,
+            metadata_schema_v5()?,
+            self.to_value_v5(),
+        )
     }
 
     /// Read a completed rollback file.
@@ -477,6 +509,44 @@ mod tests {
         };
         let bytes = m.to_avro().unwrap();
         assert_eq!(RollbackMetadata::from_avro(&bytes).unwrap(), m);
+    }
+
+    #[test]
+    fn version_5_metadata_is_written_in_hudi_0_13s_schema_and_reads_back() {
+        let m = RollbackMetadata {
+            start_rollback_time: "20261205080844034".into(),
+            time_taken_in_millis: 92,
+            total_files_deleted: 0,
+            commits_rollback: vec!["20261205080838585".into()],
+            partition_metadata: BTreeMap::from([(
+                "p0".to_string(),
+                RollbackPartitionMetadata {
+                    partition_path: "p0".into(),
+                    success_delete_files: vec![],
+                    failed_delete_files: vec![],
+                    rollback_log_files: Some(BTreeMap::from([(
+                        "file:/t/p0/.f_20261205080834895.log.4_1-0-1".to_string(),
+                        105,
+                    )])),
+                    log_files_from_failed_commit: None,
+                },
+            )]),
+            version: Some(1),
+            instants_rollback: vec![InstantInfo {
+                commit_time: "20261205080838585".into(),
+                action: "deltacommit".into(),
+            }],
+        };
+        let bytes = m.to_avro_v5().unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.contains(METADATA_SCHEMA_V5_JSON.trim()));
+        assert!(!text.contains("logFilesFromFailedCommit"));
+        // Hudi 0.13.1's own schema (HoodieRollbackMetadata of hudi-common 0.13.1) is 1283
+        // characters; 0.14 added the one field
+        assert_eq!(METADATA_SCHEMA_V5_JSON.trim().len(), 1283);
+        assert_eq!(RollbackMetadata::from_avro(&bytes).unwrap(), m);
+        // the v6 writer's bytes differ: they carry the field
+        assert_ne!(m.to_avro().unwrap().len(), bytes.len());
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! Rollback planning (hudi-format.md §5.1-5.4): which files of a failed instant to delete, and
-//! which log files need a rollback command block (v6 merge-on-read appends to older slices; on
+//! which log files need a rollback command block (v5/v6 merge-on-read appends to older slices; on
 //! v8/v9 log files with an APPEND marker). Pure.
+//!
+//! Version 5 (Hudi 0.12/0.13) plans as Hudi 0.13.1's `MarkerBasedRollbackStrategy`: its writers
+//! name an APPEND marker after the file slice's *base file* (`<fileId>_<token>_<base>.parquet.
+//! marker.APPEND`, before HUDI-1517), and the command block goes to the slice's latest log file,
+//! recorded with its qualified path and the size -1; a CREATE marker's request carries no file
+//! group or base instant.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -268,7 +274,7 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
             reason: "the instant is completed; undoing completed commits is a restore".into(),
         });
     }
-    let v6_mor = input.version == TableVersion::V6 && input.table_type == TableType::MergeOnRead;
+    let v6_mor = input.version.is_0x() && input.table_type == TableType::MergeOnRead;
     let existing: BTreeMap<&RelPath, u64> =
         input.data_files.iter().map(|f| (&f.path, f.size)).collect();
 
@@ -282,11 +288,12 @@ pub fn plan_rollback(input: &PlanInput<'_>) -> Result<PlannedRollback, PlanError
     } else if v6_mor && input.target.action == Action::DeltaCommit {
         return Err(PlanError::Unsupported {
             instant: t.clone(),
-            reason: "this v6 merge-on-read deltacommit has no markers, so the log files it appended to cannot be found; roll it back with Hudi (or restore its markers)".into(),
+            reason: "this merge-on-read deltacommit (table version 5 or 6) has no markers, so the log files it appended to cannot be found; roll it back with Hudi (or restore its markers)".into(),
         });
     } else {
         Written::default()
     };
+    v5_latest_logs(input, &mut written);
     add_listed_files(input, &mut written);
 
     let (mut requests, planned) = delete_requests(input, &written.deletes, &existing);
@@ -313,6 +320,9 @@ struct Written {
     appends: BTreeMap<(String, String, String), BTreeMap<String, i64>>,
     /// v8/v9: log files an APPEND marker names, each with its file group; they are kept.
     v8_appends: BTreeMap<RelPath, String>,
+    /// v5 merge-on-read: the file slices (partition, fileId, base instant) an APPEND marker names
+    /// through their base file.
+    v5_slices: BTreeSet<(String, String, String)>,
     /// Markers naming files the listing does not show.
     markers_without_files: usize,
 }
@@ -343,7 +353,29 @@ fn sort_markers(
         if input.cross_check && !existing.contains_key(&rel) {
             written.markers_without_files += 1;
         }
+        let v5 = input.version == TableVersion::V5;
         match (m.io_type, &file) {
+            (
+                IoType::Append,
+                DataFile::Base {
+                    file_id, instant, ..
+                },
+            ) if v5 && v6_mor => {
+                // Hudi 0.13: the marker names the slice's base file (which need not exist);
+                // the block goes to the slice's latest log file (`v5_latest_logs`).
+                written
+                    .v5_slices
+                    .insert((m.partition.clone(), file_id.clone(), instant.clone()));
+            }
+            (IoType::Append, DataFile::Log { .. }) if v5 => {
+                // Hudi 0.13 writers name APPEND markers after the base file; 0.13's rollback
+                // would misread a marker named after a log file.
+                return Err(PlanError::NotAttributable {
+                    instant: t.clone(),
+                    path: rel.to_string(),
+                    reason: "an APPEND marker names a log file on a table of version 5, whose writers (Hudi 0.12/0.13) name it after the base file".into(),
+                });
+            }
             (IoType::Append, DataFile::Log { instant, .. }) if v6_mor && instant != t => {
                 // Appended to an older file slice: void the blocks with a command block.
                 // Java (0.15) records the bare file name with the placeholder size 1, and
@@ -360,9 +392,7 @@ fn sort_markers(
                         .insert(m.file_name.clone(), 1);
                 }
             }
-            (IoType::Append, DataFile::Log { instant, .. })
-                if input.version != TableVersion::V6 =>
-            {
+            (IoType::Append, DataFile::Log { instant, .. }) if !input.version.is_0x() => {
                 // Hudi 1.0.1 and 1.1.1 on table version 8+ (MarkerBasedRollbackStrategy.
                 // createRollbackRequestForAppend): the log file is not deleted; a rollback
                 // command block for the instant goes into a new log file of the file group
@@ -399,6 +429,54 @@ fn sort_markers(
     Ok(written)
 }
 
+/// Version 5 merge-on-read: the latest log file of each slice an APPEND marker names (by log
+/// version, then write token, as Hudi 0.13's `FSUtils.getLatestLogFile`), among `data_files`. A
+/// slice the failed write started itself (base instant = the instant) has that log file deleted;
+/// any other gets a command block in it (`log_block_requests`).
+fn v5_latest_logs(input: &PlanInput<'_>, written: &mut Written) {
+    let t = &input.target.requested_time;
+    for (partition, file_id, base) in &written.v5_slices {
+        let latest = input
+            .data_files
+            .iter()
+            .filter(|f| partition_of(&f.path) == *partition)
+            .filter_map(|f| match DataFile::parse(f.path.file_name()) {
+                Some(DataFile::Log {
+                    file_id: fid,
+                    instant,
+                    version,
+                    write_token,
+                    cdc: false,
+                }) if fid == *file_id && instant == *base => {
+                    Some(((version, write_token), &f.path))
+                }
+                _ => None,
+            })
+            .max_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, path)| path.clone());
+        match latest {
+            Some(log) if base == t => {
+                written.deletes.insert(log, true);
+            }
+            Some(log) => {
+                written
+                    .appends
+                    .entry((partition.clone(), file_id.clone(), base.clone()))
+                    .or_default()
+                    .insert(input.base.render_qualified(&log), -1);
+            }
+            None if base == t => {}
+            None => {
+                // Java's request without a log file: nothing to void there.
+                written
+                    .appends
+                    .entry((partition.clone(), file_id.clone(), base.clone()))
+                    .or_default();
+            }
+        }
+    }
+}
+
 /// Cross-check: every data file named with the instant is the instant's, markers or not.
 /// A log file with an APPEND marker (v8/v9) stays, as in Java.
 fn add_listed_files(input: &PlanInput<'_>, written: &mut Written) {
@@ -431,6 +509,12 @@ fn delete_requests(
         let partition = partition_of(rel);
         let file = DataFile::parse(rel.file_name());
         let (file_id, latest_base_instant, path) = match (from_markers, &file) {
+            // Hudi 0.13 (MarkerBasedRollbackStrategy): a marked file's request is a pure delete.
+            (true, _) if input.version == TableVersion::V5 => (
+                String::new(),
+                String::new(),
+                input.base.render_qualified(rel),
+            ),
             (
                 true,
                 Some(DataFile::Base {
@@ -441,7 +525,7 @@ fn delete_requests(
                 instant.clone(),
                 input.base.render_qualified(rel),
             ),
-            (true, Some(DataFile::Log { file_id, .. })) if input.version != TableVersion::V6 => {
+            (true, Some(DataFile::Log { file_id, .. })) if !input.version.is_0x() => {
                 (file_id.clone(), t.clone(), input.base.render_qualified(rel))
             }
             (true, _) => (
@@ -480,8 +564,10 @@ fn log_block_requests(
     let mut log_blocks = Vec::new();
     for ((partition, file_id, base_instant), logs) in appends {
         for name in logs.keys() {
+            // v6: the bare file name; v5: the qualified path
+            let short = name.rsplit('/').next().unwrap_or(name);
             let rel = RelPath::parse(&partition)
-                .and_then(|p| p.join(name))
+                .and_then(|p| p.join(short))
                 .map_err(|_| PlanError::OutsideTable {
                     instant: t.clone(),
                     path: format!("{partition}/{name}"),
@@ -570,6 +656,19 @@ pub fn resolve_plan(plan: &RollbackPlan, base: &BasePath) -> Result<ResolvedPlan
                 let file_id = r.file_id.clone().unwrap_or_default();
                 let base_instant = r.latest_base_instant.clone().unwrap_or_default();
                 for name in logs.keys() {
+                    // v6 plans name the log file bare; Hudi 0.13's (v5) by its qualified path,
+                    // which must lie in the request's partition
+                    if name.contains('/') {
+                        let inside = base
+                            .resolve(name)
+                            .is_ok_and(|rel| partition_of(&rel) == r.partition_path);
+                        if !inside {
+                            return Err(PlanError::OutsideTable {
+                                instant: t.clone(),
+                                path: name.clone(),
+                            });
+                        }
+                    }
                     let short = name.rsplit('/').next().unwrap_or(name);
                     match DataFile::parse(short) {
                         Some(DataFile::Log { file_id: f, instant, .. })

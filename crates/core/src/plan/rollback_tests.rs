@@ -415,3 +415,166 @@ fn resolving_a_plan_refuses_foreign_and_outside_paths() {
     let escape = format!("/t/p/../../etc/a_0-1-2_{T}.parquet");
     assert!(resolve_plan(&mk(vec![&escape]), &base).is_err());
 }
+
+/// Hudi 0.13.1's plan of a merge-on-read deltacommit (seen in the interop harness, 0.13 key): an
+/// APPEND marker names the slice's base file, the request voids the slice's latest log file by
+/// qualified path with size -1; a CREATE marker's request is a pure delete.
+#[test]
+fn a_version_5_merge_on_read_plan_is_hudi_0_13s() {
+    let base_t = "20240101000000000";
+    let files = [
+        meta(&format!("p0/f0_0-0-0_{base_t}.parquet"), 10),
+        meta(&format!("p0/.f0_{base_t}.log.1_0-0-0"), 5),
+        meta(&format!("p0/.f0_{base_t}.log.3_0-0-0"), 5),
+        meta(&format!("p0/.f0_{base_t}.log.3_1-0-1"), 5),
+        meta(&format!("p0/.f0_{base_t}.log.2_0-0-0"), 5),
+        meta(&format!("p3/n_0-0-0_{T}.parquet"), 20),
+    ];
+    let markers = vec![
+        marker("p0", &format!("f0_0-0-0_{base_t}.parquet"), IoType::Append),
+        marker("p3", &format!("n_0-0-0_{T}.parquet"), IoType::Create),
+        // a slice without any log file: Java's request names nothing to void
+        marker("p1", &format!("f1_0-0-0_{base_t}.parquet"), IoType::Append),
+    ];
+    let p = plan(
+        TableVersion::V5,
+        TableType::MergeOnRead,
+        Some(markers.clone()),
+        &files,
+    )
+    .unwrap();
+    let reqs = p.plan.requests.clone().unwrap();
+    let delete = reqs
+        .iter()
+        .find(|r| !r.files_to_be_deleted.is_empty())
+        .unwrap();
+    assert_eq!(delete.partition_path, "p3");
+    assert_eq!(delete.file_id.as_deref(), Some(""));
+    assert_eq!(delete.latest_base_instant.as_deref(), Some(""));
+    assert_eq!(
+        delete.files_to_be_deleted,
+        vec![format!("file:/t/p3/n_0-0-0_{T}.parquet")]
+    );
+    let void = reqs.iter().find(|r| r.partition_path == "p0").unwrap();
+    assert_eq!(void.file_id.as_deref(), Some("f0"));
+    assert_eq!(void.latest_base_instant.as_deref(), Some(base_t));
+    assert!(void.files_to_be_deleted.is_empty());
+    // the latest log file: version 3, then the greater write token
+    assert_eq!(
+        void.log_blocks_to_be_deleted,
+        Some(BTreeMap::from([(
+            format!("file:/t/p0/.f0_{base_t}.log.3_1-0-1"),
+            -1
+        )]))
+    );
+    let empty = reqs.iter().find(|r| r.partition_path == "p1").unwrap();
+    assert_eq!(empty.log_blocks_to_be_deleted, Some(BTreeMap::new()));
+    assert_eq!(
+        p.log_blocks,
+        vec![(
+            "p0".to_string(),
+            RelPath::parse(&format!("p0/.f0_{base_t}.log.3_1-0-1")).unwrap()
+        )]
+    );
+    // nothing but the new base file is deleted: the failed write's log files stay
+    assert_eq!(
+        p.deletes
+            .iter()
+            .map(|d| d.path.as_str())
+            .collect::<Vec<_>>(),
+        [format!("p3/n_0-0-0_{T}.parquet")]
+    );
+    // Its plan resolves for execution: one command block in f0's slice.
+    let resolved = resolve_plan(&p.plan, &BasePath::from_uri("file:///t")).unwrap();
+    assert_eq!(resolved.log_blocks.len(), 1);
+    assert_eq!(resolved.log_blocks[0].1, "f0");
+
+    // The same markers on version 6 are refused: a 0.14+ APPEND marker names a log file, and
+    // a base-file-named one is taken as a file of another instant.
+    assert!(plan(
+        TableVersion::V6,
+        TableType::MergeOnRead,
+        Some(markers),
+        &files
+    )
+    .is_err());
+}
+
+#[test]
+fn a_version_5_slice_the_failed_write_started_has_its_latest_log_file_deleted() {
+    // Hudi 0.13 (MarkerBasedRollbackStrategy.getRollbackRequestForAppend): the base instant is
+    // the instant rolled back, so the log file is deleted, not voided.
+    let files = [meta(&format!("p0/.g_{T}.log.1_0-0-0"), 5)];
+    let p = plan(
+        TableVersion::V5,
+        TableType::MergeOnRead,
+        Some(vec![marker(
+            "p0",
+            &format!("g_0-0-0_{T}.parquet"),
+            IoType::Append,
+        )]),
+        &files,
+    )
+    .unwrap();
+    assert!(p.log_blocks.is_empty());
+    assert_eq!(
+        p.deletes
+            .iter()
+            .map(|d| d.path.as_str())
+            .collect::<Vec<_>>(),
+        [format!("p0/.g_{T}.log.1_0-0-0")]
+    );
+    let reqs = p.plan.requests.unwrap();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].file_id.as_deref(), Some(""));
+}
+
+#[test]
+fn a_version_5_append_marker_named_after_a_log_file_is_refused() {
+    let base_t = "20240101000000000";
+    let err = plan(
+        TableVersion::V5,
+        TableType::MergeOnRead,
+        Some(vec![marker(
+            "p0",
+            &format!(".f0_{base_t}.log.2_0-0-0"),
+            IoType::Append,
+        )]),
+        &[meta(&format!("p0/.f0_{base_t}.log.2_0-0-0"), 5)],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("version 5"), "{err}");
+}
+
+#[test]
+fn a_java_plan_naming_a_qualified_log_file_outside_its_partition_is_refused() {
+    let base_t = "20240101000000000";
+    let plan = RollbackPlan {
+        instant_to_rollback: Some(InstantInfo {
+            commit_time: T.into(),
+            action: "deltacommit".into(),
+        }),
+        requests: Some(vec![RollbackRequest {
+            partition_path: "p0".into(),
+            file_id: Some("f0".into()),
+            latest_base_instant: Some(base_t.into()),
+            files_to_be_deleted: vec![],
+            log_blocks_to_be_deleted: Some(BTreeMap::from([(
+                format!("file:/t/p1/.f0_{base_t}.log.3_0-0-0"),
+                -1,
+            )])),
+        }]),
+        version: Some(1),
+    };
+    let base = BasePath::from_uri("file:///t");
+    assert!(matches!(
+        resolve_plan(&plan, &base),
+        Err(PlanError::OutsideTable { .. })
+    ));
+    let mut ok = plan.clone();
+    ok.requests.as_mut().unwrap()[0].log_blocks_to_be_deleted = Some(BTreeMap::from([(
+        format!("file:/t/p0/.f0_{base_t}.log.3_0-0-0"),
+        -1,
+    )]));
+    assert_eq!(resolve_plan(&ok, &base).unwrap().log_blocks.len(), 1);
+}

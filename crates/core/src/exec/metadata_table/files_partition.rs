@@ -12,7 +12,6 @@ use apache_avro::Schema;
 use bytes::Bytes;
 
 use super::v6::{files_slice, FILES};
-use crate::config::TableVersion;
 use crate::format::hfile;
 use crate::format::log_block::{read_blocks, BLOCK_TYPE_HFILE_DATA};
 use crate::format::metadata_record::visit_files_record;
@@ -109,7 +108,7 @@ pub(crate) async fn read_files_partition<K: EntryKeys>(
         Ok(r) => r,
         Err(why) => return Ok(Err(why)),
     };
-    let v6 = table.config().version == TableVersion::V6;
+    let v6 = table.config().version.is_0x();
     let filter = block_filter(&data_tl, &mdt_tl, &rolled_back, v6);
     let (base_file, logs) = match latest_slice(mdt, &mdt_tl, &filter, v6).await? {
         Ok(s) => s,

@@ -113,6 +113,9 @@ pub(in crate::exec) async fn metadata_table_plan(
     if action == MetadataTableAction::NotInUse {
         return Ok(MetadataTablePlan::not_in_use());
     }
+    if let Some(reason) = super::rollback::v5_metadata_table_refusal(table).await? {
+        return Err(crate::exec::steps::refused(table, target, reason));
+    }
     if !config.metadata_table_enabled() {
         return Ok(MetadataTablePlan::delete(
             "the table config lists no metadata partition",
@@ -161,7 +164,7 @@ pub(in crate::exec) async fn metadata_table_plan(
             "its timeline cannot be restored as Hudi would: {why}"
         )));
     }
-    if config.version == TableVersion::V6 {
+    if config.version.is_0x() {
         // Hudi 0.15's own conditions, and what hudi-keeper needs to do it as Hudi does.
         if let Some(why) = super::v6_restore::refusal(table, &mdt, &tl, target).await? {
             return Ok(MetadataTablePlan::delete(why));
@@ -314,7 +317,7 @@ pub(in crate::exec) async fn restore_metadata_table(
             m
         }
         None => {
-            if table.config().version != TableVersion::V6 {
+            if !table.config().version.is_0x() {
                 // (Hudi 0.15 drops no metadata-table partition on restore.)
                 drop_metadata_partitions(table, plan.keep).await?;
             }
@@ -338,7 +341,7 @@ pub(in crate::exec) async fn restore_metadata_table(
             Box::pin(run.execute(&new_instant, children)).await?
         }
     };
-    if table.config().version == TableVersion::V6 {
+    if table.config().version.is_0x() {
         return super::v6_restore::sync(table, &mdt, &m).await;
     }
     sync_deltacommit(table, &mdt, &m).await

@@ -24,6 +24,9 @@ pub(in crate::exec) async fn metadata_table_refusal(
     t: &str,
     r: Option<&str>,
 ) -> Result<Option<String>, Error> {
+    if let Some(reason) = v5_metadata_table_refusal(table).await? {
+        return Ok(Some(reason));
+    }
     if !table.config().metadata_table_enabled() {
         return Ok(None);
     }
@@ -31,7 +34,7 @@ pub(in crate::exec) async fn metadata_table_refusal(
         return Ok(None);
     };
     let timeline = mdt.timeline().await?;
-    if table.config().version == TableVersion::V6 {
+    if table.config().version.is_0x() {
         return super::v6::refusal(&mdt, &timeline, t, r).await;
     }
     let (pending, _) = pending_rollbacks(&mdt, &timeline).await?;
@@ -39,6 +42,28 @@ pub(in crate::exec) async fn metadata_table_refusal(
         return Ok(None);
     }
     Ok(compacted_after(&timeline, t))
+}
+
+/// Why a table-version-5 table with a metadata table is not rolled back or restored: Hudi 0.13
+/// records a rollback in its metadata table differently from 0.15 (files-partition records that
+/// mark the rolled-back files deleted when the failed write reached the metadata table, and no
+/// rollback of the metadata table's own deltacommit: `HoodieBackedTableMetadataWriter.update(
+/// HoodieRollbackMetadata)` and `HoodieTableMetadataUtil.processRollbackMetadata` in 0.13.1), and
+/// no 0.13 table with a metadata table was available to check hudi-keeper against: Hudi 0.13.1's
+/// Java client writes none (docs/compatibility.md). `None` on other versions and without one.
+pub(in crate::exec) async fn v5_metadata_table_refusal(
+    table: &Table,
+) -> Result<Option<String>, Error> {
+    if table.config().version != TableVersion::V5 {
+        return Ok(None);
+    }
+    let listed = table.config().metadata_table_enabled();
+    if !listed && table.metadata_table().await?.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(
+        "this table version 5 (Hudi 0.12/0.13) table has a metadata table; hudi-keeper does not roll back or restore those yet (Hudi 0.13 records a rollback there differently from 0.15, and that has not been checked against Hudi 0.13); roll it back with Hudi 0.13".into(),
+    ))
 }
 
 /// The refusal when a metadata-table compaction may include the metadata table's completed
@@ -108,7 +133,10 @@ pub(in crate::exec) async fn rollback_metadata_table(
     let Some(mdt) = table.metadata_table().await? else {
         return Ok(MetadataTableOutcome::NotInUse);
     };
-    if table.config().version == TableVersion::V6 {
+    if let Some(reason) = v5_metadata_table_refusal(table).await? {
+        return Err(refused(table, t, reason));
+    }
+    if table.config().version.is_0x() {
         return super::v6::roll_back(table, &mdt, t, r, records, options).await;
     }
     let timeline = mdt.timeline().await?;

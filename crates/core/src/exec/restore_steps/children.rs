@@ -21,7 +21,7 @@ use crate::plan::rollback::{plan_rollback, resolve_plan, PlanInput, PlanTarget};
 use crate::protocol::markers::{marker_dir, read_markers, IoType, Marker, MarkerKind, Markers};
 use crate::storage::FileMeta;
 use crate::table::files::{BasePath, DataFile};
-use crate::table::{Table, TableType, TableVersion};
+use crate::table::{Table, TableType};
 use crate::timeline::{Action, State, Timeline};
 use crate::Error;
 
@@ -91,7 +91,13 @@ pub(in crate::exec) async fn child_inputs(
         .values()
         .flatten()
         .flat_map(|m| m.markers.iter().filter_map(|m| m.data_path().ok()));
-    let wanted = Wanted::of(undo.iter().map(|u| u.instant.clone()), named);
+    let mut wanted = Wanted::of(undo.iter().map(|u| u.instant.clone()), named);
+    if table.config().version == crate::config::TableVersion::V5 {
+        // the log files of the slices version-5 APPEND markers name by their base file
+        for m in markers.values().flatten() {
+            wanted = wanted.with_v5_append_slices(m);
+        }
+    }
     let files = list_data_files(table.storage(), &wanted).await?;
     Ok(ChildInputs {
         markers,
@@ -105,7 +111,7 @@ pub(in crate::exec) async fn child_inputs(
 /// pending instant's markers; `None` for other completed instants.
 async fn child_markers(table: &Table, u: &Undo) -> Result<Option<Markers>, Error> {
     let config = table.config();
-    let v6_mor = config.version == TableVersion::V6 && config.table_type == TableType::MergeOnRead;
+    let v6_mor = config.version.is_0x() && config.table_type == TableType::MergeOnRead;
     Ok(match u.state {
         State::Completed if v6_mor && u.action == Action::DeltaCommit => {
             Some(appended_by(table, &u.instant).await?)
@@ -174,6 +180,8 @@ async fn appended_by(table: &Table, instant: &str) -> Result<Markers, Error> {
             )
         })?;
     let bytes = table.storage().get(&file.path).await?;
+    let config = table.config();
+    let v5 = config.version == crate::config::TableVersion::V5;
     let bad = |why: String| {
         refused(
             table,
@@ -196,14 +204,28 @@ async fn appended_by(table: &Table, instant: &str) -> Result<Markers, Error> {
                 continue;
             };
             let name = path.rsplit('/').next().unwrap_or(path);
-            let io_type = match DataFile::parse(name) {
-                Some(DataFile::Log { .. }) => IoType::Append,
-                Some(DataFile::Base { .. }) => IoType::Create,
+            let (io_type, file_name) = match DataFile::parse(name) {
+                // Table version 5 plans an appended slice as Hudi 0.13's markers name it: by
+                // the slice's base file (its latest log file gets the command block).
+                Some(DataFile::Log {
+                    file_id,
+                    instant,
+                    write_token,
+                    ..
+                }) if v5 => (
+                    IoType::Append,
+                    format!(
+                        "{file_id}_{write_token}_{instant}.{}",
+                        config.base_file_format.to_ascii_lowercase()
+                    ),
+                ),
+                Some(DataFile::Log { .. }) => (IoType::Append, name.to_string()),
+                Some(DataFile::Base { .. }) => (IoType::Create, name.to_string()),
                 None => return Err(bad(format!("`{path}` is not a data file name"))),
             };
             markers.push(Marker {
                 partition: partition.clone(),
-                file_name: name.to_string(),
+                file_name,
                 io_type,
             });
         }

@@ -247,9 +247,12 @@ impl RestoreRun<'_> {
             Action::Restore,
             State::Completed,
         )?;
-        let bytes = metadata
-            .to_avro()
-            .map_err(|e| avro_err(table, r, &path, e))?;
+        let bytes = if config.version == crate::config::TableVersion::V5 {
+            metadata.to_avro_v5()
+        } else {
+            metadata.to_avro()
+        }
+        .map_err(|e| avro_err(table, r, &path, e))?;
         create_if_absent(table.storage(), &path, bytes).await?;
         info!(table = %table.uri(), restore_instant = %r, undone = undone.instants.len(), "restore completed");
         remove_rollbacks(table, self.target).await

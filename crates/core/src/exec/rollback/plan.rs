@@ -14,7 +14,7 @@ use crate::plan::rollback::{
 };
 use crate::protocol::markers::read_markers;
 use crate::table::files::BasePath;
-use crate::table::Table;
+use crate::table::{Table, TableVersion};
 use crate::timeline::State;
 use crate::Error;
 
@@ -54,7 +54,10 @@ pub(super) async fn make_plan(
             // log files of older slices it appended to).
             let markers = read_markers(table.storage(), &work.target).await?;
             let named = markers.markers.iter().filter_map(|m| m.data_path().ok());
-            let wanted = Wanted::of([work.target.clone()], named);
+            let mut wanted = Wanted::of([work.target.clone()], named);
+            if table.config().version == TableVersion::V5 {
+                wanted = wanted.with_v5_append_slices(&markers);
+            }
             let workload = read_workload(table, work).await?;
             scope = listing_scope(
                 markers.kind.is_some().then_some(&markers),
@@ -74,8 +77,19 @@ pub(super) async fn make_plan(
         }
         _ => {
             let markers = read_markers(table.storage(), &work.target).await?;
-            // Without a listing, only the sizes of appended log files are needed.
+            // Without a listing, only the sizes of appended log files are needed (on table
+            // version 5, the log files of the slices APPEND markers name).
             let mut files = Vec::new();
+            if table.config().version == TableVersion::V5 {
+                let wanted = Wanted::of([], []).with_v5_append_slices(&markers);
+                let folders: BTreeSet<_> = markers
+                    .markers
+                    .iter()
+                    .filter(|m| m.io_type == crate::protocol::markers::IoType::Append)
+                    .filter_map(|m| m.data_path().ok().map(|p| p.parent()))
+                    .collect();
+                files.extend(list_partitions(table.storage(), &folders, &wanted).await?);
+            }
             for m in markers
                 .markers
                 .iter()

@@ -43,7 +43,7 @@ fn command_block_naming<'a>(
     t: &'a str,
     base_instant: &'a str,
 ) -> (&'a str, &'static str, Versioning) {
-    if version == TableVersion::V6 {
+    if version.is_0x() {
         (base_instant, UNKNOWN_WRITE_TOKEN, Versioning::AfterLatest)
     } else {
         (t, V8_ROLLBACK_WRITE_TOKEN, Versioning::FirstFree)
@@ -272,9 +272,12 @@ pub(in crate::exec) async fn write_completed_rollback(
         Action::Rollback,
         State::Completed,
     )?;
-    let bytes = metadata
-        .to_avro()
-        .map_err(|e| avro_err(table, t, &path, e))?;
+    let bytes = if table.config().version == TableVersion::V5 {
+        metadata.to_avro_v5()
+    } else {
+        metadata.to_avro()
+    }
+    .map_err(|e| avro_err(table, t, &path, e))?;
     create_if_absent(table.storage(), &path, bytes).await?;
     Ok(())
 }

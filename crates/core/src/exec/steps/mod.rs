@@ -297,6 +297,9 @@ pub(in crate::exec) struct Wanted {
     every: bool,
     instants: BTreeSet<String>,
     paths: BTreeSet<RelPath>,
+    /// Log files of these file slices (folder, fileId, base instant): those a table-version-5
+    /// APPEND marker names through the slice's base file.
+    slices: BTreeSet<(RelPath, String, String)>,
 }
 
 impl Wanted {
@@ -317,15 +320,51 @@ impl Wanted {
             every: false,
             instants: instants.into_iter().collect(),
             paths: paths.into_iter().collect(),
+            slices: BTreeSet::new(),
         }
+    }
+
+    /// Also the log files of the file slices whose base files `markers` name with APPEND (table
+    /// version 5: Hudi 0.13 names the marker after the base file, and its rollback voids the
+    /// slice's latest log file).
+    pub(in crate::exec) fn with_v5_append_slices(
+        mut self,
+        markers: &crate::protocol::markers::Markers,
+    ) -> Self {
+        for m in markers
+            .markers
+            .iter()
+            .filter(|m| m.io_type == crate::protocol::markers::IoType::Append)
+        {
+            if let (
+                Ok(path),
+                Some(DataFile::Base {
+                    file_id, instant, ..
+                }),
+            ) = (m.data_path(), DataFile::parse(&m.file_name))
+            {
+                self.slices.insert((path.parent(), file_id, instant));
+            }
+        }
+        self
     }
 
     /// Whether a listing keeps the file at `path`.
     pub(in crate::exec) fn keeps(&self, path: &RelPath) -> bool {
         self.every
             || self.paths.contains(path)
-            || DataFile::parse(path.file_name())
-                .is_some_and(|d| self.instants.contains(d.instant()))
+            || DataFile::parse(path.file_name()).is_some_and(|d| {
+                self.instants.contains(d.instant())
+                    || match &d {
+                        DataFile::Log {
+                            file_id, instant, ..
+                        } if !self.slices.is_empty() => {
+                            self.slices
+                                .contains(&(path.parent(), file_id.clone(), instant.clone()))
+                        }
+                        _ => false,
+                    }
+            })
     }
 }
 
