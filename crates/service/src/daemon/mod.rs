@@ -14,6 +14,7 @@
 //! on, and `changes` changes through the API; `leftovers` runs the leftover guard after
 //! rollbacks and periodically; [`http`] serves them; errors are [`TableError`].
 
+mod activity;
 mod audit_view;
 mod audits;
 mod changes;

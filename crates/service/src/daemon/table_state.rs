@@ -12,6 +12,7 @@ use hudi_keeper_core::Table;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use super::activity::Activity;
 use super::audit_view::AuditState;
 use super::config::{self, TableEntry, TableSettings};
 use super::readiness::ReadyState;
@@ -127,6 +128,8 @@ pub struct TableState {
     /// When the leftover guard's periodic check of the table is due next (`None`: not yet
     /// scheduled: the first poll schedules it, `leftovers`).
     pub(super) guard_due: StdMutex<Option<std::time::Instant>>,
+    /// What its last polls saw, for its poll rate (`activity`): only ever when it is polled.
+    pub(super) activity: Activity,
 }
 
 impl TableState {

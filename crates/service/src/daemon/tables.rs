@@ -167,6 +167,7 @@ impl Daemon {
             audit: StdMutex::new(Default::default()),
             audit_generation: std::sync::atomic::AtomicU64::new(0),
             guard_due: StdMutex::new(None),
+            activity: Default::default(),
         });
         let cluster = self.cluster();
         state.metrics.not_owned.store(
