@@ -44,5 +44,5 @@ pub use audits::FIRST_AUDIT_WITHIN;
 pub use changes::ManualRollback;
 pub use error::TableError;
 pub use instance::Daemon;
-pub use serve::{serve, shutdown_signal, Listeners};
+pub use serve::{limit_allocator_arenas, serve, shutdown_signal, Listeners};
 pub use table_state::{RollbackView, Source, TableState, TableStatus, WritersStatus};

@@ -235,8 +235,9 @@ per_table_settings! {
         clustering_expirations: bool = false,
         /// Their `hoodie.clustering.expiration.threshold.mins`.
         clustering_expiration_threshold: Duration = Duration::from_secs(3600),
-        /// The table lock (a table's replaces the default one as a whole).
-        lock: LockSettings = LockSettings::default(),
+        /// The table lock (a table's replaces the default one as a whole). Boxed: a table
+        /// entry without one of its own (most of them) costs 8 bytes for it, not 360.
+        lock: Box<LockSettings> = Box::default(),
         /// How often the table is audited in the background (read-only, off the poll path;
         /// `hudi-keeper audit`'s classes); `0` switches the scheduled audit off.
         audit_interval: Duration = Duration::from_secs(24 * 3600),
