@@ -12,6 +12,8 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    // Before the runtime starts its threads (the daemon's memory, BENCHMARKS.md).
+    daemon::limit_allocator_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -283,7 +283,7 @@ impl Daemon {
     /// table run at once (more are `Busy`); the read ends by `server.poll_timeout`.
     pub async fn timeline(&self, name: &str) -> Result<Timeline, TableError> {
         let state = self.table(name).await?;
-        let Ok(_read) = state.timeline_reads.try_acquire() else {
+        let Some(_read) = state.timeline_reads.try_take() else {
             return Err(TableError::Busy(format!(
                 "`{name}`: {TIMELINE_READS_PER_TABLE} timeline reads of the table run already; retry later"
             )));

@@ -177,6 +177,8 @@ impl Daemon {
                 .store(!owns, std::sync::atomic::Ordering::Relaxed);
             if owns && !before.owns(name) {
                 taken += 1;
+                // Active until its polls find it idle: what this replica saw before is old.
+                state.activity.reset();
                 let interval = Duration::from_millis(state.settings.poll_interval_ms);
                 self.schedule(state, jitter(interval.min(Duration::from_secs(1)), 1.0));
             }

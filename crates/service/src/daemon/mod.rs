@@ -14,6 +14,7 @@
 //! on, and `changes` changes through the API; `leftovers` runs the leftover guard after
 //! rollbacks and periodically; [`http`] serves them; errors are [`TableError`].
 
+mod activity;
 mod audit_view;
 mod audits;
 mod changes;
@@ -44,5 +45,5 @@ pub use audits::FIRST_AUDIT_WITHIN;
 pub use changes::ManualRollback;
 pub use error::TableError;
 pub use instance::Daemon;
-pub use serve::{serve, shutdown_signal, Listeners};
+pub use serve::{limit_allocator_arenas, serve, shutdown_signal, Listeners};
 pub use table_state::{RollbackView, Source, TableState, TableStatus, WritersStatus};

@@ -124,6 +124,11 @@ impl Daemon {
         let limit = self.config.server.poll_timeout;
         let deadline = tokio::time::Instant::now() + limit;
         let (table, timeline) = self.read_timeline(state, cached, deadline).await?;
+        // Only when the next poll comes (`activity`); nothing below reads it.
+        state.activity.observe(
+            super::activity::digest(&timeline),
+            timeline.pending().next().is_some(),
+        );
         record_pending(state, &timeline);
         self.forget_finished_changes(state, &timeline).await;
         if timeline.pending().next().is_none() {

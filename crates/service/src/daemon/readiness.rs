@@ -35,6 +35,16 @@ impl Daemon {
         r.ready = r.tables.not_polled_yet == 0 && r.tables.last_poll_failed == 0;
         r
     }
+
+    /// Whether a table this replica owns has not been polled yet (the first round runs).
+    pub(super) async fn some_table_not_polled_yet(&self) -> bool {
+        let cluster = self.cluster();
+        self.tables
+            .read()
+            .await
+            .iter()
+            .any(|(name, t)| t.ready_state() == ReadyState::NotPolledYet && cluster.owns(name))
+    }
 }
 
 /// At most this many tables are named in `/readyz` (the counts cover them all): a probe of a

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tracing::{info, info_span, Instrument};
 
+use super::activity::idle_delay;
 use super::{Daemon, TableState};
 
 /// A table due at a time, with the generation it was scheduled under.
@@ -89,8 +90,9 @@ impl Daemon {
     /// The scheduler: one timer heap for every table (a task per table would cost each idle
     /// table a kilobyte or more). A due table is polled on its own task, at most
     /// `server.max_concurrent_polls` at once, so a slow table never holds up the others beyond
-    /// that bound; when the poll ends, the table is put back with its next delay (its interval
-    /// with jitter, or a backoff after a failure).
+    /// that bound; when the poll ends, the table is put back with its next delay (its
+    /// `poll_interval` with jitter, its `idle_poll_interval` once idle (`activity`), or a backoff
+    /// after a failure).
     pub(super) async fn run_scheduler(
         self: Arc<Self>,
         incoming: tokio::sync::mpsc::UnboundedReceiver<Due>,
@@ -165,12 +167,17 @@ impl Daemon {
                 };
                 drop(cached);
                 let failures = state.status().consecutive_failures;
-                let delay = if ok {
-                    jitter(interval, 0.1)
+                let (delay, idle) = if ok {
+                    // Idle tables back off (`activity`): only ever a later poll.
+                    match idle_delay(&state.settings, &state.activity) {
+                        Some(d) => (d, true),
+                        None => (jitter(interval, 0.1), false),
+                    }
                 } else {
                     let backoff = interval.saturating_mul(2u32.saturating_pow(failures.min(16)));
-                    backoff.min(daemon.config.server.max_backoff.max(interval))
+                    (backoff.min(daemon.config.server.max_backoff.max(interval)), false)
                 };
+                state.metrics.idle.store(idle, Relaxed);
                 // Only if nothing (a resume) rescheduled it meanwhile.
                 if state.generation.load(Relaxed) == generation {
                     daemon.schedule(&state, delay);

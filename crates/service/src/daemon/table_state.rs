@@ -10,8 +10,8 @@ use hudi_keeper_core::protocol::detect::{
 };
 use hudi_keeper_core::Table;
 use serde::Serialize;
-use tokio::sync::Semaphore;
 
+use super::activity::Activity;
 use super::audit_view::AuditState;
 use super::config::{self, TableEntry, TableSettings};
 use super::readiness::ReadyState;
@@ -107,10 +107,67 @@ impl WritersStatus {
     }
 }
 
+/// Who a registered table is: its name and URI (what it is polled with is its resolved
+/// `settings`), and the registration of a table registered through the API as it was sent,
+/// which the registry keeps. A configured table's overrides stay in the config file, and a
+/// discovered table's in its `[[discover]]` source: the table does not hold them (about 600
+/// bytes a table).
+#[derive(Debug)]
+pub struct Identity {
+    pub name: String,
+    pub uri: String,
+    /// `Source::Api` only.
+    pub(super) registration: Option<Box<TableEntry>>,
+}
+
+impl Identity {
+    pub(super) fn of(entry: TableEntry, source: Source) -> Self {
+        match source {
+            Source::Api => Self {
+                name: entry.name.clone(),
+                uri: entry.uri.clone(),
+                registration: Some(Box::new(entry)),
+            },
+            Source::Config | Source::Discovered(_) => Self {
+                name: entry.name,
+                uri: entry.uri,
+                registration: None,
+            },
+        }
+    }
+}
+
+/// The `GET …/timeline` reads of one table running at once, at most
+/// [`TIMELINE_READS_PER_TABLE`] (a counter: a semaphore costs 40 bytes a table).
+#[derive(Debug, Default)]
+pub(super) struct ReadSlots(std::sync::atomic::AtomicU8);
+
+/// A slot of [`ReadSlots`], given back when dropped.
+pub(super) struct ReadSlot<'a>(&'a ReadSlots);
+
+impl ReadSlots {
+    /// A slot, or `None` when all are taken.
+    pub(super) fn try_take(&self) -> Option<ReadSlot<'_>> {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        self.0
+            .fetch_update(AcqRel, Acquire, |n| {
+                (usize::from(n) < TIMELINE_READS_PER_TABLE).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ReadSlot(self))
+    }
+}
+
+impl Drop for ReadSlot<'_> {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// One registered table.
 #[derive(Debug)]
 pub struct TableState {
-    pub entry: TableEntry,
+    pub entry: Identity,
     pub source: Source,
     /// Where the table is, to find a second registration of it through the API.
     pub(super) location: Option<Box<config::Location>>,
@@ -126,7 +183,7 @@ pub struct TableState {
     /// for the mutex. Kept equal to what `table` holds (see [`TableState::keep`]).
     pub(super) handle: StdMutex<Option<Arc<Table>>>,
     /// Bounds the `GET …/timeline` reads of this table running at once.
-    pub(super) timeline_reads: Semaphore,
+    pub(super) timeline_reads: ReadSlots,
     /// Bumped whenever the table is (re)scheduled; a due entry of an older generation is stale.
     pub(super) generation: std::sync::atomic::AtomicU64,
     /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
@@ -138,6 +195,8 @@ pub struct TableState {
     /// When the leftover guard's periodic check of the table is due next (`None`: not yet
     /// scheduled: the first poll schedules it, `leftovers`).
     pub(super) guard_due: StdMutex<Option<std::time::Instant>>,
+    /// What its last polls saw, for its poll rate (`activity`): only ever when it is polled.
+    pub(super) activity: Activity,
 }
 
 impl TableState {
@@ -252,4 +311,23 @@ pub(super) const TIMELINE_READS_PER_TABLE: usize = 2;
 
 pub(super) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_gives_at_most_its_timeline_read_slots_and_takes_them_back() {
+        let slots = ReadSlots::default();
+        let taken: Vec<_> = (0..TIMELINE_READS_PER_TABLE)
+            .map(|_| slots.try_take().expect("a free slot"))
+            .collect();
+        assert!(slots.try_take().is_none(), "more reads than slots");
+        drop(taken);
+        let again: Vec<_> = (0..TIMELINE_READS_PER_TABLE)
+            .filter_map(|_| slots.try_take())
+            .collect();
+        assert_eq!(again.len(), TIMELINE_READS_PER_TABLE);
+    }
 }

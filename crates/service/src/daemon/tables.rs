@@ -6,12 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tracing::{error, info, warn};
 
 use super::config::{self, TableEntry};
 use super::scheduler::jitter;
-use super::table_state::TIMELINE_READS_PER_TABLE;
+use super::table_state::{Identity, ReadSlots};
 use super::{enclosing, registry};
 use super::{Daemon, Source, TableError, TableState, TableStatus};
 
@@ -139,10 +138,6 @@ impl Daemon {
             self.check_api_limit(&tables, limit)?;
         }
         let state = Arc::new(TableState {
-            entry: entry.clone(),
-            source,
-            location,
-            settings,
             status: StdMutex::new(TableStatus {
                 state_files_unreadable: [
                     self.evidence.unreadable(&entry.name),
@@ -155,28 +150,36 @@ impl Daemon {
                 ..TableStatus::default()
             }),
             metrics: self.metrics.table(&entry.name),
-            table: tokio::sync::Mutex::new(None),
-            handle: StdMutex::new(None),
-            timeline_reads: Semaphore::new(TIMELINE_READS_PER_TABLE),
-            generation: std::sync::atomic::AtomicU64::new(0),
             heartbeats_seen_ms: StdMutex::new(
                 self.evidence
                     .get(&entry.name, &entry.uri)
                     .map(|e| e.heartbeats_first_seen_ms),
             ),
+            // Its name and URI only (its settings are resolved above); the whole registration
+            // of an API table, which the registry keeps.
+            entry: Identity::of(entry, source),
+            source,
+            location,
+            settings,
+            table: tokio::sync::Mutex::new(None),
+            handle: StdMutex::new(None),
+            timeline_reads: ReadSlots::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
             audit: StdMutex::new(Default::default()),
             audit_generation: std::sync::atomic::AtomicU64::new(0),
             guard_due: StdMutex::new(None),
+            activity: Default::default(),
         });
         let cluster = self.cluster();
-        state.metrics.not_owned.store(
-            !cluster.owns(&entry.name),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        tables.insert(entry.name.clone(), state.clone());
+        let name = &state.entry.name;
+        state
+            .metrics
+            .not_owned
+            .store(!cluster.owns(name), std::sync::atomic::Ordering::Relaxed);
+        tables.insert(name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
         drop(tables);
-        info!(table = %entry.name, uri = %entry.uri, owner = %cluster.owner(&entry.name).map(|o| o.name).unwrap_or_else(|| "none yet".into()), policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
+        info!(table = %name, uri = %state.entry.uri, owner = %cluster.owner(name).map(|o| o.name).unwrap_or_else(|| "none yet".into()), policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
         // The first poll comes soon, spread over up to a second (or the interval).
         let interval = Duration::from_millis(state.settings.poll_interval_ms);
         self.schedule(&state, jitter(interval.min(Duration::from_secs(1)), 1.0));
@@ -385,7 +388,11 @@ impl Daemon {
         if !current {
             return Ok(());
         }
-        let (registry, entry) = (self.api_tables.clone(), state.entry.clone());
+        // Only a table registered through the API has its registration kept (and is saved).
+        let Some(entry) = state.entry.registration.as_deref().cloned() else {
+            return Ok(());
+        };
+        let registry = self.api_tables.clone();
         self.registry_io(move || registry.put(&entry)).await
     }
 

@@ -206,8 +206,17 @@ per_table_settings! {
     }
 
     overridable {
-        /// How often each table is polled.
+        /// How often each table is polled while it is active: something pending at its last
+        /// poll, or its timeline changed within `idle_after`.
         poll_interval: Duration = Duration::from_secs(30),
+        /// How often an idle table is polled: nothing pending at its last poll and its timeline
+        /// unchanged for `idle_after` (never more often than `poll_interval`); `0` polls every
+        /// table at `poll_interval` always. A write that starts and dies between two idle polls
+        /// is rolled back within this plus its heartbeat's expiry plus one poll.
+        idle_poll_interval: Duration = Duration::from_secs(600),
+        /// How long a table's timeline must stay unchanged, with nothing pending, before it is
+        /// polled at `idle_poll_interval`.
+        idle_after: Duration = Duration::from_secs(300),
         /// `lazy`, `eager` or `observe`.
         failed_writes_policy: PolicySetting = PolicySetting::Lazy,
         /// The writers' `hoodie.client.heartbeat.interval_in_ms`.
@@ -229,8 +238,9 @@ per_table_settings! {
         clustering_expirations: bool = false,
         /// Their `hoodie.clustering.expiration.threshold.mins`.
         clustering_expiration_threshold: Duration = Duration::from_secs(3600),
-        /// The table lock (a table's replaces the default one as a whole).
-        lock: LockSettings = LockSettings::default(),
+        /// The table lock (a table's replaces the default one as a whole). Boxed: a table
+        /// entry without one of its own (most of them) costs 8 bytes for it, not 360.
+        lock: Box<LockSettings> = Box::default(),
         /// How often the table is audited in the background (read-only, off the poll path;
         /// `hudi-keeper audit`'s classes); `0` switches the scheduled audit off.
         audit_interval: Duration = Duration::from_secs(24 * 3600),
@@ -265,6 +275,12 @@ per_table_settings! {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TableSettings {
     pub poll_interval_ms: u64,
+    /// Between polls of the table while idle (ms), longer than `poll_interval_ms`; `None`: the
+    /// table is always polled at `poll_interval_ms`.
+    pub idle_poll_interval_ms: Option<u64>,
+    /// How long the timeline must stay unchanged, with nothing pending, before the table is
+    /// idle (ms).
+    pub idle_after_ms: u64,
     pub failed_writes_policy: PolicySetting,
     #[serde(skip)]
     pub heartbeat: HeartbeatPolicy,

@@ -66,6 +66,13 @@ impl Defaults {
         if given.poll_interval < Duration::from_millis(100) {
             return Err(format!("table `{t}`: poll_interval must be at least 100ms"));
         }
+        if !given.idle_poll_interval.is_zero()
+            && given.idle_poll_interval < Duration::from_millis(100)
+        {
+            return Err(format!(
+                "table `{t}`: idle_poll_interval must be at least 100ms (or 0: never back off)"
+            ));
+        }
         let heartbeat = HeartbeatPolicy {
             interval: given.heartbeat_interval,
             tolerable_misses: given.heartbeat_tolerable_misses,
@@ -104,6 +111,10 @@ impl Defaults {
         }
         Ok(TableSettings {
             poll_interval_ms: given.poll_interval.as_millis() as u64,
+            // An idle interval no longer than the active one is no back-off at all.
+            idle_poll_interval_ms: (given.idle_poll_interval > given.poll_interval)
+                .then_some(given.idle_poll_interval.as_millis() as u64),
+            idle_after_ms: given.idle_after.as_millis() as u64,
             failed_writes_policy: policy,
             heartbeat,
             assume_lazy_writers: given.assume_lazy_writers,

@@ -246,7 +246,11 @@ impl Metrics {
                 .filter(|m| !m.not_owned.load(Ordering::Relaxed))
                 .map(|m| &**m)
                 .collect();
-            owned_tables(&mut head, owned.len());
+            let idle = owned
+                .iter()
+                .filter(|m| m.idle.load(Ordering::Relaxed))
+                .count();
+            owned_tables(&mut head, owned.len(), idle);
             render_aggregate(&mut head, &owned);
             return Box::new(std::iter::once(head));
         }
@@ -259,7 +263,11 @@ impl Metrics {
             .filter(|(_, m)| !m.not_owned.load(Ordering::Relaxed))
             .map(|(t, m)| (t.clone(), m.clone()))
             .collect();
-        owned_tables(&mut head, tables.len());
+        let idle = tables
+            .iter()
+            .filter(|(_, m)| m.idle.load(Ordering::Relaxed))
+            .count();
+        owned_tables(&mut head, tables.len(), idle);
         let tables = Arc::new(tables);
         let parts = tables.len().div_ceil(TABLES_PER_PART).max(1);
         let families = {
@@ -288,11 +296,16 @@ impl Metrics {
     }
 }
 
-/// The `hudi_keeper_cluster_owned_tables` family: `n` tables owned.
-fn owned_tables(out: &mut String, n: usize) {
+/// The `hudi_keeper_cluster_owned_tables` family: `n` tables owned; and
+/// `hudi_keeper_tables_polled_idle`: `idle` of them polled at their `idle_poll_interval`.
+fn owned_tables(out: &mut String, n: usize, idle: usize) {
     let _ = writeln!(
         out,
         "# HELP hudi_keeper_cluster_owned_tables Registered tables this replica owns and polls.\n# TYPE hudi_keeper_cluster_owned_tables gauge\nhudi_keeper_cluster_owned_tables {n}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP hudi_keeper_tables_polled_idle Tables this replica owns that are idle (nothing pending, timeline unchanged for idle_after) and polled at their idle_poll_interval; the others are polled at poll_interval.\n# TYPE hudi_keeper_tables_polled_idle gauge\nhudi_keeper_tables_polled_idle {idle}"
     );
 }
 

@@ -43,6 +43,8 @@ pub struct TableMetrics {
     /// Another replica owns the table (`[cluster]`): its per-table series are left out, so
     /// that each table has one set of series across the replicas.
     pub not_owned: AtomicBool,
+    /// Its next poll is at `idle_poll_interval` (it was idle at its last poll).
+    pub idle: AtomicBool,
     pub last_poll_timestamp: AtomicF64,
     pub last_poll_duration: AtomicF64,
     /// Pending instants by action, as last polled.

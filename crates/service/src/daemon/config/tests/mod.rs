@@ -215,10 +215,10 @@ fn a_table_entry_reads_and_writes_its_overrides_flat() {
     let entry: TableEntry = serde_json::from_value(body.clone()).unwrap();
     assert_eq!(serde_json::to_value(&entry).unwrap(), body);
     let defaults = Defaults {
-        lock: LockSettings {
+        lock: Box::new(LockSettings {
             provider: Some("none".into()),
             ..Default::default()
-        },
+        }),
         ..Default::default()
     };
     let settings = defaults.resolve(&entry).unwrap();
