@@ -14,8 +14,18 @@ use crate::format::rollback::RollbackMetadata;
 const COLUMNS: [&str; 4] = ["instantTime", "completionTime", "action", "metadata"];
 
 /// Every row of the file as an entry (each a completed instant).
+///
+/// The `parquet` crate asserts on some damage [`parquet_check`] does not look for (parquet 60
+/// panics in `read_num_bytes` when a dictionary page's plain values run past its bytes): a
+/// panic left in it is caught and the file reported damaged, as `avro_check::parse_schema`
+/// does for the Avro library. Nothing outlives the closure but its result.
 pub(crate) fn read_lsm_file(bytes: Bytes) -> Result<Vec<Entry>, String> {
     parquet_check::check(&bytes)?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_rows(bytes)))
+        .unwrap_or_else(|_| Err("the parquet reader failed on damaged data".into()))
+}
+
+fn read_rows(bytes: Bytes) -> Result<Vec<Entry>, String> {
     let reader = SerializedFileReader::new(bytes).map_err(|e| e.to_string())?;
     let schema = reader.metadata().file_metadata().schema();
     let fields: Vec<_> = schema
