@@ -272,6 +272,15 @@ impl Config {
                 self.defaults.audit_max_requests
             )));
         }
+        if let Some(n) = entry
+            .delete_concurrency
+            .filter(|n| *n > self.defaults.delete_concurrency)
+        {
+            return Err(ApiRefusal::Forbidden(format!(
+                "table `{t}`: delete_concurrency {n} is more than the default {}, the most a registration through the API may give",
+                self.defaults.delete_concurrency
+            )));
+        }
         self.check_api_uri(&entry.uri).map_err(|e| match e {
             ApiRefusal::Forbidden(e) => ApiRefusal::Forbidden(format!("table `{t}`: {e}")),
             ApiRefusal::Invalid(e) => ApiRefusal::Invalid(format!("table `{t}`: {e}")),

@@ -50,7 +50,7 @@ macro_rules! plain_setting {
     )*};
 }
 
-plain_setting!(PolicySetting, u32, bool, Box<LockSettings>);
+plain_setting!(PolicySetting, u32, usize, bool, Box<LockSettings>);
 
 /// A duration (`30s`, or a bare number of seconds), written in milliseconds.
 impl Setting for Duration {

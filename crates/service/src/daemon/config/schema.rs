@@ -252,16 +252,16 @@ per_table_settings! {
         /// active timeline touched, for files of the instants they undid (it also runs after
         /// each rollback the daemon makes); `0` switches the guard off.
         leftover_guard_interval: Duration = Duration::from_secs(3600),
+        /// Deletes in flight at once per rollback (1 to [`MAX_DELETE_CONCURRENCY`]).
+        delete_concurrency: usize = 64,
+        /// Cross-check markers against a listing of the table.
+        listing_cross_check: bool = true,
     }
 
     not overridable {
         /// `object_store` options (credentials, endpoint, region); a table's are merged over
-        /// them key by key.
+        /// them key by key (its own `storage_options`, below).
         storage_options: BTreeMap<String, String> = BTreeMap::new(),
-        /// Deletes in flight at once per rollback.
-        delete_concurrency: usize = 64,
-        /// Cross-check markers against a listing of the table.
-        listing_cross_check: bool = true,
     }
 
     table only {
@@ -305,6 +305,9 @@ pub struct TableSettings {
     /// is off (after rollbacks too).
     pub leftover_guard_interval_ms: Option<u64>,
 }
+
+/// The most deletes in flight one rollback may have (`delete_concurrency`).
+pub const MAX_DELETE_CONCURRENCY: usize = 1024;
 
 /// The default configuration (the demo), embedded so that `serve` runs from any folder.
 pub const EMBEDDED: &str = include_str!("../../../../../config/hudi-keeper.toml");

@@ -6,6 +6,7 @@ use std::time::Duration;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::storage::StorageOptions;
 
+use super::schema::MAX_DELETE_CONCURRENCY;
 use super::{Defaults, PolicySetting, TableEntry, TableSettings};
 
 /// The shortest `audit_interval` (other than 0, off).
@@ -106,8 +107,10 @@ impl Defaults {
         }
         let mut opts = given.storage_options;
         opts.extend(entry.storage_options.clone());
-        if self.delete_concurrency == 0 {
-            return Err("defaults.delete_concurrency must be positive".into());
+        if !(1..=MAX_DELETE_CONCURRENCY).contains(&given.delete_concurrency) {
+            return Err(format!(
+                "table `{t}`: delete_concurrency must be 1 to {MAX_DELETE_CONCURRENCY}"
+            ));
         }
         Ok(TableSettings {
             poll_interval_ms: given.poll_interval.as_millis() as u64,
@@ -128,8 +131,8 @@ impl Defaults {
                 .unwrap_or_else(|| "unset".into()),
             lock,
             storage_options: StorageOptions::from_pairs(opts),
-            delete_concurrency: self.delete_concurrency,
-            listing_cross_check: self.listing_cross_check,
+            delete_concurrency: given.delete_concurrency,
+            listing_cross_check: given.listing_cross_check,
             audit_interval_ms: (!given.audit_interval.is_zero())
                 .then_some(given.audit_interval.as_millis() as u64),
             audit_max_requests: u64::from(given.audit_max_requests),

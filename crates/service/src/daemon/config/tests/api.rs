@@ -504,6 +504,29 @@ fn an_api_table_is_audited_at_most_hourly_within_the_default_request_budget() {
 }
 
 #[test]
+fn an_api_table_has_at_most_the_default_deletes_in_flight() {
+    let c = allowing(&["/data/"]);
+    let entry = |extra: serde_json::Value| -> TableEntry {
+        let mut v = serde_json::json!({"name": "t", "uri": "/data/t"});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    let e = entry(serde_json::json!({"delete_concurrency": 65}));
+    assert!(
+        matches!(c.check_api_entry(&e), Err(ApiRefusal::Forbidden(m)) if m.contains("delete_concurrency 65")),
+    );
+    for ok in [
+        serde_json::json!({"delete_concurrency": 64, "listing_cross_check": true}),
+        serde_json::json!({"delete_concurrency": 1, "listing_cross_check": false}),
+    ] {
+        c.check_api_entry(&entry(ok.clone()))
+            .unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+    }
+}
+
+#[test]
 fn the_folders_a_table_around_an_api_table_would_be_in_stop_at_the_allowed_prefix() {
     let c = allowing(&["s3://b/tables/", "s3://b/tables/deep/", "az://c/"]);
     assert_eq!(

@@ -292,3 +292,80 @@ audit_interval = 0
         assert!(err.contains(key), "{toml}: {err}");
     }
 }
+
+#[test]
+fn a_table_may_override_its_deletes_in_flight_and_the_listing_cross_check() {
+    let c = parse(
+        r#"
+[defaults]
+delete_concurrency = 32
+[defaults.lock]
+provider = "none"
+[[tables]]
+name = "a"
+uri = "/tmp/a"
+[[tables]]
+name = "b"
+uri = "/tmp/b"
+delete_concurrency = 4
+listing_cross_check = false
+"#,
+    )
+    .unwrap();
+    let a = c.defaults.resolve(&c.tables[0]).unwrap();
+    let b = c.defaults.resolve(&c.tables[1]).unwrap();
+    assert_eq!((a.delete_concurrency, a.listing_cross_check), (32, true));
+    assert_eq!((b.delete_concurrency, b.listing_cross_check), (4, false));
+    let err = parse(
+        "[defaults.lock]\nprovider = \"none\"\n[[tables]]\nname = \"z\"\nuri = \"/tmp/z\"\ndelete_concurrency = 0\n",
+    )
+    .unwrap_err();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("table `z`") && err.contains("delete_concurrency"),
+        "{err}"
+    );
+}
+
+/// The keys of the `[defaults]` table in docs/operations.md (`lock.*` rows as `lock`).
+fn documented_default_keys() -> std::collections::BTreeSet<String> {
+    let docs = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"),
+    )
+    .unwrap();
+    let section = docs
+        .split("### `[defaults]` and per-table overrides")
+        .nth(1)
+        .unwrap();
+    let section = section.split("\n### ").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| l.split('`').next().unwrap())
+        .filter(|k| *k != "key")
+        .map(|k| k.split('.').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_defaults_key_is_accepted_on_a_table_and_the_docs_list_exactly_them() {
+    let defaults = serde_json::to_value(Defaults::default()).unwrap();
+    let keys: std::collections::BTreeSet<String> =
+        defaults.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(
+        documented_default_keys(),
+        keys,
+        "docs/operations.md's [defaults] table"
+    );
+    for key in &keys {
+        let value = match key.as_str() {
+            "lock" => serde_json::json!({"provider": "none"}),
+            "max_write_duration" => serde_json::json!("1h"),
+            _ => defaults[key].clone(),
+        };
+        let entry = serde_json::json!({"name": "t", "uri": "/t", key.as_str(): value});
+        if let Err(e) = serde_json::from_value::<TableEntry>(entry) {
+            panic!("[[tables]] does not accept `{key}`: {e}");
+        }
+    }
+}
