@@ -366,7 +366,7 @@ fn audit_repair_removes_old_orphans_only_with_a_lock_decision() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("Removed 1 file(s)"),
+        stdout(&out).contains("Removed 1 file ("),
         "{}",
         stdout(&out)
     );

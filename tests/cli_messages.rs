@@ -203,3 +203,32 @@ fn a_store_that_never_answers_fails_and_the_message_names_the_endpoint_and_the_s
         "{err}"
     );
 }
+
+#[test]
+fn the_restore_preview_counts_the_rollback_instants_the_run_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("demo");
+    let table = table.to_str().unwrap();
+    // Two completed deltacommits and a rollback of the failed write after them.
+    let out = run(&["demo", "--dir", table]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = std::fs::read_dir(dir.path().join("demo/.hoodie/timeline"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.ends_with(".deltacommit") && n.contains('_'))
+        .min()
+        .unwrap();
+    let first = first.split('_').next().unwrap().to_string();
+    // Restoring to the first undoes the second through a rollback of its own, and removes that
+    // one and the demo's: two, in the preview as in the run.
+    let args = ["restore", table, "--to-instant", &first, "--lock", "none"];
+    let preview = run(&[&args[..], &["--dry-run"]].concat());
+    assert!(preview.status.success(), "{}", stderr(&preview));
+    let text = stdout(&preview);
+    assert!(text.contains("then remove 2 rollback instants"), "{text}");
+    let done = run(&[&args[..], &["--yes"]].concat());
+    assert!(done.status.success(), "{}", stderr(&done));
+    let text = stdout(&done);
+    assert!(text.contains("2 rollback instants removed"), "{text}");
+    assert!(!text.contains("(s)"), "{text}");
+}

@@ -459,7 +459,7 @@ fn savepoint_create_then_restore_takes_the_table_back_and_explains_refusals() {
     assert!(plan.status.success(), "{}", stderr(&plan));
     let text = stdout(&plan);
     assert!(
-        text.contains(&format!("Restore to {t1} (savepointed): undo 2 instant(s)")),
+        text.contains(&format!("Restore to {t1} (savepointed): undo 2 instants")),
         "{text}"
     );
     assert!(text.contains("nothing was changed"), "{text}");
@@ -719,7 +719,7 @@ fn without_a_terminal_nothing_but_the_summary_is_printed() {
         "{text}"
     );
     assert!(
-        lines[0].contains(": 2 instant(s) undone, 3 files deleted, "),
+        lines[0].contains(": 2 instants undone, 3 files deleted, "),
         "{text}"
     );
     assert!(

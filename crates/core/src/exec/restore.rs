@@ -114,6 +114,9 @@ pub struct RestorePreview {
     pub instants: Vec<UndoPreview>,
     /// Rollback instants after the restore point that are removed at the end.
     pub rollbacks_removed: Vec<String>,
+    /// The rollback instants the restore makes, one for each instant it undoes that has none
+    /// yet; they are removed at the end with `rollbacks_removed`.
+    pub rollbacks_made: usize,
     /// What happens to the metadata table.
     pub metadata_table: MetadataTableAction,
     /// Total files to delete.
@@ -258,6 +261,10 @@ pub async fn preview_restore(
         resumes: planned.resumes.clone(),
         files: instants.iter().map(|i| i.files).sum(),
         bytes: instants.iter().map(|i| i.bytes).sum(),
+        rollbacks_made: instants
+            .iter()
+            .filter(|i| i.resumes_rollback.is_none())
+            .count(),
         instants,
         rollbacks_removed: rollbacks_to_remove(&timeline, target),
         metadata_table: metadata_table_plan(table, target, planned.resumes.as_deref())

@@ -14,7 +14,7 @@ use hudi_keeper_core::storage::Storage;
 use hudi_keeper_core::Table;
 use serde::Serialize;
 
-use super::{parse_duration, Counted, LockArgs, TableArgs};
+use super::{count, parse_duration, Counted, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
@@ -252,13 +252,13 @@ async fn run_repair(
     options.dry_run = false;
     let question = match &mdt_preview {
         Some(_) => format!(
-            "Remove {} file(s) and delete the metadata table of {}?",
-            preview.removed.len(),
+            "Remove {} and delete the metadata table of {}?",
+            count(preview.removed.len() as u64, "file", "files"),
             table.uri()
         ),
         None => format!(
-            "Remove {} file(s) from {}?",
-            preview.removed.len(),
+            "Remove {} from {}?",
+            count(preview.removed.len() as u64, "file", "files"),
             table.uri()
         ),
     };
@@ -356,9 +356,13 @@ fn render_repair(r: &RepairReport) -> String {
     let verb = if r.dry_run { "Would remove" } else { "Removed" };
     let _ = writeln!(
         out,
-        "\n{verb} {} file(s) ({} bytes), older than {} s:",
-        r.removed.len(),
-        r.removed.iter().map(|x| x.size).sum::<u64>(),
+        "\n{verb} {} ({}), older than {} s:",
+        count(r.removed.len() as u64, "file", "files"),
+        count(
+            r.removed.iter().map(|x| x.size).sum::<u64>(),
+            "byte",
+            "bytes"
+        ),
         r.older_than_s
     );
     for x in &r.removed {
@@ -379,8 +383,18 @@ fn render_repair(r: &RepairReport) -> String {
         let verb = if r.dry_run { "Would resume" } else { "Resumed" };
         let _ = writeln!(
             out,
-            "{verb} the cut-off repair(s) {} from their journals.",
-            r.resumed_journals.join(", ")
+            "{verb} the cut-off {} {} from {}.",
+            if r.resumed_journals.len() == 1 {
+                "repair"
+            } else {
+                "repairs"
+            },
+            r.resumed_journals.join(", "),
+            if r.resumed_journals.len() == 1 {
+                "its journal"
+            } else {
+                "their journals"
+            }
         );
     }
     if let Some(j) = &r.journal {
@@ -391,7 +405,7 @@ fn render_repair(r: &RepairReport) -> String {
         );
     }
     if !r.kept.is_empty() {
-        let _ = writeln!(out, "Kept {} file(s):", r.kept.len());
+        let _ = writeln!(out, "Kept {}:", count(r.kept.len() as u64, "file", "files"));
         for k in &r.kept {
             let _ = writeln!(out, "  {} ({}): {}", k.path, k.class.as_str(), k.reason);
         }

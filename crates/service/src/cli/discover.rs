@@ -287,7 +287,7 @@ pub async fn run(args: DiscoverArgs) -> anyhow::Result<ExitCode> {
         let why = if report.cut_short {
             format!("it reached --max-requests {}", args.max_requests)
         } else {
-            format!("{} problem(s)", report.problem_count)
+            super::count(report.problem_count, "problem", "problems")
         };
         eprintln!("The scan is incomplete ({why}): tables may be missing from this list.");
         for p in &report.problems {

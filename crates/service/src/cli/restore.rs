@@ -13,7 +13,7 @@ use hudi_keeper_core::exec::rollback::RollbackOptions;
 use hudi_keeper_core::protocol::lock::LockOptions;
 
 use super::progress::Bars;
-use super::{DetectionArgs, LockArgs, TableArgs};
+use super::{count, DetectionArgs, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("point").required(true).args(["savepoint", "to_instant"])))]
@@ -86,8 +86,8 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<ExitCode> {
             "restore",
             &render_preview(&plan),
             &format!(
-                "Undo {} instant(s) of {} and restore it to {target}?",
-                plan.instants.len(),
+                "Undo {} of {} and restore it to {target}?",
+                count(plan.instants.len() as u64, "instant", "instants"),
                 table.uri()
             ),
         )?
@@ -135,7 +135,7 @@ pub(crate) fn render_preview(p: &RestorePreview) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Restore to {}{}{}: undo {} instant(s), {} files, {} bytes",
+        "Restore to {}{}{}: undo {}, {}, {}",
         p.target,
         if p.savepointed {
             " (savepointed)"
@@ -146,14 +146,14 @@ pub(crate) fn render_preview(p: &RestorePreview) -> String {
             .as_ref()
             .map(|r| format!(", continuing restore {r}"))
             .unwrap_or_default(),
-        p.instants.len(),
-        p.files,
-        p.bytes
+        count(p.instants.len() as u64, "instant", "instants"),
+        count(p.files as u64, "file", "files"),
+        count(p.bytes, "byte", "bytes")
     );
     for i in &p.instants {
         let _ = writeln!(
             out,
-            "  {} {} ({}){}: {} files, {} bytes{}",
+            "  {} {} ({}){}: {}, {}{}",
             i.instant,
             i.action.as_str(),
             i.state.as_str(),
@@ -161,22 +161,42 @@ pub(crate) fn render_preview(p: &RestorePreview) -> String {
                 .as_ref()
                 .map(|r| format!(", resuming rollback {r}"))
                 .unwrap_or_default(),
-            i.files,
-            i.bytes,
+            count(i.files as u64, "file", "files"),
+            count(i.bytes, "byte", "bytes"),
             if i.log_blocks > 0 {
-                format!(", {} rollback command blocks", i.log_blocks)
+                format!(
+                    ", {}",
+                    count(
+                        i.log_blocks as u64,
+                        "rollback command block",
+                        "rollback command blocks"
+                    )
+                )
             } else {
                 String::new()
             }
         );
     }
-    if !p.rollbacks_removed.is_empty() {
+    // The rollbacks the restore makes go at the end too, with those already after the target.
+    let removed = (p.rollbacks_removed.len() + p.rollbacks_made) as u64;
+    if removed > 0 {
+        let mut parts = Vec::new();
+        if p.rollbacks_made > 0 {
+            parts.push(format!("{} it makes as it undoes", p.rollbacks_made));
+        }
+        if !p.rollbacks_removed.is_empty() {
+            parts.push(format!(
+                "{} already after {}: {}",
+                p.rollbacks_removed.len(),
+                p.target,
+                p.rollbacks_removed.join(", ")
+            ));
+        }
         let _ = writeln!(
             out,
-            "  then remove {} rollback instant(s) after {}: {}",
-            p.rollbacks_removed.len(),
-            p.target,
-            p.rollbacks_removed.join(", ")
+            "  then remove {} ({})",
+            count(removed, "rollback instant", "rollback instants"),
+            parts.join("; ")
         );
     }
     let _ = writeln!(out, "  metadata table: {}", metadata_line(p.metadata_table));
@@ -187,21 +207,33 @@ fn render_done(d: &RestoreDone) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Restored to {} with restore {}{}: {} instant(s) undone, {} files deleted, {} rollback instant(s) removed, metadata table: {}, {} ms",
+        "Restored to {} with restore {}{}: {} undone, {}, {} removed, metadata table: {}, {} ms",
         d.target,
         d.restore_instant,
         if d.resumed { " (continued)" } else { "" },
-        d.undone.len(),
-        d.files_deleted,
-        d.rollbacks_removed,
+        count(d.undone.len() as u64, "instant", "instants"),
+        count(d.files_deleted as u64, "file deleted", "files deleted"),
+        count(
+            d.rollbacks_removed as u64,
+            "rollback instant",
+            "rollback instants"
+        ),
         metadata_line(d.metadata_table),
         d.duration_ms
     );
     for u in &d.undone {
         let _ = writeln!(
             out,
-            "  undid {} {} with rollback {}: {} files deleted, {} command blocks",
-            u.instant, u.action, u.rollback_instant, u.files_deleted, u.log_blocks_written
+            "  undid {} {} with rollback {}: {}, {}",
+            u.instant,
+            u.action,
+            u.rollback_instant,
+            count(u.files_deleted as u64, "file deleted", "files deleted"),
+            count(
+                u.log_blocks_written as u64,
+                "command block",
+                "command blocks"
+            )
         );
     }
     out

@@ -13,7 +13,7 @@ use hudi_keeper_core::plan::rollback::ListingScope;
 use hudi_keeper_core::protocol::lock::LockOptions;
 
 use super::progress::Bars;
-use super::{DetectionArgs, LockArgs, TableArgs};
+use super::{count, DetectionArgs, LockArgs, TableArgs};
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
@@ -112,7 +112,11 @@ pub async fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
         && !super::confirm(
             "roll back",
             &render_previews(&plans),
-            &format!("Roll back {} instant(s) of {}?", plans.len(), table.uri()),
+            &format!(
+                "Roll back {} of {}?",
+                count(plans.len() as u64, "instant", "instants"),
+                table.uri()
+            ),
         )?
     {
         return Ok(ExitCode::SUCCESS);
@@ -175,10 +179,10 @@ fn render_guard(g: &GuardReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "leftover guard: {} partition(s) of {} rollback(s) listed, {} file(s) of the rolled-back instants found, {} removed",
-        g.partitions_listed,
-        g.rollbacks_checked,
-        g.leftovers_found,
+        "leftover guard: {} of {} listed, {} of the rolled-back instants found, {} removed",
+        count(g.partitions_listed as u64, "partition", "partitions"),
+        count(g.rollbacks_checked as u64, "rollback", "rollbacks"),
+        count(g.leftovers_found as u64, "file", "files"),
         g.removed.len()
     );
     for x in &g.removed {
@@ -195,7 +199,7 @@ fn render_previews(plans: &[RollbackPreview]) -> String {
     for p in plans {
         let _ = writeln!(
             out,
-            "{} {} ({}){}: {} files, {} bytes{}",
+            "{} {} ({}){}: {}, {}{}",
             p.instant,
             p.action.as_str(),
             p.state.as_str(),
@@ -203,10 +207,17 @@ fn render_previews(plans: &[RollbackPreview]) -> String {
                 .as_ref()
                 .map(|r| format!(", resuming rollback {r}"))
                 .unwrap_or_default(),
-            p.files,
-            p.bytes,
+            count(p.files as u64, "file", "files"),
+            count(p.bytes, "byte", "bytes"),
             if p.log_blocks > 0 {
-                format!(", {} rollback command blocks", p.log_blocks)
+                format!(
+                    ", {}",
+                    count(
+                        p.log_blocks as u64,
+                        "rollback command block",
+                        "rollback command blocks"
+                    )
+                )
             } else {
                 String::new()
             }
@@ -218,7 +229,12 @@ fn render_previews(plans: &[RollbackPreview]) -> String {
             } else {
                 part
             };
-            let _ = writeln!(out, "    {name}: {} files, {} bytes", pp.files, pp.bytes);
+            let _ = writeln!(
+                out,
+                "    {name}: {}, {}",
+                count(pp.files as u64, "file", "files"),
+                count(pp.bytes, "byte", "bytes")
+            );
         }
         if !matches!(p.listing, ListingScope::None) {
             let _ = writeln!(out, "    cross-check listed {}", p.listing);
@@ -226,8 +242,8 @@ fn render_previews(plans: &[RollbackPreview]) -> String {
         if p.files_not_in_markers > 0 {
             let _ = writeln!(
                 out,
-                "    {} file(s) carry the instant but were missing from its markers; they are deleted too",
-                p.files_not_in_markers
+                "    {} the instant but missing from its markers; deleted too",
+                count(p.files_not_in_markers as u64, "file carries", "files carry")
             );
         }
     }
@@ -258,9 +274,4 @@ fn render_done(done: &[RollbackDone]) -> String {
         );
     }
     out
-}
-
-/// `n` and the noun in its number: "1 file deleted", "3 files deleted".
-fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
