@@ -232,3 +232,77 @@ fn the_restore_preview_counts_the_rollback_instants_the_run_removes() {
     assert!(text.contains("2 rollback instants removed"), "{text}");
     assert!(!text.contains("(s)"), "{text}");
 }
+
+#[test]
+fn a_health_check_that_gets_no_answer_says_so_and_for_how_long_it_waited() {
+    // A listener that accepts (the kernel does, from its backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let out = run(&["health", "--addr", &addr, "--timeout", "1s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("no answer from {addr} within 1s")),
+        "{err}"
+    );
+    assert!(!err.contains("Resource temporarily unavailable"), "{err}");
+    drop(silent);
+}
+
+#[test]
+fn every_flag_of_every_command_is_in_the_readme() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let commands: [&[&str]; 11] = [
+        &["inspect"],
+        &["rollback"],
+        &["restore"],
+        &["savepoint", "create"],
+        &["savepoint", "list"],
+        &["savepoint", "delete"],
+        &["audit"],
+        &["discover"],
+        &["serve"],
+        &["health"],
+        &["demo"],
+    ];
+    let mut missing = Vec::new();
+    for c in commands {
+        let out = run(&[c, &["--help"]].concat());
+        assert!(out.status.success(), "{c:?}: {}", stderr(&out));
+        for line in stdout(&out).lines() {
+            let l = line.trim_start();
+            // `-y, --yes` or `--dir <DIR>`: the long flag, whatever follows it.
+            let l = match l.as_bytes() {
+                [b'-', c, b',', b' ', ..] if c.is_ascii_alphabetic() => &l[4..],
+                _ => l,
+            };
+            if !l.starts_with("--") {
+                continue;
+            }
+            let flag = l.split([' ', '=', '<']).next().unwrap_or(l);
+            if flag == "--help" || flag == "--version" {
+                continue;
+            }
+            let found = readme.match_indices(flag).any(|(at, _)| {
+                !readme[at + flag.len()..]
+                    .starts_with(|ch: char| ch.is_ascii_alphanumeric() || ch == '-')
+            });
+            if !found {
+                missing.push(format!("{} {flag}", c.join(" ")));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in README.md: {missing:?}");
+}
+
+#[test]
+fn savepoint_list_names_states_as_inspect_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = demo_table(dir.path());
+    let out = run(&["savepoint", "create", &table, "--lock", "none"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list = stdout(&run(&["savepoint", "list", &table]));
+    assert!(list.contains("  completed  "), "{list}");
+    assert!(!list.contains("Completed"), "{list}");
+}

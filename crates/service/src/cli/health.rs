@@ -34,8 +34,20 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
         args.addr
     )?;
     let mut reply = String::new();
-    s.read_to_string(&mut reply)
-        .with_context(|| format!("no answer from {}", args.addr))?;
+    if let Err(e) = s.read_to_string(&mut reply) {
+        // A read past `--timeout` is WouldBlock on Unix ("Resource temporarily unavailable").
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) {
+            bail!(
+                "no answer from {} within {:?} (--timeout)",
+                args.addr,
+                args.timeout
+            );
+        }
+        return Err(e).with_context(|| format!("no answer from {}", args.addr));
+    }
     let status = reply.split_whitespace().nth(1).unwrap_or_default();
     if status != "200" {
         bail!(

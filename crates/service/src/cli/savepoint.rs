@@ -71,7 +71,7 @@ fn print_created(t: &str, c: &SavepointCreated, json: bool) -> anyhow::Result<()
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!(
-            "{} savepoint of {} in {}: {} files in {} partitions",
+            "{} savepoint of {} in {}: {} in {}",
             if c.written {
                 "Created the"
             } else {
@@ -79,8 +79,12 @@ fn print_created(t: &str, c: &SavepointCreated, json: bool) -> anyhow::Result<()
             },
             c.instant,
             t,
-            c.metadata.file_count(),
-            c.metadata.partition_metadata.len()
+            super::count(c.metadata.file_count() as u64, "file", "files"),
+            super::count(
+                c.metadata.partition_metadata.len() as u64,
+                "partition",
+                "partitions"
+            )
         );
     }
     Ok(())
@@ -133,15 +137,19 @@ pub async fn run(args: SavepointArgs) -> anyhow::Result<ExitCode> {
                 for s in &sps {
                     match &s.metadata {
                         Some(m) => println!(
-                            "{}  {:?}  {} files in {} partitions, by {} ({})",
+                            "{}  {}  {} in {}, by {} ({})",
                             s.instant,
-                            s.state,
-                            m.file_count(),
-                            m.partition_metadata.len(),
+                            s.state.as_str(),
+                            super::count(m.file_count() as u64, "file", "files"),
+                            super::count(
+                                m.partition_metadata.len() as u64,
+                                "partition",
+                                "partitions"
+                            ),
                             m.savepointed_by,
                             m.comments
                         ),
-                        None => println!("{}  {:?}", s.instant, s.state),
+                        None => println!("{}  {}", s.instant, s.state.as_str()),
                     }
                 }
             }
