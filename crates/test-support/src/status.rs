@@ -41,7 +41,9 @@ pub fn demo_with_history(table: &Path) -> DemoHistory {
     assert!(out.status.success(), "rollback: {}", stderr(&out));
     let pending = super::fixtures::instant_now(-480_000);
     for suffix in ["deltacommit.requested", "deltacommit.inflight"] {
-        std::fs::write(timeline.join(format!("{pending}.{suffix}")), b"").expect("write");
+        let file = timeline.join(format!("{pending}.{suffix}"));
+        std::fs::write(&file, b"").expect("write");
+        set_mtime(&file, SystemTime::now() - Duration::from_secs(480));
     }
     let heartbeat = table.join(".hoodie/.heartbeat").join(&pending);
     std::fs::create_dir_all(table.join(".hoodie/.heartbeat")).expect("mkdir");
