@@ -102,31 +102,47 @@ fn dom(browser: &Path, profile: &Path, url: &str) -> String {
     dom
 }
 
+/// Whether `table`'s timeline (layout 2's `.hoodie/timeline/`, else layout 1's `.hoodie/`) holds
+/// a completed rollback.
+fn has_completed_rollback(table: &Path) -> bool {
+    [table.join(".hoodie/timeline"), table.join(".hoodie")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().ends_with(".rollback"))
+}
+
 /// A table real Hudi wrote and then rolled back itself, when the real-Hudi suites have made
-/// one (`<tables_root>/<version>/<scenario>-hudi-rollback`); none is made here.
-fn real_hudi_table() -> Option<PathBuf> {
+/// one (`<tables_root>/<version>/<scenario>-hudi-rollback`, its rollback completed; none is made
+/// here), with the version's generation lock (`interop::generated`'s), taken without waiting and
+/// held while the test reads the table: a version whose tables are being made is passed over.
+fn real_hudi_table() -> Option<(PathBuf, std::fs::File)> {
     if std::env::var("HUDI_KEEPER_INTEROP").as_deref() != Ok("1") {
         eprintln!("status_browser: no real Hudi table (HUDI_KEEPER_INTEROP is not 1)");
         return None;
     }
     let root = tables_root();
-    let mut versions: Vec<PathBuf> = std::fs::read_dir(&root)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    versions.sort();
-    let found = versions.iter().rev().find_map(|v| {
-        let mut tables: Vec<PathBuf> = std::fs::read_dir(v)
+    let sorted = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
             .unwrap_or_default();
-        tables.sort();
-        tables.into_iter().find(|t| {
+        v.sort();
+        v
+    };
+    let found = sorted(&root).iter().rev().find_map(|version| {
+        let lock = std::fs::File::open(version.join(".generate.lock")).ok()?;
+        lock.try_lock().ok()?;
+        let table = sorted(version).into_iter().find(|t| {
             t.to_string_lossy().ends_with("-hudi-rollback")
                 && t.join(".hoodie/hoodie.properties").is_file()
-        })
+                && has_completed_rollback(t)
+        })?;
+        Some((table, lock))
     });
     if found.is_none() {
         eprintln!(
-            "status_browser: no real Hudi table generated yet under {} (the real-Hudi suites make them)",
+            "status_browser: no real Hudi table rolled back by Hudi under {} (the real-Hudi suites make them)",
             root.display()
         );
     }
@@ -150,7 +166,7 @@ fn chromium_shows_the_pending_write_with_its_verdict_and_marks_the_rolled_back_o
             &dir.path().join(format!("lake/{XSS}")).display().to_string(),
         );
     let real = real_hudi_table();
-    if let Some(t) = &real {
+    if let Some((t, _)) = &real {
         eprintln!("status_browser: also the real Hudi table {}", t.display());
         config = config.table("hudi", &t.display().to_string());
     }
