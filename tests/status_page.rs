@@ -1,7 +1,8 @@
 //! The status page served by the daemon binary (issue #35, item 1), over HTTP: `/` lists the
 //! tables and searches them, `/tables/{name}` draws a demo table's timeline as SVG with its
 //! pending write's verdict and the write a rollback undid, a URI holding `<script>` comes out
-//! escaped, and the pages are admitted as `GET /api/v1/tables` is (no token), while a change
+//! escaped (and no script or outside asset may load: the pages' Content-Security-Policy), and
+//! the pages are admitted as `GET /api/v1/tables` is (no token), while a change
 //! sent to them is refused without the token as the API's changes are.
 
 use std::time::Duration;
@@ -62,6 +63,16 @@ fn the_pages_list_draw_and_escape_and_are_read_as_the_api_is() {
         "{}",
         index.head
     );
+    // Nothing but inline styles may load or run, whatever a page holds.
+    assert_eq!(
+        index.header("content-security-policy"),
+        Some(
+            "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        ),
+        "{}",
+        index.head
+    );
+    assert_eq!(index.header("x-content-type-options"), Some("nosniff"));
     assert!(
         index.body.contains(r#"<tr data-table="demo">"#),
         "{}",
@@ -126,7 +137,15 @@ fn the_pages_list_draw_and_escape_and_are_read_as_the_api_is() {
     let page = d.get("/tables/xss");
     assert_eq!(page.status, 200, "{}", page.body);
     assert_escaped(&page.body, "/tables/xss");
-    assert_eq!(d.get("/tables/nope").status, 404);
+    let missing = d.get("/tables/nope");
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing
+            .header("content-security-policy")
+            .is_some_and(|p| p.starts_with("default-src 'none';")),
+        "{}",
+        missing.head
+    );
 
     // The same rule as the API's reads: no token needed to read, a change needs it.
     for path in ["/api/v1/tables", "/", "/tables/demo"] {
