@@ -2,8 +2,8 @@
 //! published): run the real binary, build small tables by hand ([`fixtures`]), the S3 and Azure
 //! test servers ([`s3`], [`azure`]), a slow or faulty store ([`proxy`]), the daemon ([`daemon`],
 //! [`config`]), an HTTP client ([`http`]), the real-Hudi harness ([`interop`]), the test server's
-//! Glue catalog ([`glue`]), the Hive Metastore ([`hms`]), runs cut off on a store ([`runs`]), snapshots with run-specific names normalized ([`normalize`]) and the
-//! crash-at-every-storage-call harness ([`crash`]).
+//! Glue catalog ([`glue`]), the Hive Metastore ([`hms`]), runs cut off on a store ([`runs`]), snapshots with run-specific names normalized ([`normalize`]), the
+//! crash-at-every-storage-call harness ([`crash`]) and the status page's demo table ([`status`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -166,3 +166,4 @@ pub mod normalize;
 pub mod proxy;
 pub mod runs;
 pub mod s3;
+pub mod status;

@@ -282,6 +282,15 @@ impl Daemon {
     /// only when no handle is cached); at most [`TIMELINE_READS_PER_TABLE`] such reads of a
     /// table run at once (more are `Busy`); the read ends by `server.poll_timeout`.
     pub async fn timeline(&self, name: &str) -> Result<Timeline, TableError> {
+        Ok(self.timeline_and_table(name).await?.1)
+    }
+
+    /// The table's timeline as [`Daemon::timeline`] reads it, with the table it was read
+    /// through (open already, or opened for the read).
+    pub(super) async fn timeline_and_table(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<Table>, Timeline), TableError> {
         let state = self.table(name).await?;
         let Some(_read) = state.timeline_reads.try_take() else {
             return Err(TableError::Busy(format!(
@@ -293,10 +302,11 @@ impl Daemon {
                 Some(t) => t,
                 None => Arc::new(self.open(&state).await.map_err(TableError::from)?),
             };
-            table
+            let timeline = table
                 .timeline()
                 .await
-                .map_err(|e| TableError::Failed(e.to_string()))
+                .map_err(|e| TableError::Failed(e.to_string()))?;
+            Ok((table, timeline))
         })
         .await
     }

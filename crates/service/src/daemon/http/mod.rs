@@ -13,13 +13,15 @@
 //! The parts: the routers here; `error` ([`ApiError`], the one mapping of a table error to a
 //! status); `auth` (the bearer token); `admission` (what a request needs before its handler
 //! runs); `server` (the accept loop and its connection limits); `tables` (the table API);
-//! `probes` (readiness, metrics, the OpenAPI document).
+//! `probes` (readiness, metrics, the OpenAPI document); `status` (the read-only status page at
+//! `/` and `/tables/{name}`, HTML for people; not part of the API or its OpenAPI document).
 
 mod admission;
 mod auth;
 mod error;
 mod probes;
 mod server;
+mod status;
 mod tables;
 
 use std::sync::Arc;
@@ -81,6 +83,8 @@ pub fn router(daemon: Arc<Daemon>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/api/v1/openapi.json", get(openapi))
+        .route("/", get(status::index))
+        .route("/tables/{name}", get(status::table_page))
         .route("/api/v1/tables", get(list_tables).post(register))
         .route("/api/v1/tables/{name}", get(table).delete(unregister))
         .route("/api/v1/tables/{name}/timeline", get(timeline))

@@ -20,22 +20,23 @@ use crate::daemon::{
 
 /// A table as the API shows it, serialized as it is written out (no JSON tree per table: a
 /// list of 100,000 tables must not cost ten times its text).
+/// The status page (`status`) shows the same view.
 #[derive(Serialize)]
-struct TableView<'a> {
-    name: &'a str,
-    uri: &'a str,
-    source: Source,
+pub(super) struct TableView<'a> {
+    pub(super) name: &'a str,
+    pub(super) uri: &'a str,
+    pub(super) source: Source,
     /// The `[[discover]]` source that found the table (`source` is `discovered`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    discovered_by: Option<&'a str>,
-    owner: Option<Owner>,
-    settings: &'a TableSettings,
-    status: TableStatus,
+    pub(super) discovered_by: Option<&'a str>,
+    pub(super) owner: Option<Owner>,
+    pub(super) settings: &'a TableSettings,
+    pub(super) status: TableStatus,
     /// The last audits, in short (`GET …/audit` has them whole).
-    audit: AuditBrief,
+    pub(super) audit: AuditBrief,
 }
 
-fn table_view<'a>(d: &'a Daemon, cluster: &Cluster, t: &'a TableState) -> TableView<'a> {
+pub(super) fn table_view<'a>(d: &'a Daemon, cluster: &Cluster, t: &'a TableState) -> TableView<'a> {
     TableView {
         name: &t.entry.name,
         uri: &t.entry.uri,
