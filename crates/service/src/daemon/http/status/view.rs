@@ -187,7 +187,8 @@ pub fn writers_line(s: &TableStatus, now_ms: i64) -> String {
         _ => "no LAZY writers known (EAGER assumed)".to_string(),
     };
     if let Some(n) = w.heartbeat_files {
-        out.push_str(&format!("; {n} heartbeat files at the last poll"));
+        let files = if n == 1 { "file" } else { "files" };
+        out.push_str(&format!("; {n} heartbeat {files} at the last poll"));
     }
     if let Some(ms) = w.heartbeats_first_seen_ms {
         out.push_str(&format!("; heartbeats first seen {}", moment(ms, now_ms)));
