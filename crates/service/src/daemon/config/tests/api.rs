@@ -476,16 +476,18 @@ fn an_api_table_is_polled_at_most_once_a_second() {
     parse("[defaults]\nfailed_writes_policy = \"observe\"\npoll_interval = \"100ms\"\n").unwrap();
 }
 
+/// The table `t` at `/data/t` with the keys of `extra`.
+fn entry(extra: serde_json::Value) -> TableEntry {
+    let mut v = serde_json::json!({"name": "t", "uri": "/data/t"});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    serde_json::from_value(v).unwrap()
+}
+
 #[test]
 fn an_api_table_is_audited_at_most_hourly_within_the_default_request_budget() {
     let c = allowing(&["/data/"]);
-    let entry = |extra: serde_json::Value| -> TableEntry {
-        let mut v = serde_json::json!({"name": "t", "uri": "/data/t"});
-        for (k, x) in extra.as_object().unwrap() {
-            v[k] = x.clone();
-        }
-        serde_json::from_value(v).unwrap()
-    };
     let e = entry(serde_json::json!({"audit_interval": "59m"}));
     assert!(
         matches!(c.check_api_entry(&e), Err(ApiRefusal::Invalid(m)) if m.contains("audit_interval")),
@@ -506,13 +508,6 @@ fn an_api_table_is_audited_at_most_hourly_within_the_default_request_budget() {
 #[test]
 fn an_api_table_has_at_most_the_default_deletes_in_flight() {
     let c = allowing(&["/data/"]);
-    let entry = |extra: serde_json::Value| -> TableEntry {
-        let mut v = serde_json::json!({"name": "t", "uri": "/data/t"});
-        for (k, x) in extra.as_object().unwrap() {
-            v[k] = x.clone();
-        }
-        serde_json::from_value(v).unwrap()
-    };
     let e = entry(serde_json::json!({"delete_concurrency": 65}));
     assert!(
         matches!(c.check_api_entry(&e), Err(ApiRefusal::Forbidden(m)) if m.contains("delete_concurrency 65")),
