@@ -310,7 +310,7 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
             table_type: config.table_type.to_string(),
             version: config.version.number(),
             timeline_layout: config.timeline_layout.number(),
-            timeline_path: config.timeline_dir.clone(),
+            timeline_path: config.timeline_dir.to_string(),
             timeline_timezone: match config.timezone {
                 crate::config::TimelineTimezone::Local => "LOCAL".into(),
                 crate::config::TimelineTimezone::Utc => "UTC".into(),

@@ -106,18 +106,17 @@ impl Daemon {
             max_log_read: AuditOptions::default().max_log_read,
         };
         let (scope, options) = (&scope, &options);
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         match self
             .mutate(table, |t| async move { guard(&t, scope, options).await })
             .await
         {
             Ok(report) => {
-                state
-                    .metrics
+                let changes = state.metrics.count_changes();
+                changes
                     .leftovers_removed
                     .fetch_add(report.removed.len() as u64, Relaxed);
-                state
-                    .metrics
+                changes
                     .leftovers_kept
                     .fetch_add(report.kept.len() as u64, Relaxed);
                 for r in &report.removed {

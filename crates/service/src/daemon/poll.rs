@@ -30,7 +30,7 @@ impl Daemon {
         cached: &mut Option<Arc<Table>>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> bool {
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         let started = std::time::Instant::now();
         state.update(|s| s.last_poll_started_ms = Some(now_ms()));
         let result = self.poll_inner(state, cached, permit).await;
@@ -294,7 +294,7 @@ impl Daemon {
         if writers.heartbeat_files.unwrap_or(0) == 0 || state.heartbeats_first_seen_ms().is_some() {
             return;
         }
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         match self.evidence.record(name, &state.entry.uri, now_ms()).await {
             Ok(e) => {
                 *state
@@ -316,21 +316,18 @@ impl Daemon {
         trigger: &'static str,
     ) {
         use std::sync::atomic::Ordering::Relaxed;
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         state.metrics.rollback(true, trigger);
         self.metrics
             .rollback_duration
             .observe(d.duration_ms as f64 / 1000.0);
-        state
-            .metrics
+        let changes = state.metrics.count_changes();
+        changes
             .files_deleted
             .fetch_add(d.files_deleted as u64, Relaxed);
         if d.lock_wait_ms > 0 {
-            state.metrics.lock_waits.fetch_add(1, Relaxed);
-            state
-                .metrics
-                .lock_wait_ms
-                .fetch_add(d.lock_wait_ms, Relaxed);
+            changes.lock_waits.fetch_add(1, Relaxed);
+            changes.lock_wait_ms.fetch_add(d.lock_wait_ms, Relaxed);
         }
         info!(table = %name, instant = %d.instant, rollback_instant = %d.rollback_instant, files = d.files_deleted, trigger, "rolled back a failed write");
         state.update(|s| {

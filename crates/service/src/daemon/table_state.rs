@@ -114,7 +114,8 @@ impl WritersStatus {
 /// bytes a table).
 #[derive(Debug)]
 pub struct Identity {
-    pub name: String,
+    /// Shared with the keys of the daemon's map of tables and of its metrics (one copy).
+    pub name: Arc<str>,
     pub uri: String,
     /// `Source::Api` only.
     pub(super) registration: Option<Box<TableEntry>>,
@@ -124,12 +125,12 @@ impl Identity {
     pub(super) fn of(entry: TableEntry, source: Source) -> Self {
         match source {
             Source::Api => Self {
-                name: entry.name.clone(),
+                name: Arc::from(entry.name.as_str()),
                 uri: entry.uri.clone(),
                 registration: Some(Box::new(entry)),
             },
             Source::Config | Source::Discovered(_) => Self {
-                name: entry.name,
+                name: Arc::from(entry.name),
                 uri: entry.uri,
                 registration: None,
             },

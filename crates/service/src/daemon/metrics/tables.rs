@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
 
@@ -59,17 +59,32 @@ pub struct TableMetrics {
     pub left_alone: [AtomicI64; 3],
     /// A young pending write without heartbeat file on a table judged LAZY, at the last poll.
     pub eager_writer_suspected: AtomicBool,
+    /// By `OpKind::ALL`.
+    pub requests: [AtomicU64; 8],
+    pub halted: AtomicBool,
+    /// Its rollbacks, leftovers and lock waits: made at the first one (an idle table never
+    /// has any; they would cost it 96 bytes).
+    pub(super) changes: OnceLock<Box<ChangeCounts>>,
+    /// Its audits: made at the first one that ends (104 bytes a table with audits off).
+    pub(super) audits: OnceLock<Box<AuditCounts>>,
+}
+
+/// What a table's rollbacks and leftover guard did, and their lock waits.
+#[derive(Debug, Default)]
+pub struct ChangeCounts {
     /// By [`ROLLBACK_LABELS`].
     pub rollbacks: [AtomicU64; 4],
     pub files_deleted: AtomicU64,
     /// Files of rolled-back instants the leftover guard removed, and found but kept.
     pub leftovers_removed: AtomicU64,
     pub leftovers_kept: AtomicU64,
-    /// By `OpKind::ALL`.
-    pub requests: [AtomicU64; 8],
     pub lock_waits: AtomicU64,
     pub lock_wait_ms: AtomicU64,
-    pub halted: AtomicBool,
+}
+
+/// What a table's audits found.
+#[derive(Debug, Default)]
+pub struct AuditCounts {
     /// Audits by [`AuditOutcome::ALL`].
     pub audits: [AtomicU64; 3],
     /// A complete audit ran: the audit's files and bytes are its.
@@ -80,7 +95,39 @@ pub struct TableMetrics {
     pub audit_last_complete_timestamp: AtomicF64,
 }
 
+/// What tables without rollbacks, leftovers, lock waits or audits read.
+static NO_CHANGES: ChangeCounts = ChangeCounts {
+    rollbacks: [const { AtomicU64::new(0) }; 4],
+    files_deleted: AtomicU64::new(0),
+    leftovers_removed: AtomicU64::new(0),
+    leftovers_kept: AtomicU64::new(0),
+    lock_waits: AtomicU64::new(0),
+    lock_wait_ms: AtomicU64::new(0),
+};
+static NO_AUDITS: AuditCounts = AuditCounts {
+    audits: [const { AtomicU64::new(0) }; 3],
+    audited: AtomicBool::new(false),
+    audit_files: [const { AtomicU64::new(0) }; 5],
+    audit_bytes: [const { AtomicU64::new(0) }; 5],
+    audit_last_complete_timestamp: AtomicF64(AtomicU64::new(0)),
+};
+
 impl TableMetrics {
+    /// Its rollbacks, leftovers and lock waits, to read (all zero before the first).
+    pub fn changes(&self) -> &ChangeCounts {
+        self.changes.get().map_or(&NO_CHANGES, |c| c)
+    }
+
+    /// Its rollbacks, leftovers and lock waits, to count (made at the first).
+    pub fn count_changes(&self) -> &ChangeCounts {
+        self.changes.get_or_init(Box::default)
+    }
+
+    /// What its audits found, to read (all zero before the first).
+    pub fn audit(&self) -> &AuditCounts {
+        self.audits.get().map_or(&NO_AUDITS, |c| c)
+    }
+
     pub fn poll(&self, outcome: &str) {
         if let Some(i) = POLL_OUTCOMES.iter().position(|o| *o == outcome) {
             self.polls[i].fetch_add(1, Ordering::Relaxed);
@@ -94,7 +141,7 @@ impl TableMetrics {
             (true, _) => 2,
             (false, _) => 3,
         };
-        self.rollbacks[i].fetch_add(1, Ordering::Relaxed);
+        self.count_changes().rollbacks[i].fetch_add(1, Ordering::Relaxed);
     }
 
     /// What the last poll found about the writers: writes left alone by reason, and whether
@@ -115,19 +162,21 @@ impl TableMetrics {
     /// An audit ended: counted by outcome; a complete one's files and bytes per class become
     /// the table's (others leave the last complete one's).
     pub fn audit_ended(&self, outcome: AuditOutcome, summary: Option<&AuditSummary>) {
+        let counts = self.audits.get_or_init(Box::default);
         if let Some(i) = AuditOutcome::ALL.iter().position(|o| *o == outcome) {
-            self.audits[i].fetch_add(1, Ordering::Relaxed);
+            counts.audits[i].fetch_add(1, Ordering::Relaxed);
         }
         let Some(s) = summary.filter(|_| outcome == AuditOutcome::Complete) else {
             return;
         };
         for (i, class) in AUDIT_CLASSES.iter().enumerate() {
             let c = s.classes.get(class).cloned().unwrap_or_default();
-            self.audit_files[i].store(c.files, Ordering::Relaxed);
-            self.audit_bytes[i].store(c.bytes, Ordering::Relaxed);
+            counts.audit_files[i].store(c.files, Ordering::Relaxed);
+            counts.audit_bytes[i].store(c.bytes, Ordering::Relaxed);
         }
-        self.audited.store(true, Ordering::Relaxed);
-        self.audit_last_complete_timestamp
+        counts.audited.store(true, Ordering::Relaxed);
+        counts
+            .audit_last_complete_timestamp
             .set(chrono::Utc::now().timestamp_millis() as f64 / 1000.0);
     }
 
@@ -247,7 +296,7 @@ fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
         "Audits of tables, by outcome.",
     );
     for (k, o) in AuditOutcome::ALL.iter().enumerate() {
-        let v: u64 = tables.iter().map(|m| load(&m.audits[k])).sum();
+        let v: u64 = tables.iter().map(|m| load(&m.audit().audits[k])).sum();
         let _ = writeln!(
             out,
             "hudi_keeper_audits_total{{outcome=\"{}\"}} {v}",
@@ -256,11 +305,11 @@ fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
     }
     let audited: Vec<&&TableMetrics> = tables
         .iter()
-        .filter(|m| m.audited.load(Ordering::Relaxed))
+        .filter(|m| m.audit().audited.load(Ordering::Relaxed))
         .collect();
     let oldest = audited
         .iter()
-        .map(|m| m.audit_last_complete_timestamp.get())
+        .map(|m| m.audit().audit_last_complete_timestamp.get())
         .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
     single(
         out,
@@ -273,13 +322,13 @@ fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
         (
             "hudi_keeper_audit_files",
             "Data files by class at the last complete audits.",
-            (|m: &TableMetrics, i: usize| m.audit_files[i].load(Ordering::Relaxed))
+            (|m: &TableMetrics, i: usize| m.audit().audit_files[i].load(Ordering::Relaxed))
                 as fn(&TableMetrics, usize) -> u64,
         ),
         (
             "hudi_keeper_audit_bytes",
             "Their bytes.",
-            |m: &TableMetrics, i: usize| m.audit_bytes[i].load(Ordering::Relaxed),
+            |m: &TableMetrics, i: usize| m.audit().audit_bytes[i].load(Ordering::Relaxed),
         ),
     ] {
         head(out, name, "gauge", help);
@@ -301,7 +350,7 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "Rollbacks of failed writes, by outcome and trigger.",
     );
     for (k, (outcome, trigger)) in ROLLBACK_LABELS.iter().enumerate() {
-        let v = u(&|m| load(&m.rollbacks[k]));
+        let v = u(&|m| load(&m.changes().rollbacks[k]));
         let _ = writeln!(
             out,
             "hudi_keeper_rollbacks_total{{outcome=\"{outcome}\",trigger=\"{trigger}\"}} {v}"
@@ -312,7 +361,7 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
-        u(&|m| load(&m.files_deleted)),
+        u(&|m| load(&m.changes().files_deleted)),
     );
     head(
         out,
@@ -321,8 +370,8 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         LEFTOVERS_HELP,
     );
     for (outcome, v) in [
-        ("removed", u(&|m| load(&m.leftovers_removed))),
-        ("kept", u(&|m| load(&m.leftovers_kept))),
+        ("removed", u(&|m| load(&m.changes().leftovers_removed))),
+        ("kept", u(&|m| load(&m.changes().leftovers_kept))),
     ] {
         let _ = writeln!(
             out,
@@ -348,14 +397,14 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking a table lock had to wait.",
-        u(&|m| load(&m.lock_waits)),
+        u(&|m| load(&m.changes().lock_waits)),
     );
     single(
         out,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for table locks.",
-        u(&|m| load(&m.lock_wait_ms)) as f64 / 1000.0,
+        u(&|m| load(&m.changes().lock_wait_ms)) as f64 / 1000.0,
     );
 }
 
@@ -365,7 +414,7 @@ pub const TABLES_PER_PART: usize = 2_000;
 /// One part of the per-table exposition: family number `family`, for `tables`.
 pub(super) struct Part<'a> {
     pub(super) out: String,
-    pub(super) tables: &'a [(String, Arc<TableMetrics>)],
+    pub(super) tables: &'a [(Arc<str>, Arc<TableMetrics>)],
     pub(super) family: usize,
     /// With the family's `# HELP` and `# TYPE` lines (its first part).
     pub(super) header: bool,
@@ -459,7 +508,7 @@ fn render_audit_families(out: &mut Part<'_>) {
         "Audits of a table, by outcome (complete; cut_short: its request budget, audit_max_requests, was spent, and its counts are not used; failed).",
         |o, t, m| {
             by_label(o, "hudi_keeper_audits_total", "outcome", &outcomes, t, |i| {
-                load(&m.audits[i])
+                load(&m.audit().audits[i])
             })
         },
     );
@@ -468,7 +517,7 @@ fn render_audit_families(out: &mut Part<'_>) {
         "hudi_keeper_audit_last_complete_timestamp_seconds",
         "gauge",
         "Unix time at which the last complete audit of a table finished (0 before the first).",
-        |m| m.audit_last_complete_timestamp.get().to_string(),
+        |m| m.audit().audit_last_complete_timestamp.get().to_string(),
     );
     let classes = AUDIT_CLASSES.map(Class::as_str);
     family(
@@ -477,9 +526,9 @@ fn render_audit_families(out: &mut Part<'_>) {
         "gauge",
         "Data files by class (committed, rollback_leftover, orphan, pending, unknown) at the last complete audit of a table; none before the first. committed and rollback_leftover are always written, the others once not 0.",
         |o, t, m| {
-            if m.audited.load(Ordering::Relaxed) {
+            if m.audit().audited.load(Ordering::Relaxed) {
                 by_label(o, "hudi_keeper_audit_files", "class", &classes, t, |i| {
-                    load(&m.audit_files[i])
+                    load(&m.audit().audit_files[i])
                 })
             }
         },
@@ -490,9 +539,9 @@ fn render_audit_families(out: &mut Part<'_>) {
         "gauge",
         "Bytes of the data files by class at the last complete audit of a table (as hudi_keeper_audit_files).",
         |o, t, m| {
-            if m.audited.load(Ordering::Relaxed) {
+            if m.audit().audited.load(Ordering::Relaxed) {
                 by_label(o, "hudi_keeper_audit_bytes", "class", &classes, t, |i| {
-                    load(&m.audit_bytes[i])
+                    load(&m.audit().audit_bytes[i])
                 })
             }
         },
@@ -611,7 +660,7 @@ fn render_change_families(out: &mut Part<'_>) {
         "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
         |o, t, m| {
             for (i, (outcome, trigger)) in ROLLBACK_LABELS.iter().enumerate() {
-                let v = load(&m.rollbacks[i]);
+                let v = load(&m.changes().rollbacks[i]);
                 if i < 2 || v > 0 {
                     let _ = writeln!(
                         o,
@@ -626,7 +675,7 @@ fn render_change_families(out: &mut Part<'_>) {
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
-        |m| load(&m.files_deleted).to_string(),
+        |m| load(&m.changes().files_deleted).to_string(),
     );
     family(
         out,
@@ -635,8 +684,8 @@ fn render_change_families(out: &mut Part<'_>) {
         LEFTOVERS_HELP,
         |o, t, m| {
             for (outcome, v) in [
-                ("removed", load(&m.leftovers_removed)),
-                ("kept", load(&m.leftovers_kept)),
+                ("removed", load(&m.changes().leftovers_removed)),
+                ("kept", load(&m.changes().leftovers_kept)),
             ] {
                 let _ = writeln!(
                     o,
@@ -668,14 +717,14 @@ fn render_change_families(out: &mut Part<'_>) {
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking the table lock had to wait for another holder.",
-        |m| load(&m.lock_waits).to_string(),
+        |m| load(&m.changes().lock_waits).to_string(),
     );
     scalar(
         out,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for the table lock.",
-        |m| (load(&m.lock_wait_ms) as f64 / 1000.0).to_string(),
+        |m| (load(&m.changes().lock_wait_ms) as f64 / 1000.0).to_string(),
     );
     scalar(
         out,
@@ -686,13 +735,12 @@ fn render_change_families(out: &mut Part<'_>) {
     );
 }
 
-#[derive(Debug)]
-pub(super) struct RequestCounter(pub(super) Arc<TableMetrics>);
-
-impl Interceptor for RequestCounter {
+/// A table's metrics count its storage requests by kind themselves: a table's storage holds
+/// its `Arc<TableMetrics>` as its interceptor (no wrapper to allocate a table).
+impl Interceptor for TableMetrics {
     fn before(&self, op: OpKind, _path: &RelPath) -> Result<(), StorageError> {
         if let Some(i) = OpKind::ALL.iter().position(|k| *k == op) {
-            self.0.requests[i].fetch_add(1, Ordering::Relaxed);
+            self.requests[i].fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
