@@ -385,16 +385,15 @@ impl Daemon {
 
 /// Record a poll that found no pending instant (nothing was listed but the timeline).
 fn record_idle(state: &TableState) {
-    state.metrics.oldest_pending_age.set(0.0);
-    state.metrics.stalest_heartbeat_age.set(0.0);
-    state
-        .metrics
-        .failed_instants
-        .store(0, std::sync::atomic::Ordering::Relaxed);
-    state
-        .metrics
-        .rollbacks_in_progress
-        .store(0, std::sync::atomic::Ordering::Relaxed);
+    // Zeros, which a table whose polls never found anything reads without them.
+    if let Some(p) = state.metrics.pending_if_any() {
+        p.oldest_pending_age.set(0.0);
+        p.stalest_heartbeat_age.set(0.0);
+        p.failed_instants
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        p.rollbacks_in_progress
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
     let writers = state.idle_writers();
     state
         .metrics
@@ -431,21 +430,12 @@ fn record_judged(state: &TableState, judged: &TableAssessment) -> usize {
         .iter()
         .filter(|a| a.verdict == Verdict::RollbackInProgress)
         .count();
-    state
-        .metrics
-        .rollbacks_in_progress
+    let p = state.metrics.count_pending();
+    p.rollbacks_in_progress
         .store(in_progress as i64, std::sync::atomic::Ordering::Relaxed);
-    state
-        .metrics
-        .oldest_pending_age
-        .set(oldest.max(0) as f64 / 1000.0);
-    state
-        .metrics
-        .stalest_heartbeat_age
-        .set(stalest.max(0) as f64 / 1000.0);
-    state
-        .metrics
-        .failed_instants
+    p.oldest_pending_age.set(oldest.max(0) as f64 / 1000.0);
+    p.stalest_heartbeat_age.set(stalest.max(0) as f64 / 1000.0);
+    p.failed_instants
         .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
     state.metrics.set_writers(
         judged.writers.left_alone.by_reason(),

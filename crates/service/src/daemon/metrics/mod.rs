@@ -6,6 +6,7 @@
 //! the `prometheus` crate keeps about a kilobyte per labelled series (each child copies its
 //! descriptor), which at 10,000 tables and a dozen series each would be well over 100 MiB.
 
+mod counts;
 mod tables;
 
 pub use super::config::TableSeries;
@@ -336,6 +337,25 @@ mod tests {
         ));
         assert!(text.contains("hudi_keeper_files_deleted_total{table=\"idle\"} 0"));
         assert!(idle.changes.get().is_none() && idle.audits.get().is_none());
+        // An idle poll's zeros make nothing either; the first pending instant does.
+        idle.set_pending(Vec::new());
+        idle.set_writers(
+            [
+                ("no_heartbeat_unconfirmed", 0),
+                ("awaiting_newer_write", 0),
+                ("age_unknown", 0),
+            ],
+            false,
+        );
+        assert!(idle.pending.get().is_none());
+        assert!(m
+            .render()
+            .contains("hudi_keeper_failed_instants{table=\"idle\"} 0"));
+        idle.set_pending(vec![("commit", 1)]);
+        assert!(idle.pending.get().is_some());
+        assert!(m
+            .render()
+            .contains("hudi_keeper_pending_instants{action=\"commit\",table=\"idle\"} 1"));
         idle.rollback(true, "auto");
         assert!(idle.changes.get().is_some());
         assert!(m.render().contains(
@@ -484,8 +504,10 @@ mod tests {
         for (name, failed, age) in [("a", 1, 30.0), ("b", 2, 90.0), ("c", 4, 600.0)] {
             let t = m.table(name);
             t.poll("ok");
-            t.failed_instants.store(failed, Ordering::Relaxed);
-            t.oldest_pending_age.set(age);
+            t.count_pending()
+                .failed_instants
+                .store(failed, Ordering::Relaxed);
+            t.count_pending().oldest_pending_age.set(age);
             t.set_pending(vec![("deltacommit", 1)]);
             t.rollback(true, "auto");
         }

@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
 
 use hudi_keeper_core::audit::Class;
 
+use super::counts::{AuditCounts, ChangeCounts, PendingCounts, NO_AUDITS, NO_CHANGES, NO_PENDING};
 use super::{AtomicF64, LEFT_ALONE_REASONS, POLL_OUTCOMES};
 use crate::daemon::audit_view::{AuditOutcome, AuditSummary};
 
@@ -47,18 +48,9 @@ pub struct TableMetrics {
     pub idle: AtomicBool,
     pub last_poll_timestamp: AtomicF64,
     pub last_poll_duration: AtomicF64,
-    /// Pending instants by action, as last polled.
-    pub pending: Mutex<Vec<(&'static str, i64)>>,
-    pub oldest_pending_age: AtomicF64,
-    pub stalest_heartbeat_age: AtomicF64,
-    pub failed_instants: AtomicI64,
-    /// Pending rollbacks another process runs (their rollback heartbeat is fresh), at the last
-    /// poll.
-    pub rollbacks_in_progress: AtomicI64,
-    /// Pending writes left alone at the last poll, by [`LEFT_ALONE_REASONS`].
-    pub left_alone: [AtomicI64; 3],
-    /// A young pending write without heartbeat file on a table judged LAZY, at the last poll.
-    pub eager_writer_suspected: AtomicBool,
+    /// What its last poll found pending: made at the first poll that finds anything (an idle
+    /// table's polls find nothing; they would cost it 112 bytes).
+    pub(super) pending: OnceLock<Box<PendingCounts>>,
     /// By `OpKind::ALL`.
     pub requests: [AtomicU64; 8],
     pub halted: AtomicBool,
@@ -69,50 +61,23 @@ pub struct TableMetrics {
     pub(super) audits: OnceLock<Box<AuditCounts>>,
 }
 
-/// What a table's rollbacks and leftover guard did, and their lock waits.
-#[derive(Debug, Default)]
-pub struct ChangeCounts {
-    /// By [`ROLLBACK_LABELS`].
-    pub rollbacks: [AtomicU64; 4],
-    pub files_deleted: AtomicU64,
-    /// Files of rolled-back instants the leftover guard removed, and found but kept.
-    pub leftovers_removed: AtomicU64,
-    pub leftovers_kept: AtomicU64,
-    pub lock_waits: AtomicU64,
-    pub lock_wait_ms: AtomicU64,
-}
-
-/// What a table's audits found.
-#[derive(Debug, Default)]
-pub struct AuditCounts {
-    /// Audits by [`AuditOutcome::ALL`].
-    pub audits: [AtomicU64; 3],
-    /// A complete audit ran: the audit's files and bytes are its.
-    pub audited: AtomicBool,
-    /// Of the last complete audit, by [`AUDIT_CLASSES`].
-    pub audit_files: [AtomicU64; 5],
-    pub audit_bytes: [AtomicU64; 5],
-    pub audit_last_complete_timestamp: AtomicF64,
-}
-
-/// What tables without rollbacks, leftovers, lock waits or audits read.
-static NO_CHANGES: ChangeCounts = ChangeCounts {
-    rollbacks: [const { AtomicU64::new(0) }; 4],
-    files_deleted: AtomicU64::new(0),
-    leftovers_removed: AtomicU64::new(0),
-    leftovers_kept: AtomicU64::new(0),
-    lock_waits: AtomicU64::new(0),
-    lock_wait_ms: AtomicU64::new(0),
-};
-static NO_AUDITS: AuditCounts = AuditCounts {
-    audits: [const { AtomicU64::new(0) }; 3],
-    audited: AtomicBool::new(false),
-    audit_files: [const { AtomicU64::new(0) }; 5],
-    audit_bytes: [const { AtomicU64::new(0) }; 5],
-    audit_last_complete_timestamp: AtomicF64(AtomicU64::new(0)),
-};
-
 impl TableMetrics {
+    /// What its last poll found pending, to read (nothing before the first poll that found
+    /// anything).
+    pub fn pending_now(&self) -> &PendingCounts {
+        self.pending.get().map_or(&NO_PENDING, |c| c)
+    }
+
+    /// What its last poll found pending, to set (made at the first poll that finds anything).
+    pub fn count_pending(&self) -> &PendingCounts {
+        self.pending.get_or_init(Box::default)
+    }
+
+    /// What its last poll found pending, if any poll ever found anything.
+    pub fn pending_if_any(&self) -> Option<&PendingCounts> {
+        self.pending.get().map(|c| &**c)
+    }
+
     /// Its rollbacks, leftovers and lock waits, to read (all zero before the first).
     pub fn changes(&self) -> &ChangeCounts {
         self.changes.get().map_or(&NO_CHANGES, |c| c)
@@ -147,15 +112,22 @@ impl TableMetrics {
     /// What the last poll found about the writers: writes left alone by reason, and whether
     /// EAGER writers are suspected.
     pub fn set_writers(&self, left_alone: [(&str, usize); 3], eager_writer_suspected: bool) {
+        let nothing = !eager_writer_suspected && left_alone.iter().all(|(_, n)| *n == 0);
+        let counts = match self.pending_if_any() {
+            Some(c) => c,
+            None if nothing => return,
+            None => self.count_pending(),
+        };
         for (i, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
             let n = left_alone
                 .iter()
                 .find(|(r, _)| r == reason)
                 .map(|(_, n)| *n as i64)
                 .unwrap_or(0);
-            self.left_alone[i].store(n, Ordering::Relaxed);
+            counts.left_alone[i].store(n, Ordering::Relaxed);
         }
-        self.eager_writer_suspected
+        counts
+            .eager_writer_suspected
             .store(eager_writer_suspected, Ordering::Relaxed);
     }
 
@@ -181,7 +153,12 @@ impl TableMetrics {
     }
 
     pub fn set_pending(&self, counts: Vec<(&'static str, i64)>) {
-        if let Ok(mut p) = self.pending.lock() {
+        let pending = match self.pending_if_any() {
+            Some(p) => p,
+            None if counts.is_empty() => return,
+            None => self.count_pending(),
+        };
+        if let Ok(mut p) = pending.pending.lock() {
             *p = counts;
         }
     }
@@ -221,7 +198,7 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
     }
     let mut pending: BTreeMap<&'static str, i64> = BTreeMap::new();
     for m in tables {
-        if let Ok(p) = m.pending.lock() {
+        if let Ok(p) = m.pending_now().pending.lock() {
             for (action, n) in p.iter() {
                 *pending.entry(action).or_default() += n;
             }
@@ -244,22 +221,26 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write (the largest over the tables).",
-        max(&|m| m.oldest_pending_age.get()),
+        max(&|m| m.pending_now().oldest_pending_age.get()),
     );
-    single(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).", max(&|m| m.stalest_heartbeat_age.get()));
+    single(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).", max(&|m| m.pending_now().stalest_heartbeat_age.get()));
     single(
         out,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last polls.",
-        i(&|m| m.failed_instants.load(Ordering::Relaxed)),
+        i(&|m| m.pending_now().failed_instants.load(Ordering::Relaxed)),
     );
     single(
         out,
         "hudi_keeper_rollbacks_in_progress",
         "gauge",
         "Pending rollbacks another process runs (fresh rollback heartbeat) at the last polls.",
-        i(&|m| m.rollbacks_in_progress.load(Ordering::Relaxed)),
+        i(&|m| {
+            m.pending_now()
+                .rollbacks_in_progress
+                .load(Ordering::Relaxed)
+        }),
     );
     head(
         out,
@@ -268,7 +249,7 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "Pending writes without heartbeat file left alone at the last polls, by reason.",
     );
     for (k, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
-        let v = i(&|m| m.left_alone[k].load(Ordering::Relaxed));
+        let v = i(&|m| m.pending_now().left_alone[k].load(Ordering::Relaxed));
         let _ = writeln!(
             out,
             "hudi_keeper_pending_writes_left_alone{{reason=\"{reason}\"}} {v}"
@@ -279,7 +260,13 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_eager_writer_suspected",
         "gauge",
         "Tables whose last poll found a pending write that looks like an EAGER writer's.",
-        u(&|m| u64::from(m.eager_writer_suspected.load(Ordering::Relaxed))),
+        u(&|m| {
+            u64::from(
+                m.pending_now()
+                    .eager_writer_suspected
+                    .load(Ordering::Relaxed),
+            )
+        }),
     );
     render_aggregate_changes(out, tables);
     render_aggregate_audits(out, tables);
@@ -587,7 +574,7 @@ fn render_poll_families(out: &mut Part<'_>) {
         "gauge",
         "Pending instants on the active timeline at the last poll, by action.",
         |o, t, m| {
-            if let Ok(p) = m.pending.lock() {
+            if let Ok(p) = m.pending_now().pending.lock() {
                 for (action, n) in p.iter() {
                     let _ = writeln!(
                         o,
@@ -602,28 +589,38 @@ fn render_poll_families(out: &mut Part<'_>) {
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write at the last poll (0 when none).",
-        |m| m.oldest_pending_age.get().to_string(),
+        |m| m.pending_now().oldest_pending_age.get().to_string(),
     );
     scalar(
         out,
         "hudi_keeper_stalest_heartbeat_age_seconds",
         "gauge",
         "Heartbeat age of the pending write whose heartbeat is oldest (0 when none).",
-        |m| m.stalest_heartbeat_age.get().to_string(),
+        |m| m.pending_now().stalest_heartbeat_age.get().to_string(),
     );
     scalar(
         out,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last poll (observe tables keep them).",
-        |m| m.failed_instants.load(Ordering::Relaxed).to_string(),
+        |m| {
+            m.pending_now()
+                .failed_instants
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
     );
     scalar(
         out,
         "hudi_keeper_rollbacks_in_progress",
         "gauge",
         "Pending rollbacks another process runs (fresh rollback heartbeat) at the last poll.",
-        |m| m.rollbacks_in_progress.load(Ordering::Relaxed).to_string(),
+        |m| {
+            m.pending_now()
+                .rollbacks_in_progress
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
     );
 }
 
@@ -637,7 +634,7 @@ fn render_writer_families(out: &mut Part<'_>) {
         |o, t, m| {
             let name = "hudi_keeper_pending_writes_left_alone";
             by_label(o, name, "reason", &LEFT_ALONE_REASONS, t, |i| {
-                m.left_alone[i].load(Ordering::Relaxed)
+                m.pending_now().left_alone[i].load(Ordering::Relaxed)
             })
         },
     );
@@ -646,7 +643,7 @@ fn render_writer_families(out: &mut Part<'_>) {
         "hudi_keeper_eager_writer_suspected",
         "gauge",
         "1 when the last poll found a pending write without heartbeat file on a table judged LAZY that looks like an EAGER writer's (younger than min_instant_age, or on a table with heartbeat files).",
-        |m| u8::from(m.eager_writer_suspected.load(Ordering::Relaxed)).to_string(),
+        |m| u8::from(m.pending_now().eager_writer_suspected.load(Ordering::Relaxed)).to_string(),
     );
 }
 
