@@ -200,7 +200,7 @@ pub enum TimelineTimezone {
 #[derive(Debug, Clone, Serialize)]
 pub struct TableConfig {
     /// `hoodie.table.name`.
-    pub name: String,
+    pub name: Box<str>,
     /// `hoodie.table.type` (Hudi's default: copy-on-write).
     pub table_type: TableType,
     /// `hoodie.table.version`.
@@ -213,9 +213,9 @@ pub struct TableConfig {
     /// `hoodie.table.timeline.timezone`.
     pub timezone: TimelineTimezone,
     /// Metadata-table partitions that are enabled (empty: no metadata table in use).
-    pub metadata_partitions: Vec<String>,
+    pub metadata_partitions: Box<[String]>,
     /// Metadata-table partitions being built.
-    pub metadata_partitions_inflight: Vec<String>,
+    pub metadata_partitions_inflight: Box<[String]>,
     /// `hoodie.table.base.file.format`.
     #[serde(serialize_with = "as_str")]
     pub base_file_format: Arc<str>,
@@ -294,14 +294,14 @@ impl TableConfig {
             )?)),
         };
         Ok(TableConfig {
-            name: p.get(keys::NAME).unwrap_or_default().to_string(),
+            name: p.get(keys::NAME).unwrap_or_default().into(),
             table_type,
             version,
             timeline_layout,
             timeline_dir: shared(&timeline_dir),
             timezone,
-            metadata_partitions: p.list(keys::MDT_PARTITIONS),
-            metadata_partitions_inflight: p.list(keys::MDT_PARTITIONS_INFLIGHT),
+            metadata_partitions: p.list(keys::MDT_PARTITIONS).into_boxed_slice(),
+            metadata_partitions_inflight: p.list(keys::MDT_PARTITIONS_INFLIGHT).into_boxed_slice(),
             base_file_format: shared(p.get(keys::BASE_FILE_FORMAT).unwrap_or("PARQUET")),
             archive_dir,
             history_dir,
@@ -340,10 +340,6 @@ impl Props<'_> {
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
                     .collect::<Vec<_>>()
-            })
-            .map(|mut v| {
-                v.shrink_to_fit();
-                v
             })
             .unwrap_or_default()
     }
@@ -477,7 +473,7 @@ mod tests {
         assert_eq!(c.table_type, TableType::MergeOnRead);
         assert_eq!(c.timeline_layout, TimelineLayout::V1);
         assert_eq!(&*c.timeline_dir, ".hoodie");
-        assert_eq!(c.metadata_partitions, vec!["files", "column_stats"]);
+        assert_eq!(&*c.metadata_partitions, ["files", "column_stats"]);
         assert!(c.metadata_table_enabled());
         assert_eq!(c.timezone, TimelineTimezone::Local);
     }
@@ -626,8 +622,8 @@ mod fuzz_tests {
             TableVersion::V6
         );
         let c = TableConfig::parse("t", V9.as_bytes()).unwrap();
-        assert_eq!((c.version, c.name.as_str()), (TableVersion::V9, "tA"));
-        assert_eq!(c.metadata_partitions, ["files"]);
+        assert_eq!((c.version, &*c.name), (TableVersion::V9, "tA"));
+        assert_eq!(&*c.metadata_partitions, ["files"]);
     }
 
     proptest! {

@@ -297,10 +297,7 @@ impl Daemon {
         let name = &*state.entry.name;
         match self.evidence.record(name, &state.entry.uri, now_ms()).await {
             Ok(e) => {
-                *state
-                    .heartbeats_seen_ms
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(e.heartbeats_first_seen_ms);
+                state.heartbeats_seen_ms.set(e.heartbeats_first_seen_ms);
                 info!(table = %name, "heartbeat files seen: the table has LAZY writers; a pending write of it without heartbeat file is an EAGER writer's or lost its heartbeat, and is left alone unless assume_lazy_writers or max_write_duration says otherwise");
             }
             Err(e) => {

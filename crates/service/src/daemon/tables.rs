@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 
 use super::config::{self, TableEntry};
 use super::scheduler::jitter;
-use super::table_state::{Identity, ReadSlots};
+use super::table_state::{Identity, OptionalMs, ReadSlots};
 use super::{enclosing, registry};
 use super::{Daemon, Source, TableError, TableState, TableStatus};
 
@@ -153,7 +153,7 @@ impl Daemon {
                 ..TableStatus::default()
             }),
             metrics: self.metrics.table_named(&entry.name),
-            heartbeats_seen_ms: StdMutex::new(
+            heartbeats_seen_ms: OptionalMs::new(
                 self.evidence
                     .get(&entry.name, &entry.uri)
                     .map(|e| e.heartbeats_first_seen_ms),
@@ -168,7 +168,7 @@ impl Daemon {
             generation: std::sync::atomic::AtomicU64::new(0),
             audit: StdMutex::new(Default::default()),
             audit_generation: std::sync::atomic::AtomicU64::new(0),
-            guard_due: StdMutex::new(None),
+            guard_due: Default::default(),
             activity: Default::default(),
         });
         let cluster = self.cluster();
