@@ -306,16 +306,16 @@ pub async fn inspect(table: &Table, options: &InspectOptions) -> Result<InspectR
     Ok(InspectReport {
         table: TableSummary {
             uri: table.uri().to_string(),
-            name: config.name.clone(),
+            name: config.name.to_string(),
             table_type: config.table_type.to_string(),
             version: config.version.number(),
             timeline_layout: config.timeline_layout.number(),
-            timeline_path: config.timeline_dir.clone(),
+            timeline_path: config.timeline_dir.to_string(),
             timeline_timezone: match config.timezone {
                 crate::config::TimelineTimezone::Local => "LOCAL".into(),
                 crate::config::TimelineTimezone::Utc => "UTC".into(),
             },
-            metadata_partitions: config.metadata_partitions.clone(),
+            metadata_partitions: config.metadata_partitions.to_vec(),
         },
         policy: options.policy,
         writers,

@@ -393,7 +393,7 @@ async fn with_zookeeper_down_a_rollback_stops_with_a_clear_error_and_changes_not
 async fn a_zookeeper_lock_without_a_key_is_the_tables_hoodie_table_name_as_for_hudis_writers() {
     let f = Fixture::build(Kind::MorV9, true).await;
     let table = Table::open_storage(f.storage()).await.unwrap();
-    let name = table.config().name.clone();
+    let name = table.config().name.to_string();
     // A writer holds the table's lock under the key Hudi's writers infer: hoodie.table.name.
     let writer = acquire(
         &f.storage(),

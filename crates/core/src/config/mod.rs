@@ -5,6 +5,7 @@ pub mod properties;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 
@@ -199,7 +200,7 @@ pub enum TimelineTimezone {
 #[derive(Debug, Clone, Serialize)]
 pub struct TableConfig {
     /// `hoodie.table.name`.
-    pub name: String,
+    pub name: Box<str>,
     /// `hoodie.table.type` (Hudi's default: copy-on-write).
     pub table_type: TableType,
     /// `hoodie.table.version`.
@@ -207,23 +208,50 @@ pub struct TableConfig {
     /// `hoodie.timeline.layout.version` (implied by the version when absent).
     pub timeline_layout: TimelineLayout,
     /// The active timeline folder, relative to the table base path.
-    pub timeline_dir: String,
+    #[serde(serialize_with = "as_str")]
+    pub timeline_dir: Arc<str>,
     /// `hoodie.table.timeline.timezone`.
     pub timezone: TimelineTimezone,
     /// Metadata-table partitions that are enabled (empty: no metadata table in use).
-    pub metadata_partitions: Vec<String>,
+    pub metadata_partitions: Box<[String]>,
     /// Metadata-table partitions being built.
-    pub metadata_partitions_inflight: Vec<String>,
+    pub metadata_partitions_inflight: Box<[String]>,
     /// `hoodie.table.base.file.format`.
-    pub base_file_format: String,
+    #[serde(serialize_with = "as_str")]
+    pub base_file_format: Arc<str>,
     /// The layout-1 archive folder, `.hoodie/<hoodie.archivelog.folder>` (`archived` by
     /// default), relative to the table base path. Tables upgraded from layout 1 may keep one.
     #[serde(skip)]
-    pub archive_dir: String,
+    pub archive_dir: Arc<str>,
     /// Layout 2: the LSM (archived) timeline folder,
     /// `<timeline folder>/<hoodie.timeline.history.path>` (`history` by default).
     #[serde(skip)]
-    pub history_dir: Option<String>,
+    pub history_dir: Option<Arc<str>>,
+}
+
+fn as_str<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v)
+}
+
+/// `value` as one text shared by every table that has it when it is one of the values almost
+/// every table has (Hudi's defaults: the timeline, archive and history folders, the base file
+/// format), else as its own: a process watching 100,000 tables keeps one copy of each.
+fn shared(value: &str) -> Arc<str> {
+    const COMMON: [&str; 7] = [
+        ".hoodie",
+        ".hoodie/timeline",
+        ".hoodie/archived",
+        ".hoodie/timeline/history",
+        "PARQUET",
+        "HFILE",
+        "ORC",
+    ];
+    static SHARED: OnceLock<[Arc<str>; 7]> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| COMMON.map(Arc::from));
+    match COMMON.iter().position(|c| *c == value) {
+        Some(i) => shared[i].clone(),
+        None => Arc::from(value),
+    }
 }
 
 impl TableConfig {
@@ -256,26 +284,25 @@ impl TableConfig {
         let table_type = p.table_type()?;
         let timeline_dir = p.timeline_dir(timeline_layout)?;
         let timezone = p.timezone()?;
-        let archive_dir = p.sub_folder(keys::ARCHIVELOG_FOLDER, ".hoodie", "archived")?;
+        let archive_dir = shared(&p.sub_folder(keys::ARCHIVELOG_FOLDER, ".hoodie", "archived")?);
         let history_dir = match timeline_layout {
             TimelineLayout::V1 => None,
-            TimelineLayout::V2 => {
-                Some(p.sub_folder(keys::TIMELINE_HISTORY_PATH, &timeline_dir, "history")?)
-            }
+            TimelineLayout::V2 => Some(shared(&p.sub_folder(
+                keys::TIMELINE_HISTORY_PATH,
+                &timeline_dir,
+                "history",
+            )?)),
         };
         Ok(TableConfig {
-            name: p.get(keys::NAME).unwrap_or_default().to_string(),
+            name: p.get(keys::NAME).unwrap_or_default().into(),
             table_type,
             version,
             timeline_layout,
-            timeline_dir,
+            timeline_dir: shared(&timeline_dir),
             timezone,
-            metadata_partitions: p.list(keys::MDT_PARTITIONS),
-            metadata_partitions_inflight: p.list(keys::MDT_PARTITIONS_INFLIGHT),
-            base_file_format: p
-                .get(keys::BASE_FILE_FORMAT)
-                .unwrap_or("PARQUET")
-                .to_string(),
+            metadata_partitions: p.list(keys::MDT_PARTITIONS).into_boxed_slice(),
+            metadata_partitions_inflight: p.list(keys::MDT_PARTITIONS_INFLIGHT).into_boxed_slice(),
+            base_file_format: shared(p.get(keys::BASE_FILE_FORMAT).unwrap_or("PARQUET")),
             archive_dir,
             history_dir,
         })
@@ -312,7 +339,7 @@ impl Props<'_> {
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
-                    .collect()
+                    .collect::<Vec<_>>()
             })
             .unwrap_or_default()
     }
@@ -445,8 +472,8 @@ mod tests {
         assert_eq!(c.version, TableVersion::V6);
         assert_eq!(c.table_type, TableType::MergeOnRead);
         assert_eq!(c.timeline_layout, TimelineLayout::V1);
-        assert_eq!(c.timeline_dir, ".hoodie");
-        assert_eq!(c.metadata_partitions, vec!["files", "column_stats"]);
+        assert_eq!(&*c.timeline_dir, ".hoodie");
+        assert_eq!(&*c.metadata_partitions, ["files", "column_stats"]);
         assert!(c.metadata_table_enabled());
         assert_eq!(c.timezone, TimelineTimezone::Local);
     }
@@ -458,8 +485,8 @@ mod tests {
         assert_eq!(c.version, TableVersion::V5);
         assert_eq!(c.version.number(), 5);
         assert_eq!(c.timeline_layout, TimelineLayout::V1);
-        assert_eq!(c.timeline_dir, ".hoodie");
-        assert_eq!(c.archive_dir, ".hoodie/archived");
+        assert_eq!(&*c.timeline_dir, ".hoodie");
+        assert_eq!(&*c.archive_dir, ".hoodie/archived");
         assert!(!c.metadata_table_enabled());
         assert!(c.version.is_0x() && TableVersion::V6.is_0x());
         assert!(!TableVersion::V8.is_0x() && !TableVersion::V9.is_0x());
@@ -477,7 +504,7 @@ mod tests {
         let c = cfg("hoodie.table.version=9\nhoodie.timeline.layout.version=2\nhoodie.timeline.path=tl\nhoodie.table.timeline.timezone=UTC\nhoodie.table.metadata.partitions=\n").unwrap();
         assert_eq!(c.version, TableVersion::V9);
         assert_eq!(c.table_type, TableType::CopyOnWrite);
-        assert_eq!(c.timeline_dir, ".hoodie/tl");
+        assert_eq!(&*c.timeline_dir, ".hoodie/tl");
         assert_eq!(c.timezone, TimelineTimezone::Utc);
         assert!(!c.metadata_table_enabled());
     }
@@ -485,13 +512,13 @@ mod tests {
     #[test]
     fn archive_folders_default_and_follow_their_keys() {
         let v6 = cfg("hoodie.table.version=6\n").unwrap();
-        assert_eq!(v6.archive_dir, ".hoodie/archived");
+        assert_eq!(&*v6.archive_dir, ".hoodie/archived");
         assert_eq!(v6.history_dir, None);
         let v9 = cfg("hoodie.table.version=9\nhoodie.timeline.path=tl\n").unwrap();
-        assert_eq!(v9.archive_dir, ".hoodie/archived");
+        assert_eq!(&*v9.archive_dir, ".hoodie/archived");
         assert_eq!(v9.history_dir.as_deref(), Some(".hoodie/tl/history"));
         let custom = cfg("hoodie.table.version=8\nhoodie.archivelog.folder=old\nhoodie.timeline.history.path=h2\n").unwrap();
-        assert_eq!(custom.archive_dir, ".hoodie/old");
+        assert_eq!(&*custom.archive_dir, ".hoodie/old");
         assert_eq!(custom.history_dir.as_deref(), Some(".hoodie/timeline/h2"));
         let err = cfg("hoodie.table.version=9\nhoodie.timeline.history.path=../x\n").unwrap_err();
         assert!(
@@ -514,6 +541,22 @@ mod tests {
             assert!(msg.contains("file:///t"), "{msg}");
             assert!(msg.contains(needle), "{msg}");
         }
+    }
+
+    #[test]
+    fn tables_share_the_folder_and_format_texts_almost_every_table_has() {
+        let text = "hoodie.table.version=8\nhoodie.table.base.file.format=PARQUET\n";
+        let (a, b) = (cfg(text).unwrap(), cfg(text).unwrap());
+        assert!(Arc::ptr_eq(&a.timeline_dir, &b.timeline_dir));
+        assert!(Arc::ptr_eq(&a.archive_dir, &b.archive_dir));
+        assert!(Arc::ptr_eq(&a.base_file_format, &b.base_file_format));
+        let (ha, hb) = (a.history_dir.unwrap(), b.history_dir.unwrap());
+        assert!(Arc::ptr_eq(&ha, &hb));
+        assert_eq!(&*ha, ".hoodie/timeline/history");
+        // Another value is the table's own, and kept as written.
+        let c = cfg("hoodie.table.version=8\nhoodie.timeline.path=tl\n").unwrap();
+        assert_eq!(&*c.timeline_dir, ".hoodie/tl");
+        assert!(!Arc::ptr_eq(&a.timeline_dir, &c.timeline_dir));
     }
 
     #[test]
@@ -579,8 +622,8 @@ mod fuzz_tests {
             TableVersion::V6
         );
         let c = TableConfig::parse("t", V9.as_bytes()).unwrap();
-        assert_eq!((c.version, c.name.as_str()), (TableVersion::V9, "tA"));
-        assert_eq!(c.metadata_partitions, ["files"]);
+        assert_eq!((c.version, &*c.name), (TableVersion::V9, "tA"));
+        assert_eq!(&*c.metadata_partitions, ["files"]);
     }
 
     proptest! {

@@ -20,24 +20,34 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The scheme of a local table's URI, followed by its canonical folder.
+const FILE: &str = "file://";
+
 /// A local table's folder as opened, shared by the storages made from it (the metadata table's).
 #[derive(Debug, Clone)]
 pub(super) struct LocalRoot {
-    /// The table folder as opened: canonical, so at that moment the real folder, with no link on
-    /// its way.
-    pub(super) table: Arc<Path>,
+    /// The table folder as opened (canonical, so at that moment the real folder, with no link
+    /// on its way), as the table's `file://` URI: the same text as the table storage's own URI,
+    /// shared with it (no copy a table).
+    pub(super) table_uri: Arc<str>,
     /// The segments from `table` down to the storage's own root (`.hoodie/metadata` for the
     /// metadata table's storage; none for the table's).
     pub(super) below: Arc<[String]>,
 }
 
 impl LocalRoot {
-    /// Rooted at the table folder `table` (canonical).
-    pub(super) fn at(table: &Path) -> Self {
-        Self {
-            table: Arc::from(table),
-            below: Arc::from(Vec::new()),
-        }
+    /// Rooted at the table folder that the `file://` URI `table_uri` names (canonical), with no
+    /// segment below (the empty list allocates nothing); `None` for any other URI.
+    pub(super) fn at(table_uri: &Arc<str>) -> Option<Self> {
+        table_uri.starts_with(FILE).then(|| Self {
+            table_uri: Arc::clone(table_uri),
+            below: Arc::default(),
+        })
+    }
+
+    /// The table folder as opened.
+    pub(super) fn table(&self) -> &Path {
+        Path::new(self.table_uri.strip_prefix(FILE).unwrap_or(&self.table_uri))
     }
 
     /// The same table, for a storage rooted `sub` (segments) further down.
@@ -49,7 +59,7 @@ impl LocalRoot {
             .chain(sub.map(str::to_owned))
             .collect();
         Self {
-            table: Arc::clone(&self.table),
+            table_uri: Arc::clone(&self.table_uri),
             below: Arc::from(below),
         }
     }

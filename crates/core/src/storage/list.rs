@@ -170,7 +170,7 @@ impl Storage {
         let full = self.full(prefix);
         let mut files = Vec::new();
         let mut dirs = std::collections::BTreeSet::new();
-        match (&self.pages, &self.local_dir) {
+        match (&self.pages, self.local_dir()) {
             (None, Some(base)) => {
                 let folder = prefix.segments().fold(base.to_path_buf(), |p, s| p.join(s));
                 self.list_local_dir(prefix, folder, &mut keep, &mut files, &mut dirs)

@@ -220,9 +220,6 @@ pub struct Storage {
     uri: Arc<str>,
     interceptor: Option<Arc<dyn Interceptor>>,
     fence: Option<Arc<dyn WriteFence>>,
-    /// The folder `root` is on the local file system, for a local table: the one store with
-    /// folders of their own, which outlive the files in them.
-    local_dir: Option<Arc<std::path::Path>>,
     /// For a local table, the table folder as opened: every mutation first checks that it is
     /// still that folder and that no folder on the way below it is a symbolic link.
     local_root: Option<links::LocalRoot>,
@@ -253,18 +250,15 @@ impl Storage {
     ) -> Result<Self, StorageError> {
         let (client, root, uri) = open::open_store(uri, options, cache)?;
         // A local table's URI is `file://` and its canonical folder.
-        let local_dir: Option<Arc<std::path::Path>> = uri
-            .strip_prefix("file://")
-            .map(|dir| Arc::from(std::path::Path::new(dir)));
-        let local_root = local_dir.as_deref().map(links::LocalRoot::at);
+        let uri: Arc<str> = uri.into();
+        let local_root = links::LocalRoot::at(&uri);
         Ok(Self {
             store: client.store,
             pages: client.pages,
             root,
-            uri: uri.into(),
+            uri,
             interceptor: None,
             fence: None,
-            local_dir,
             local_root,
         })
     }
@@ -280,7 +274,6 @@ impl Storage {
             uri: uri.into(),
             interceptor: None,
             fence: None,
-            local_dir: None,
             local_root: None,
         }
     }
@@ -328,12 +321,16 @@ impl Storage {
             uri: uri.into(),
             interceptor: self.interceptor.clone(),
             fence: self.fence.clone(),
-            local_dir: self
-                .local_dir
-                .as_ref()
-                .map(|d| Arc::from(sub.segments().fold(d.to_path_buf(), |p, s| p.join(s)))),
             local_root: self.local_root.as_ref().map(|l| l.child(sub.segments())),
         }
+    }
+
+    /// The folder the root is on the local file system, for a local table (the one store with
+    /// folders of their own, which outlive the files in them): its URI after `file://`, the
+    /// table's canonical folder and the segments below it (no copy of it is kept).
+    fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local_root.as_ref()?;
+        self.uri.strip_prefix("file://").map(std::path::Path::new)
     }
 
     /// Whether the storage is a local table's: the one store with symbolic links, where

@@ -242,7 +242,7 @@ async fn the_local_one_level_listing_names_what_object_stores_walk_names() {
     std::fs::write(base.join("top.parquet"), b"t").unwrap();
 
     let fast = Storage::open(base.to_str().unwrap(), &StorageOptions::default()).unwrap();
-    assert!(fast.local_dir.is_some());
+    assert!(fast.local_dir().is_some());
     let walk = Storage::from_store(
         Arc::new(LocalFileSystem::new_with_prefix(base).unwrap()),
         "",

@@ -454,3 +454,27 @@ async fn a_listing_past_a_folder_leaves_the_folder_and_what_sorts_before_it_out(
         "an in-memory store reads and drops"
     );
 }
+
+/// A local table's storage keeps one copy of its folder's name: its URI, which its link checks
+/// share (a daemon watching 100,000 local tables kept three); its folder and its metadata table's
+/// are read from it.
+#[test]
+fn a_local_storage_keeps_its_folder_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap().join("t");
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = Storage::open(dir.to_str().unwrap(), &StorageOptions::default()).unwrap();
+    let local = s.local_root.as_ref().expect("a local table's link checks");
+    assert!(Arc::ptr_eq(&s.uri, &local.table_uri));
+    assert_eq!(local.table(), dir.as_path());
+    assert_eq!(s.local_dir(), Some(dir.as_path()));
+    let child = s.child(&p(".hoodie/metadata"));
+    assert_eq!(
+        child.local_dir(),
+        Some(dir.join(".hoodie/metadata").as_path())
+    );
+    let child_local = child.local_root.as_ref().expect("the child's link checks");
+    assert!(Arc::ptr_eq(&s.uri, &child_local.table_uri));
+    assert_eq!(child_local.table(), dir.as_path());
+    assert_eq!(mem().local_dir(), None);
+}

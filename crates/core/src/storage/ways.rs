@@ -26,7 +26,7 @@ impl Storage {
         let Some(local) = &self.local_root else {
             return Ok(());
         };
-        let root = local.table.to_path_buf();
+        let root = local.table().to_path_buf();
         let way = local.folders_of(dir.segments());
         let tree = local
             .way_to(dir.segments())
@@ -59,7 +59,7 @@ impl Storage {
         let Some(local) = &self.local_root else {
             return paths.iter().map(|_| Ok(())).collect();
         };
-        let root = local.table.to_path_buf();
+        let root = local.table().to_path_buf();
         let ways: Vec<Vec<String>> = paths
             .iter()
             .map(|p| local.folders_of(p.segments()))
@@ -96,7 +96,7 @@ impl Storage {
                 folder: self
                     .local_root
                     .as_ref()
-                    .map(|l| l.table.display().to_string())
+                    .map(|l| l.table().display().to_string())
                     .unwrap_or_default(),
                 now,
             },

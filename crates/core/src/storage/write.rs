@@ -246,7 +246,7 @@ impl Storage {
     /// empty (something was written into it since) or not there is left as it is. Counted as
     /// one delete request.
     pub async fn remove_empty_dir(&self, dir: &RelPath) -> Result<(), StorageError> {
-        let Some(base) = &self.local_dir else {
+        let Some(base) = self.local_dir() else {
             return Ok(());
         };
         self.check(OpKind::Delete, dir)?;

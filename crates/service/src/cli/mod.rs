@@ -337,7 +337,7 @@ impl LockArgs {
                     lock_key: self
                         .lock_zookeeper_lock_key
                         .clone()
-                        .unwrap_or_else(|| table.config().name.clone()),
+                        .unwrap_or_else(|| table.config().name.to_string()),
                     session_timeout: self.lock_zookeeper_session_timeout,
                     connection_timeout: self.lock_zookeeper_connection_timeout,
                     tls,

@@ -152,7 +152,7 @@ impl Daemon {
         RollbackOptions {
             journal: Some(Arc::new(own_changes::TableJournal {
                 store: self.own_changes.clone(),
-                name: name.clone(),
+                name: name.to_string(),
                 uri: uri.clone(),
                 require_savepoint,
             })),

@@ -27,7 +27,7 @@ pub struct Daemon {
     /// `[cluster] mode = "zookeeper"`: how this replica registers and sees the others.
     pub(super) membership: Option<membership::ZkMembership>,
     pub metrics: Metrics,
-    pub(super) tables: RwLock<BTreeMap<String, Arc<TableState>>>,
+    pub(super) tables: RwLock<BTreeMap<Arc<str>, Arc<TableState>>>,
     pub(super) polls: Arc<Semaphore>,
     /// `/metrics` scrapes served at once (`server.max_concurrent_scrapes`, both listeners).
     pub scrapes: Arc<Semaphore>,
@@ -167,7 +167,7 @@ impl Daemon {
         }
         // Under the read lock: a table added meanwhile reads the new view under the write lock.
         let tables = self.tables.read().await;
-        let moved = before.moved(&next, tables.keys().map(String::as_str));
+        let moved = before.moved(&next, tables.keys().map(|k| &**k));
         let mut taken = 0usize;
         for (name, state) in tables.iter() {
             let owns = next.owns(name);

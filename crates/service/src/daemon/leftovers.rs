@@ -71,10 +71,11 @@ impl Daemon {
         let interval = Duration::from_millis(interval_ms);
         let now = Instant::now();
         {
-            let mut due = state.guard_due.lock().unwrap_or_else(|e| e.into_inner());
-            match *due {
+            // A table's polls run one at a time (its mutex): no other one sets it meanwhile.
+            let due = &state.guard_due;
+            match due.get() {
                 None => {
-                    *due = Some(now + jitter(interval.min(FIRST_CHECK_WITHIN) / 2, 1.0));
+                    due.set(now + jitter(interval.min(FIRST_CHECK_WITHIN) / 2, 1.0));
                     return;
                 }
                 Some(at) if now < at => return,
@@ -88,7 +89,7 @@ impl Daemon {
                 // guarded then, not an interval later.
                 return;
             }
-            *due = Some(now + jitter(interval, 0.1));
+            due.set(now + jitter(interval, 0.1));
         }
         self.run_guard(state, table, GuardScope::Every, lock).await;
     }
@@ -106,18 +107,17 @@ impl Daemon {
             max_log_read: AuditOptions::default().max_log_read,
         };
         let (scope, options) = (&scope, &options);
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         match self
             .mutate(table, |t| async move { guard(&t, scope, options).await })
             .await
         {
             Ok(report) => {
-                state
-                    .metrics
+                let changes = state.metrics.count_changes();
+                changes
                     .leftovers_removed
                     .fetch_add(report.removed.len() as u64, Relaxed);
-                state
-                    .metrics
+                changes
                     .leftovers_kept
                     .fetch_add(report.kept.len() as u64, Relaxed);
                 for r in &report.removed {
@@ -131,5 +131,53 @@ impl Daemon {
                 warn!(table = %name, error = %e, "leftover guard failed; it is tried again at the next check")
             }
         }
+    }
+}
+
+/// When the leftover guard's periodic check of a table is due next, in 8 bytes (a
+/// `Mutex<Option<Instant>>` takes 32 a table): ms after the process's first use of it, plus one;
+/// 0 when not yet scheduled.
+#[derive(Debug, Default)]
+pub(super) struct GuardDue(std::sync::atomic::AtomicU64);
+
+impl GuardDue {
+    fn origin() -> Instant {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *ORIGIN.get_or_init(Instant::now)
+    }
+
+    /// When it is due (`None`: not scheduled yet), to the millisecond below.
+    pub(super) fn get(&self) -> Option<Instant> {
+        match self.0.load(std::sync::atomic::Ordering::Acquire) {
+            0 => None,
+            ms => Some(Self::origin() + Duration::from_millis(ms - 1)),
+        }
+    }
+
+    pub(super) fn set(&self, at: Instant) {
+        let ms = at.saturating_duration_since(Self::origin()).as_millis();
+        let ms = u64::try_from(ms).unwrap_or(u64::MAX - 1) + 1;
+        self.0.store(ms, std::sync::atomic::Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod guard_due_tests {
+    use super::*;
+
+    #[test]
+    fn a_check_is_unscheduled_until_set_then_due_at_its_millisecond() {
+        let due = GuardDue::default();
+        assert_eq!(due.get(), None);
+        let at = Instant::now() + Duration::from_secs(90);
+        due.set(at);
+        let got = due.get().expect("scheduled");
+        assert!(
+            got <= at && at - got < Duration::from_millis(1),
+            "{got:?} {at:?}"
+        );
+        // Set at the origin itself, it is still scheduled (not taken for unset).
+        due.set(GuardDue::origin());
+        assert_eq!(due.get(), Some(GuardDue::origin()));
     }
 }

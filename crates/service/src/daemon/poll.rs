@@ -30,7 +30,7 @@ impl Daemon {
         cached: &mut Option<Arc<Table>>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> bool {
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         let started = std::time::Instant::now();
         state.update(|s| s.last_poll_started_ms = Some(now_ms()));
         let result = self.poll_inner(state, cached, permit).await;
@@ -294,13 +294,10 @@ impl Daemon {
         if writers.heartbeat_files.unwrap_or(0) == 0 || state.heartbeats_first_seen_ms().is_some() {
             return;
         }
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         match self.evidence.record(name, &state.entry.uri, now_ms()).await {
             Ok(e) => {
-                *state
-                    .heartbeats_seen_ms
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(e.heartbeats_first_seen_ms);
+                state.heartbeats_seen_ms.set(e.heartbeats_first_seen_ms);
                 info!(table = %name, "heartbeat files seen: the table has LAZY writers; a pending write of it without heartbeat file is an EAGER writer's or lost its heartbeat, and is left alone unless assume_lazy_writers or max_write_duration says otherwise");
             }
             Err(e) => {
@@ -316,21 +313,18 @@ impl Daemon {
         trigger: &'static str,
     ) {
         use std::sync::atomic::Ordering::Relaxed;
-        let name = state.entry.name.as_str();
+        let name = &*state.entry.name;
         state.metrics.rollback(true, trigger);
         self.metrics
             .rollback_duration
             .observe(d.duration_ms as f64 / 1000.0);
-        state
-            .metrics
+        let changes = state.metrics.count_changes();
+        changes
             .files_deleted
             .fetch_add(d.files_deleted as u64, Relaxed);
         if d.lock_wait_ms > 0 {
-            state.metrics.lock_waits.fetch_add(1, Relaxed);
-            state
-                .metrics
-                .lock_wait_ms
-                .fetch_add(d.lock_wait_ms, Relaxed);
+            changes.lock_waits.fetch_add(1, Relaxed);
+            changes.lock_wait_ms.fetch_add(d.lock_wait_ms, Relaxed);
         }
         info!(table = %name, instant = %d.instant, rollback_instant = %d.rollback_instant, files = d.files_deleted, trigger, "rolled back a failed write");
         state.update(|s| {
@@ -388,16 +382,15 @@ impl Daemon {
 
 /// Record a poll that found no pending instant (nothing was listed but the timeline).
 fn record_idle(state: &TableState) {
-    state.metrics.oldest_pending_age.set(0.0);
-    state.metrics.stalest_heartbeat_age.set(0.0);
-    state
-        .metrics
-        .failed_instants
-        .store(0, std::sync::atomic::Ordering::Relaxed);
-    state
-        .metrics
-        .rollbacks_in_progress
-        .store(0, std::sync::atomic::Ordering::Relaxed);
+    // Zeros, which a table whose polls never found anything reads without them.
+    if let Some(p) = state.metrics.pending_if_any() {
+        p.oldest_pending_age.set(0.0);
+        p.stalest_heartbeat_age.set(0.0);
+        p.failed_instants
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        p.rollbacks_in_progress
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
     let writers = state.idle_writers();
     state
         .metrics
@@ -434,21 +427,12 @@ fn record_judged(state: &TableState, judged: &TableAssessment) -> usize {
         .iter()
         .filter(|a| a.verdict == Verdict::RollbackInProgress)
         .count();
-    state
-        .metrics
-        .rollbacks_in_progress
+    let p = state.metrics.count_pending();
+    p.rollbacks_in_progress
         .store(in_progress as i64, std::sync::atomic::Ordering::Relaxed);
-    state
-        .metrics
-        .oldest_pending_age
-        .set(oldest.max(0) as f64 / 1000.0);
-    state
-        .metrics
-        .stalest_heartbeat_age
-        .set(stalest.max(0) as f64 / 1000.0);
-    state
-        .metrics
-        .failed_instants
+    p.oldest_pending_age.set(oldest.max(0) as f64 / 1000.0);
+    p.stalest_heartbeat_age.set(stalest.max(0) as f64 / 1000.0);
+    p.failed_instants
         .store(failed as i64, std::sync::atomic::Ordering::Relaxed);
     state.metrics.set_writers(
         judged.writers.left_alone.by_reason(),

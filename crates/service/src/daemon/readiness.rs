@@ -24,7 +24,7 @@ impl Daemon {
             if state != ReadyState::Ok {
                 if r.not_ok.len() < READINESS_NAMES_MAX {
                     r.not_ok.push(NotOkTable {
-                        name: t.entry.name.clone(),
+                        name: t.entry.name.to_string(),
                         state,
                     });
                 } else {

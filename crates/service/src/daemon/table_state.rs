@@ -114,7 +114,8 @@ impl WritersStatus {
 /// bytes a table).
 #[derive(Debug)]
 pub struct Identity {
-    pub name: String,
+    /// Shared with the keys of the daemon's map of tables and of its metrics (one copy).
+    pub name: Arc<str>,
     pub uri: String,
     /// `Source::Api` only.
     pub(super) registration: Option<Box<TableEntry>>,
@@ -124,16 +125,38 @@ impl Identity {
     pub(super) fn of(entry: TableEntry, source: Source) -> Self {
         match source {
             Source::Api => Self {
-                name: entry.name.clone(),
+                name: Arc::from(entry.name.as_str()),
                 uri: entry.uri.clone(),
                 registration: Some(Box::new(entry)),
             },
             Source::Config | Source::Discovered(_) => Self {
-                name: entry.name,
+                name: Arc::from(entry.name),
                 uri: entry.uri,
                 registration: None,
             },
         }
+    }
+}
+
+/// An epoch-ms time that may be unset, in 8 bytes (a `Mutex<Option<i64>>` takes 24 a table).
+#[derive(Debug)]
+pub(super) struct OptionalMs(std::sync::atomic::AtomicI64);
+
+impl OptionalMs {
+    /// Unset (no epoch-ms time a table has is this far back).
+    const UNSET: i64 = i64::MIN;
+
+    pub(super) fn new(ms: Option<i64>) -> Self {
+        Self(std::sync::atomic::AtomicI64::new(ms.unwrap_or(Self::UNSET)))
+    }
+
+    pub(super) fn get(&self) -> Option<i64> {
+        let ms = self.0.load(std::sync::atomic::Ordering::Acquire);
+        (ms != Self::UNSET).then_some(ms)
+    }
+
+    pub(super) fn set(&self, ms: i64) {
+        self.0.store(ms, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -187,14 +210,14 @@ pub struct TableState {
     /// Bumped whenever the table is (re)scheduled; a due entry of an older generation is stale.
     pub(super) generation: std::sync::atomic::AtomicU64,
     /// When a heartbeat file was first seen on the table (epoch ms), as kept in `state_dir`.
-    pub(super) heartbeats_seen_ms: StdMutex<Option<i64>>,
+    pub(super) heartbeats_seen_ms: OptionalMs,
     /// Its audits (`audits`).
     pub(super) audit: StdMutex<AuditState>,
     /// Bumped whenever its audit is (re)scheduled; a due entry of an older generation is stale.
     pub(super) audit_generation: std::sync::atomic::AtomicU64,
     /// When the leftover guard's periodic check of the table is due next (`None`: not yet
     /// scheduled: the first poll schedules it, `leftovers`).
-    pub(super) guard_due: StdMutex<Option<std::time::Instant>>,
+    pub(super) guard_due: super::leftovers::GuardDue,
     /// What its last polls saw, for its poll rate (`activity`): only ever when it is polled.
     pub(super) activity: Activity,
 }
@@ -251,11 +274,7 @@ impl TableState {
     /// evidence that can make a write without heartbeat file failed), else heartbeat files seen
     /// before (kept across restarts; it only names the verdict of a write left alone).
     pub(super) fn known_lazy_writers(&self) -> Option<LazyWritersEvidence> {
-        let seen = self
-            .heartbeats_seen_ms
-            .lock()
-            .map(|s| s.is_some())
-            .unwrap_or_else(|e| e.into_inner().is_some());
+        let seen = self.heartbeats_seen_ms.get().is_some();
         LazyWritersEvidence::known(self.settings.assume_lazy_writers, seen)
     }
 
@@ -271,10 +290,7 @@ impl TableState {
     }
 
     pub(super) fn heartbeats_first_seen_ms(&self) -> Option<i64> {
-        *self
-            .heartbeats_seen_ms
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.heartbeats_seen_ms.get()
     }
 
     /// How this table's pending instants are judged (no lock: for looking only).
@@ -329,5 +345,16 @@ mod tests {
             .filter_map(|_| slots.try_take())
             .collect();
         assert_eq!(again.len(), TIMELINE_READS_PER_TABLE);
+    }
+
+    #[test]
+    fn an_optional_time_is_unset_until_set() {
+        let ms = OptionalMs::new(None);
+        assert_eq!(ms.get(), None);
+        ms.set(0);
+        assert_eq!(ms.get(), Some(0));
+        assert_eq!(OptionalMs::new(Some(-5)).get(), Some(-5));
+        let seen = OptionalMs::new(Some(1_733_390_000_000));
+        assert_eq!(seen.get(), Some(1_733_390_000_000));
     }
 }

@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 
 use super::config::{self, TableEntry};
 use super::scheduler::jitter;
-use super::table_state::{Identity, ReadSlots};
+use super::table_state::{Identity, OptionalMs, ReadSlots};
 use super::{enclosing, registry};
 use super::{Daemon, Source, TableError, TableState, TableStatus};
 
@@ -137,6 +137,9 @@ impl Daemon {
         if let Some(limit) = limit {
             self.check_api_limit(&tables, limit)?;
         }
+        // Its name and URI only (its settings are resolved above); the whole registration of an
+        // API table, which the registry keeps.
+        let entry = Identity::of(entry, source);
         let state = Arc::new(TableState {
             status: StdMutex::new(TableStatus {
                 state_files_unreadable: [
@@ -149,15 +152,13 @@ impl Daemon {
                 .collect(),
                 ..TableStatus::default()
             }),
-            metrics: self.metrics.table(&entry.name),
-            heartbeats_seen_ms: StdMutex::new(
+            metrics: self.metrics.table_named(&entry.name),
+            heartbeats_seen_ms: OptionalMs::new(
                 self.evidence
                     .get(&entry.name, &entry.uri)
                     .map(|e| e.heartbeats_first_seen_ms),
             ),
-            // Its name and URI only (its settings are resolved above); the whole registration
-            // of an API table, which the registry keeps.
-            entry: Identity::of(entry, source),
+            entry,
             source,
             location,
             settings,
@@ -167,7 +168,7 @@ impl Daemon {
             generation: std::sync::atomic::AtomicU64::new(0),
             audit: StdMutex::new(Default::default()),
             audit_generation: std::sync::atomic::AtomicU64::new(0),
-            guard_due: StdMutex::new(None),
+            guard_due: Default::default(),
             activity: Default::default(),
         });
         let cluster = self.cluster();
@@ -176,7 +177,7 @@ impl Daemon {
             .metrics
             .not_owned
             .store(!cluster.owns(name), std::sync::atomic::Ordering::Relaxed);
-        tables.insert(name.clone(), state.clone());
+        tables.insert(state.entry.name.clone(), state.clone());
         self.metrics.tables.set(tables.len() as i64);
         drop(tables);
         info!(table = %name, uri = %state.entry.uri, owner = %cluster.owner(name).map(|o| o.name).unwrap_or_else(|| "none yet".into()), policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
@@ -191,7 +192,7 @@ impl Daemon {
     /// restored, which hold a file each too).
     pub(super) fn check_api_limit(
         &self,
-        tables: &BTreeMap<String, Arc<TableState>>,
+        tables: &BTreeMap<Arc<str>, Arc<TableState>>,
         limit: usize,
     ) -> Result<(), TableError> {
         let kept = self.registry_state().not_restored.len();
@@ -254,8 +255,11 @@ impl Daemon {
         let state = self.add(entry, Source::Api, Some(limit)).await?;
         if let Err(e) = self.save(&state).await {
             let mut tables = self.tables.write().await;
-            if tables.get(&name).is_some_and(|t| Arc::ptr_eq(t, &state)) {
-                tables.remove(&name);
+            if tables
+                .get(name.as_str())
+                .is_some_and(|t| Arc::ptr_eq(t, &state))
+            {
+                tables.remove(name.as_str());
                 self.metrics.tables.set(tables.len() as i64);
                 drop(tables);
                 self.metrics.remove_table(&name);
@@ -440,12 +444,12 @@ impl Daemon {
 /// known) the same table under another name or spelling, a table inside it (a metadata table)
 /// or around it.
 pub(super) fn registered_already(
-    tables: &BTreeMap<String, Arc<TableState>>,
+    tables: &BTreeMap<Arc<str>, Arc<TableState>>,
     entry: &TableEntry,
     source: Source,
     location: Option<&config::Location>,
 ) -> Option<TableError> {
-    if tables.contains_key(&entry.name) {
+    if tables.contains_key(entry.name.as_str()) {
         return Some(TableError::Conflict(format!(
             "a table named `{}` is registered already",
             entry.name

@@ -242,7 +242,7 @@ impl Daemon {
             let ours: std::collections::BTreeMap<String, String> = tables
                 .values()
                 .filter(|t| t.source == mine)
-                .map(|t| (t.entry.name.clone(), t.entry.uri.clone()))
+                .map(|t| (t.entry.name.to_string(), t.entry.uri.clone()))
                 .collect();
             (elsewhere, ours)
         };
@@ -281,7 +281,7 @@ impl Daemon {
         for f in changes.add {
             let base = naming::base_name(&f.hudi_name, &f.uri);
             let shared = bases.get(&base).is_some_and(|n| *n > 1);
-            let taken = self.tables.read().await.contains_key(&base);
+            let taken = self.tables.read().await.contains_key(base.as_str());
             let name = if shared || taken {
                 naming::disambiguated(&base, &f.uri)
             } else {
@@ -359,7 +359,7 @@ impl Daemon {
                 matches!(t.source, Source::Discovered(_))
                     && Location::of_table(&t.entry.uri).is_some_and(|l| l == at)
             })
-            .map(|t| (t.entry.name.clone(), t.source));
+            .map(|t| (t.entry.name.to_string(), t.source));
         if let Some((name, source)) = hit {
             if self.drop_discovered(&name, source).await {
                 info!(table = %name, "discovery: a table registered through the API replaces the discovered one");

@@ -114,7 +114,7 @@ pub(super) async fn list_tables(
         total,
         tables: tables.iter().map(|t| table_view(&d, &cluster, t)).collect(),
         next: more
-            .then(|| tables.last().map(|t| t.entry.name.as_str()))
+            .then(|| tables.last().map(|t| &*t.entry.name))
             .flatten(),
     };
     Ok(Json(list).into_response())

@@ -6,6 +6,7 @@
 //! the `prometheus` crate keeps about a kilobyte per labelled series (each child copies its
 //! descriptor), which at 10,000 tables and a dozen series each would be well over 100 MiB.
 
+mod counts;
 mod tables;
 
 pub use super::config::TableSeries;
@@ -18,7 +19,7 @@ use hudi_keeper_core::storage::Interceptor;
 use prometheus::{Encoder, Gauge, Histogram, HistogramOpts, IntGauge, Opts, Registry, TextEncoder};
 
 pub use tables::TableMetrics;
-use tables::{render_aggregate, render_tables, Part, RequestCounter, TABLES_PER_PART};
+use tables::{render_aggregate, render_tables, Part, TABLES_PER_PART};
 
 /// The timeline actions a pending instant can have (label values of `pending_instants`).
 pub const ACTIONS: [&str; 10] = [
@@ -80,7 +81,7 @@ pub struct Metrics {
     /// Problems with the registry of tables registered through the API, by kind
     /// ([`REGISTRY_ERRORS`]).
     pub registry_errors: prometheus::IntCounterVec,
-    per_table: RwLock<BTreeMap<String, Arc<TableMetrics>>>,
+    per_table: RwLock<BTreeMap<Arc<str>, Arc<TableMetrics>>>,
 }
 
 /// Kinds of `hudi_keeper_registry_errors_total`: the file unreadable at start, an entry not
@@ -208,8 +209,14 @@ impl Metrics {
     }
 
     pub fn table(&self, table: &str) -> Arc<TableMetrics> {
+        self.table_named(&Arc::from(table))
+    }
+
+    /// [`Metrics::table`], its series keyed by `table` itself (the name the table's state
+    /// holds: no copy of it).
+    pub fn table_named(&self, table: &Arc<str>) -> Arc<TableMetrics> {
         let mut map = self.per_table.write().unwrap_or_else(|e| e.into_inner());
-        map.entry(table.to_string()).or_default().clone()
+        map.entry(table.clone()).or_default().clone()
     }
 
     /// Drop a table's series (it was unregistered).
@@ -220,7 +227,7 @@ impl Metrics {
 
     /// A storage interceptor that counts a table's requests by kind.
     pub fn request_counter(&self, table: &str) -> Arc<dyn Interceptor> {
-        Arc::new(RequestCounter(self.table(table)))
+        self.table(table)
     }
 
     /// The Prometheus text exposition of every metric, whole (the tests read it so).
@@ -255,7 +262,7 @@ impl Metrics {
             return Box::new(std::iter::once(head));
         }
         // The tables this replica owns, as of now; their values are read as each part is made.
-        let tables: Vec<(String, Arc<TableMetrics>)> = self
+        let tables: Vec<(Arc<str>, Arc<TableMetrics>)> = self
             .per_table
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -318,6 +325,52 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_idle_table_has_no_change_or_audit_counts_until_its_first() {
+        let m = Metrics::new();
+        let idle = m.table("idle");
+        idle.poll("ok");
+        let text = m.render();
+        assert!(text.contains(
+            "hudi_keeper_rollbacks_total{outcome=\"success\",table=\"idle\",trigger=\"auto\"} 0"
+        ));
+        assert!(text.contains("hudi_keeper_files_deleted_total{table=\"idle\"} 0"));
+        assert!(idle.changes.get().is_none() && idle.audits.get().is_none());
+        // An idle poll's zeros make nothing either; the first pending instant does.
+        idle.set_pending(Vec::new());
+        idle.set_writers(
+            [
+                ("no_heartbeat_unconfirmed", 0),
+                ("awaiting_newer_write", 0),
+                ("age_unknown", 0),
+            ],
+            false,
+        );
+        assert!(idle.pending.get().is_none());
+        assert!(m
+            .render()
+            .contains("hudi_keeper_failed_instants{table=\"idle\"} 0"));
+        idle.set_pending(vec![("commit", 1)]);
+        assert!(idle.pending.get().is_some());
+        assert!(m
+            .render()
+            .contains("hudi_keeper_pending_instants{action=\"commit\",table=\"idle\"} 1"));
+        idle.rollback(true, "auto");
+        assert!(idle.changes.get().is_some());
+        assert!(m.render().contains(
+            "hudi_keeper_rollbacks_total{outcome=\"success\",table=\"idle\",trigger=\"auto\"} 1"
+        ));
+        // A table's storage counts its requests into its own metrics, no wrapper between.
+        let counter = m.request_counter("idle");
+        assert!(std::ptr::addr_eq(Arc::as_ptr(&counter), Arc::as_ptr(&idle)));
+        // Its series are keyed by the name its state holds, not a copy.
+        let name: Arc<str> = Arc::from("shared");
+        m.table_named(&name);
+        let map = m.per_table.read().unwrap();
+        let (key, _) = map.get_key_value("shared").unwrap();
+        assert!(Arc::ptr_eq(key, &name));
+    }
 
     #[test]
     fn every_metric_renders_once_with_help_and_type() {
@@ -451,8 +504,10 @@ mod tests {
         for (name, failed, age) in [("a", 1, 30.0), ("b", 2, 90.0), ("c", 4, 600.0)] {
             let t = m.table(name);
             t.poll("ok");
-            t.failed_instants.store(failed, Ordering::Relaxed);
-            t.oldest_pending_age.set(age);
+            t.count_pending()
+                .failed_instants
+                .store(failed, Ordering::Relaxed);
+            t.count_pending().oldest_pending_age.set(age);
             t.set_pending(vec![("deltacommit", 1)]);
             t.rollback(true, "auto");
         }

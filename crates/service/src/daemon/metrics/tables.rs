@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use hudi_keeper_core::storage::{Interceptor, OpKind, RelPath, StorageError};
 
 use hudi_keeper_core::audit::Class;
 
+use super::counts::{AuditCounts, ChangeCounts, PendingCounts, NO_AUDITS, NO_CHANGES, NO_PENDING};
 use super::{AtomicF64, LEFT_ALONE_REASONS, POLL_OUTCOMES};
 use crate::daemon::audit_view::{AuditOutcome, AuditSummary};
 
@@ -47,40 +48,51 @@ pub struct TableMetrics {
     pub idle: AtomicBool,
     pub last_poll_timestamp: AtomicF64,
     pub last_poll_duration: AtomicF64,
-    /// Pending instants by action, as last polled.
-    pub pending: Mutex<Vec<(&'static str, i64)>>,
-    pub oldest_pending_age: AtomicF64,
-    pub stalest_heartbeat_age: AtomicF64,
-    pub failed_instants: AtomicI64,
-    /// Pending rollbacks another process runs (their rollback heartbeat is fresh), at the last
-    /// poll.
-    pub rollbacks_in_progress: AtomicI64,
-    /// Pending writes left alone at the last poll, by [`LEFT_ALONE_REASONS`].
-    pub left_alone: [AtomicI64; 3],
-    /// A young pending write without heartbeat file on a table judged LAZY, at the last poll.
-    pub eager_writer_suspected: AtomicBool,
-    /// By [`ROLLBACK_LABELS`].
-    pub rollbacks: [AtomicU64; 4],
-    pub files_deleted: AtomicU64,
-    /// Files of rolled-back instants the leftover guard removed, and found but kept.
-    pub leftovers_removed: AtomicU64,
-    pub leftovers_kept: AtomicU64,
+    /// What its last poll found pending: made at the first poll that finds anything (an idle
+    /// table's polls find nothing; they would cost it 112 bytes).
+    pub(super) pending: OnceLock<Box<PendingCounts>>,
     /// By `OpKind::ALL`.
     pub requests: [AtomicU64; 8],
-    pub lock_waits: AtomicU64,
-    pub lock_wait_ms: AtomicU64,
     pub halted: AtomicBool,
-    /// Audits by [`AuditOutcome::ALL`].
-    pub audits: [AtomicU64; 3],
-    /// A complete audit ran: the audit's files and bytes are its.
-    pub audited: AtomicBool,
-    /// Of the last complete audit, by [`AUDIT_CLASSES`].
-    pub audit_files: [AtomicU64; 5],
-    pub audit_bytes: [AtomicU64; 5],
-    pub audit_last_complete_timestamp: AtomicF64,
+    /// Its rollbacks, leftovers and lock waits: made at the first one (an idle table never
+    /// has any; they would cost it 96 bytes).
+    pub(super) changes: OnceLock<Box<ChangeCounts>>,
+    /// Its audits: made at the first one that ends (104 bytes a table with audits off).
+    pub(super) audits: OnceLock<Box<AuditCounts>>,
 }
 
 impl TableMetrics {
+    /// What its last poll found pending, to read (nothing before the first poll that found
+    /// anything).
+    pub fn pending_now(&self) -> &PendingCounts {
+        self.pending.get().map_or(&NO_PENDING, |c| c)
+    }
+
+    /// What its last poll found pending, to set (made at the first poll that finds anything).
+    pub fn count_pending(&self) -> &PendingCounts {
+        self.pending.get_or_init(Box::default)
+    }
+
+    /// What its last poll found pending, if any poll ever found anything.
+    pub fn pending_if_any(&self) -> Option<&PendingCounts> {
+        self.pending.get().map(|c| &**c)
+    }
+
+    /// Its rollbacks, leftovers and lock waits, to read (all zero before the first).
+    pub fn changes(&self) -> &ChangeCounts {
+        self.changes.get().map_or(&NO_CHANGES, |c| c)
+    }
+
+    /// Its rollbacks, leftovers and lock waits, to count (made at the first).
+    pub fn count_changes(&self) -> &ChangeCounts {
+        self.changes.get_or_init(Box::default)
+    }
+
+    /// What its audits found, to read (all zero before the first).
+    pub fn audit(&self) -> &AuditCounts {
+        self.audits.get().map_or(&NO_AUDITS, |c| c)
+    }
+
     pub fn poll(&self, outcome: &str) {
         if let Some(i) = POLL_OUTCOMES.iter().position(|o| *o == outcome) {
             self.polls[i].fetch_add(1, Ordering::Relaxed);
@@ -94,45 +106,59 @@ impl TableMetrics {
             (true, _) => 2,
             (false, _) => 3,
         };
-        self.rollbacks[i].fetch_add(1, Ordering::Relaxed);
+        self.count_changes().rollbacks[i].fetch_add(1, Ordering::Relaxed);
     }
 
     /// What the last poll found about the writers: writes left alone by reason, and whether
     /// EAGER writers are suspected.
     pub fn set_writers(&self, left_alone: [(&str, usize); 3], eager_writer_suspected: bool) {
+        let nothing = !eager_writer_suspected && left_alone.iter().all(|(_, n)| *n == 0);
+        let counts = match self.pending_if_any() {
+            Some(c) => c,
+            None if nothing => return,
+            None => self.count_pending(),
+        };
         for (i, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
             let n = left_alone
                 .iter()
                 .find(|(r, _)| r == reason)
                 .map(|(_, n)| *n as i64)
                 .unwrap_or(0);
-            self.left_alone[i].store(n, Ordering::Relaxed);
+            counts.left_alone[i].store(n, Ordering::Relaxed);
         }
-        self.eager_writer_suspected
+        counts
+            .eager_writer_suspected
             .store(eager_writer_suspected, Ordering::Relaxed);
     }
 
     /// An audit ended: counted by outcome; a complete one's files and bytes per class become
     /// the table's (others leave the last complete one's).
     pub fn audit_ended(&self, outcome: AuditOutcome, summary: Option<&AuditSummary>) {
+        let counts = self.audits.get_or_init(Box::default);
         if let Some(i) = AuditOutcome::ALL.iter().position(|o| *o == outcome) {
-            self.audits[i].fetch_add(1, Ordering::Relaxed);
+            counts.audits[i].fetch_add(1, Ordering::Relaxed);
         }
         let Some(s) = summary.filter(|_| outcome == AuditOutcome::Complete) else {
             return;
         };
         for (i, class) in AUDIT_CLASSES.iter().enumerate() {
             let c = s.classes.get(class).cloned().unwrap_or_default();
-            self.audit_files[i].store(c.files, Ordering::Relaxed);
-            self.audit_bytes[i].store(c.bytes, Ordering::Relaxed);
+            counts.audit_files[i].store(c.files, Ordering::Relaxed);
+            counts.audit_bytes[i].store(c.bytes, Ordering::Relaxed);
         }
-        self.audited.store(true, Ordering::Relaxed);
-        self.audit_last_complete_timestamp
+        counts.audited.store(true, Ordering::Relaxed);
+        counts
+            .audit_last_complete_timestamp
             .set(chrono::Utc::now().timestamp_millis() as f64 / 1000.0);
     }
 
     pub fn set_pending(&self, counts: Vec<(&'static str, i64)>) {
-        if let Ok(mut p) = self.pending.lock() {
+        let pending = match self.pending_if_any() {
+            Some(p) => p,
+            None if counts.is_empty() => return,
+            None => self.count_pending(),
+        };
+        if let Ok(mut p) = pending.pending.lock() {
             *p = counts;
         }
     }
@@ -172,7 +198,7 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
     }
     let mut pending: BTreeMap<&'static str, i64> = BTreeMap::new();
     for m in tables {
-        if let Ok(p) = m.pending.lock() {
+        if let Ok(p) = m.pending_now().pending.lock() {
             for (action, n) in p.iter() {
                 *pending.entry(action).or_default() += n;
             }
@@ -195,22 +221,26 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write (the largest over the tables).",
-        max(&|m| m.oldest_pending_age.get()),
+        max(&|m| m.pending_now().oldest_pending_age.get()),
     );
-    single(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).", max(&|m| m.stalest_heartbeat_age.get()));
+    single(out, "hudi_keeper_stalest_heartbeat_age_seconds", "gauge", "Heartbeat age of the pending write whose heartbeat is oldest (the largest over the tables).", max(&|m| m.pending_now().stalest_heartbeat_age.get()));
     single(
         out,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last polls.",
-        i(&|m| m.failed_instants.load(Ordering::Relaxed)),
+        i(&|m| m.pending_now().failed_instants.load(Ordering::Relaxed)),
     );
     single(
         out,
         "hudi_keeper_rollbacks_in_progress",
         "gauge",
         "Pending rollbacks another process runs (fresh rollback heartbeat) at the last polls.",
-        i(&|m| m.rollbacks_in_progress.load(Ordering::Relaxed)),
+        i(&|m| {
+            m.pending_now()
+                .rollbacks_in_progress
+                .load(Ordering::Relaxed)
+        }),
     );
     head(
         out,
@@ -219,7 +249,7 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "Pending writes without heartbeat file left alone at the last polls, by reason.",
     );
     for (k, reason) in LEFT_ALONE_REASONS.iter().enumerate() {
-        let v = i(&|m| m.left_alone[k].load(Ordering::Relaxed));
+        let v = i(&|m| m.pending_now().left_alone[k].load(Ordering::Relaxed));
         let _ = writeln!(
             out,
             "hudi_keeper_pending_writes_left_alone{{reason=\"{reason}\"}} {v}"
@@ -230,7 +260,13 @@ pub(super) fn render_aggregate(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_eager_writer_suspected",
         "gauge",
         "Tables whose last poll found a pending write that looks like an EAGER writer's.",
-        u(&|m| u64::from(m.eager_writer_suspected.load(Ordering::Relaxed))),
+        u(&|m| {
+            u64::from(
+                m.pending_now()
+                    .eager_writer_suspected
+                    .load(Ordering::Relaxed),
+            )
+        }),
     );
     render_aggregate_changes(out, tables);
     render_aggregate_audits(out, tables);
@@ -247,7 +283,7 @@ fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
         "Audits of tables, by outcome.",
     );
     for (k, o) in AuditOutcome::ALL.iter().enumerate() {
-        let v: u64 = tables.iter().map(|m| load(&m.audits[k])).sum();
+        let v: u64 = tables.iter().map(|m| load(&m.audit().audits[k])).sum();
         let _ = writeln!(
             out,
             "hudi_keeper_audits_total{{outcome=\"{}\"}} {v}",
@@ -256,11 +292,11 @@ fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
     }
     let audited: Vec<&&TableMetrics> = tables
         .iter()
-        .filter(|m| m.audited.load(Ordering::Relaxed))
+        .filter(|m| m.audit().audited.load(Ordering::Relaxed))
         .collect();
     let oldest = audited
         .iter()
-        .map(|m| m.audit_last_complete_timestamp.get())
+        .map(|m| m.audit().audit_last_complete_timestamp.get())
         .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
     single(
         out,
@@ -273,13 +309,13 @@ fn render_aggregate_audits(out: &mut String, tables: &[&TableMetrics]) {
         (
             "hudi_keeper_audit_files",
             "Data files by class at the last complete audits.",
-            (|m: &TableMetrics, i: usize| m.audit_files[i].load(Ordering::Relaxed))
+            (|m: &TableMetrics, i: usize| m.audit().audit_files[i].load(Ordering::Relaxed))
                 as fn(&TableMetrics, usize) -> u64,
         ),
         (
             "hudi_keeper_audit_bytes",
             "Their bytes.",
-            |m: &TableMetrics, i: usize| m.audit_bytes[i].load(Ordering::Relaxed),
+            |m: &TableMetrics, i: usize| m.audit().audit_bytes[i].load(Ordering::Relaxed),
         ),
     ] {
         head(out, name, "gauge", help);
@@ -301,7 +337,7 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "Rollbacks of failed writes, by outcome and trigger.",
     );
     for (k, (outcome, trigger)) in ROLLBACK_LABELS.iter().enumerate() {
-        let v = u(&|m| load(&m.rollbacks[k]));
+        let v = u(&|m| load(&m.changes().rollbacks[k]));
         let _ = writeln!(
             out,
             "hudi_keeper_rollbacks_total{{outcome=\"{outcome}\",trigger=\"{trigger}\"}} {v}"
@@ -312,7 +348,7 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
-        u(&|m| load(&m.files_deleted)),
+        u(&|m| load(&m.changes().files_deleted)),
     );
     head(
         out,
@@ -321,8 +357,8 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         LEFTOVERS_HELP,
     );
     for (outcome, v) in [
-        ("removed", u(&|m| load(&m.leftovers_removed))),
-        ("kept", u(&|m| load(&m.leftovers_kept))),
+        ("removed", u(&|m| load(&m.changes().leftovers_removed))),
+        ("kept", u(&|m| load(&m.changes().leftovers_kept))),
     ] {
         let _ = writeln!(
             out,
@@ -348,14 +384,14 @@ fn render_aggregate_changes(out: &mut String, tables: &[&TableMetrics]) {
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking a table lock had to wait.",
-        u(&|m| load(&m.lock_waits)),
+        u(&|m| load(&m.changes().lock_waits)),
     );
     single(
         out,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for table locks.",
-        u(&|m| load(&m.lock_wait_ms)) as f64 / 1000.0,
+        u(&|m| load(&m.changes().lock_wait_ms)) as f64 / 1000.0,
     );
 }
 
@@ -365,7 +401,7 @@ pub const TABLES_PER_PART: usize = 2_000;
 /// One part of the per-table exposition: family number `family`, for `tables`.
 pub(super) struct Part<'a> {
     pub(super) out: String,
-    pub(super) tables: &'a [(String, Arc<TableMetrics>)],
+    pub(super) tables: &'a [(Arc<str>, Arc<TableMetrics>)],
     pub(super) family: usize,
     /// With the family's `# HELP` and `# TYPE` lines (its first part).
     pub(super) header: bool,
@@ -459,7 +495,7 @@ fn render_audit_families(out: &mut Part<'_>) {
         "Audits of a table, by outcome (complete; cut_short: its request budget, audit_max_requests, was spent, and its counts are not used; failed).",
         |o, t, m| {
             by_label(o, "hudi_keeper_audits_total", "outcome", &outcomes, t, |i| {
-                load(&m.audits[i])
+                load(&m.audit().audits[i])
             })
         },
     );
@@ -468,7 +504,7 @@ fn render_audit_families(out: &mut Part<'_>) {
         "hudi_keeper_audit_last_complete_timestamp_seconds",
         "gauge",
         "Unix time at which the last complete audit of a table finished (0 before the first).",
-        |m| m.audit_last_complete_timestamp.get().to_string(),
+        |m| m.audit().audit_last_complete_timestamp.get().to_string(),
     );
     let classes = AUDIT_CLASSES.map(Class::as_str);
     family(
@@ -477,9 +513,9 @@ fn render_audit_families(out: &mut Part<'_>) {
         "gauge",
         "Data files by class (committed, rollback_leftover, orphan, pending, unknown) at the last complete audit of a table; none before the first. committed and rollback_leftover are always written, the others once not 0.",
         |o, t, m| {
-            if m.audited.load(Ordering::Relaxed) {
+            if m.audit().audited.load(Ordering::Relaxed) {
                 by_label(o, "hudi_keeper_audit_files", "class", &classes, t, |i| {
-                    load(&m.audit_files[i])
+                    load(&m.audit().audit_files[i])
                 })
             }
         },
@@ -490,9 +526,9 @@ fn render_audit_families(out: &mut Part<'_>) {
         "gauge",
         "Bytes of the data files by class at the last complete audit of a table (as hudi_keeper_audit_files).",
         |o, t, m| {
-            if m.audited.load(Ordering::Relaxed) {
+            if m.audit().audited.load(Ordering::Relaxed) {
                 by_label(o, "hudi_keeper_audit_bytes", "class", &classes, t, |i| {
-                    load(&m.audit_bytes[i])
+                    load(&m.audit().audit_bytes[i])
                 })
             }
         },
@@ -538,7 +574,7 @@ fn render_poll_families(out: &mut Part<'_>) {
         "gauge",
         "Pending instants on the active timeline at the last poll, by action.",
         |o, t, m| {
-            if let Ok(p) = m.pending.lock() {
+            if let Ok(p) = m.pending_now().pending.lock() {
                 for (action, n) in p.iter() {
                     let _ = writeln!(
                         o,
@@ -553,28 +589,38 @@ fn render_poll_families(out: &mut Part<'_>) {
         "hudi_keeper_oldest_pending_instant_age_seconds",
         "gauge",
         "Age of the oldest pending write at the last poll (0 when none).",
-        |m| m.oldest_pending_age.get().to_string(),
+        |m| m.pending_now().oldest_pending_age.get().to_string(),
     );
     scalar(
         out,
         "hudi_keeper_stalest_heartbeat_age_seconds",
         "gauge",
         "Heartbeat age of the pending write whose heartbeat is oldest (0 when none).",
-        |m| m.stalest_heartbeat_age.get().to_string(),
+        |m| m.pending_now().stalest_heartbeat_age.get().to_string(),
     );
     scalar(
         out,
         "hudi_keeper_failed_instants",
         "gauge",
         "Pending writes judged failed at the last poll (observe tables keep them).",
-        |m| m.failed_instants.load(Ordering::Relaxed).to_string(),
+        |m| {
+            m.pending_now()
+                .failed_instants
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
     );
     scalar(
         out,
         "hudi_keeper_rollbacks_in_progress",
         "gauge",
         "Pending rollbacks another process runs (fresh rollback heartbeat) at the last poll.",
-        |m| m.rollbacks_in_progress.load(Ordering::Relaxed).to_string(),
+        |m| {
+            m.pending_now()
+                .rollbacks_in_progress
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
     );
 }
 
@@ -588,7 +634,7 @@ fn render_writer_families(out: &mut Part<'_>) {
         |o, t, m| {
             let name = "hudi_keeper_pending_writes_left_alone";
             by_label(o, name, "reason", &LEFT_ALONE_REASONS, t, |i| {
-                m.left_alone[i].load(Ordering::Relaxed)
+                m.pending_now().left_alone[i].load(Ordering::Relaxed)
             })
         },
     );
@@ -597,7 +643,7 @@ fn render_writer_families(out: &mut Part<'_>) {
         "hudi_keeper_eager_writer_suspected",
         "gauge",
         "1 when the last poll found a pending write without heartbeat file on a table judged LAZY that looks like an EAGER writer's (younger than min_instant_age, or on a table with heartbeat files).",
-        |m| u8::from(m.eager_writer_suspected.load(Ordering::Relaxed)).to_string(),
+        |m| u8::from(m.pending_now().eager_writer_suspected.load(Ordering::Relaxed)).to_string(),
     );
 }
 
@@ -611,7 +657,7 @@ fn render_change_families(out: &mut Part<'_>) {
         "Rollbacks of failed writes, by outcome (success, failure) and trigger (auto, manual).",
         |o, t, m| {
             for (i, (outcome, trigger)) in ROLLBACK_LABELS.iter().enumerate() {
-                let v = load(&m.rollbacks[i]);
+                let v = load(&m.changes().rollbacks[i]);
                 if i < 2 || v > 0 {
                     let _ = writeln!(
                         o,
@@ -626,7 +672,7 @@ fn render_change_families(out: &mut Part<'_>) {
         "hudi_keeper_files_deleted_total",
         "counter",
         "Data files deleted by rollbacks.",
-        |m| load(&m.files_deleted).to_string(),
+        |m| load(&m.changes().files_deleted).to_string(),
     );
     family(
         out,
@@ -635,8 +681,8 @@ fn render_change_families(out: &mut Part<'_>) {
         LEFTOVERS_HELP,
         |o, t, m| {
             for (outcome, v) in [
-                ("removed", load(&m.leftovers_removed)),
-                ("kept", load(&m.leftovers_kept)),
+                ("removed", load(&m.changes().leftovers_removed)),
+                ("kept", load(&m.changes().leftovers_kept)),
             ] {
                 let _ = writeln!(
                     o,
@@ -668,14 +714,14 @@ fn render_change_families(out: &mut Part<'_>) {
         "hudi_keeper_lock_waits_total",
         "counter",
         "Times taking the table lock had to wait for another holder.",
-        |m| load(&m.lock_waits).to_string(),
+        |m| load(&m.changes().lock_waits).to_string(),
     );
     scalar(
         out,
         "hudi_keeper_lock_wait_seconds_total",
         "counter",
         "Time spent waiting for the table lock.",
-        |m| (load(&m.lock_wait_ms) as f64 / 1000.0).to_string(),
+        |m| (load(&m.changes().lock_wait_ms) as f64 / 1000.0).to_string(),
     );
     scalar(
         out,
@@ -686,13 +732,12 @@ fn render_change_families(out: &mut Part<'_>) {
     );
 }
 
-#[derive(Debug)]
-pub(super) struct RequestCounter(pub(super) Arc<TableMetrics>);
-
-impl Interceptor for RequestCounter {
+/// A table's metrics count its storage requests by kind themselves: a table's storage holds
+/// its `Arc<TableMetrics>` as its interceptor (no wrapper to allocate a table).
+impl Interceptor for TableMetrics {
     fn before(&self, op: OpKind, _path: &RelPath) -> Result<(), StorageError> {
         if let Some(i) = OpKind::ALL.iter().position(|k| *k == op) {
-            self.0.requests[i].fetch_add(1, Ordering::Relaxed);
+            self.requests[i].fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
