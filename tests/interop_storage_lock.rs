@@ -512,10 +512,22 @@ fn holders_and_us_never_at_once(key: &str) {
         if !running && rolled_back.len() >= 2 {
             break;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "the lock holders did not finish in 5 minutes"
-        );
+        if started.elapsed() >= Duration::from_secs(300) {
+            // What each holder got to, and what hudi-keeper did meanwhile: a stall shows where.
+            let logs: Vec<String> = hudi
+                .iter_mut()
+                .enumerate()
+                .map(|(i, h)| {
+                    h.seen.extend(h.lines.try_iter());
+                    format!("hudi{i}: {}", h.log())
+                })
+                .collect();
+            panic!(
+                "the lock holders did not finish in 5 minutes; hudi-keeper rolled back {} writes ({lock_waits} after waiting for the lock)\n{}",
+                rolled_back.len(),
+                logs.join("\n")
+            );
+        }
         let table = rt
             .block_on(Table::open_storage(storage.clone()))
             .expect("open table");
