@@ -27,6 +27,22 @@ fn warehouse() -> tempfile::TempDir {
     dir
 }
 
+/// `discover --json`'s tables as (name, URI, table type or `-`).
+fn names_uris_types(v: &Value) -> Vec<(&str, &str, &str)> {
+    v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["uri"].as_str().unwrap(),
+                t["table_type"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn json_lists_the_tables_with_the_names_the_daemon_would_give() {
     let dir = warehouse();
@@ -157,18 +173,7 @@ fn finds_the_hudi_tables_of_a_glue_catalog_once_per_location() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert_eq!(v["kind"], "glue");
-    let tables: Vec<(&str, &str, &str)> = v["tables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap(),
-                t["uri"].as_str().unwrap(),
-                t["table_type"].as_str().unwrap_or("-"),
-            )
-        })
-        .collect();
+    let tables = names_uris_types(&v);
     // events_ro and events_rt are one table; raw is no Hudi table; the other database is not read.
     assert_eq!(
         tables,
@@ -196,18 +201,7 @@ fn finds_the_hudi_tables_of_a_hive_metastore_once_per_location() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert_eq!(v["kind"], "hive_metastore");
-    let tables: Vec<(&str, &str, &str)> = v["tables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap(),
-                t["uri"].as_str().unwrap(),
-                t["table_type"].as_str().unwrap_or("-"),
-            )
-        })
-        .collect();
+    let tables = names_uris_types(&v);
     let (events, orders) = (
         format!("file:{}", at("events")),
         format!("file:{}", at("orders")),

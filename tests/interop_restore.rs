@@ -147,24 +147,26 @@ fn restore_case_with(key: &str, scenario: &str, by: SavepointBy, compacting_comm
     // Table version 5, merge-on-read: a restore past the killed (pending) deltacommit is refused
     // before anything changes; once hudi-keeper rolled the write back, both restores start from
     // that table and undo completed instants only.
+    // The lock and detection flags of every restore here (the harness writers' heartbeats).
+    let lock_and_detection = [
+        "--lock",
+        "filesystem",
+        "--heartbeat-interval",
+        "1s",
+        "--heartbeat-tolerable-misses",
+        "2",
+        "--min-instant-age",
+        "2s",
+        "--clock-skew-margin",
+        "500ms",
+    ];
     let v5_mor = key == "0.13" && scenario.starts_with("mor-");
     if v5_mor {
         let probe = root.join("refused");
         copy_table(&table, &probe);
         let files_before = data_files(&probe);
         let mut args = vec!["restore", s(&probe), "--savepoint", &c2, "--yes", "--json"];
-        args.extend([
-            "--lock",
-            "filesystem",
-            "--heartbeat-interval",
-            "1s",
-            "--heartbeat-tolerable-misses",
-            "2",
-            "--min-instant-age",
-            "2s",
-            "--clock-skew-margin",
-            "500ms",
-        ]);
+        args.extend(lock_and_detection);
         let out = run(&args);
         assert!(
             !out.status.success() && stderr(&out).contains("roll it back first"),
@@ -200,18 +202,6 @@ fn restore_case_with(key: &str, scenario: &str, by: SavepointBy, compacting_comm
 
     must(run_sh(&["restore", key, s(&hudis), &c2]), "Hudi's restore");
 
-    let lock_and_detection = [
-        "--lock",
-        "filesystem",
-        "--heartbeat-interval",
-        "1s",
-        "--heartbeat-tolerable-misses",
-        "2",
-        "--min-instant-age",
-        "2s",
-        "--clock-skew-margin",
-        "500ms",
-    ];
     let mut dry = vec![
         "restore",
         s(&ours),

@@ -4,7 +4,7 @@
 use hudi_keeper_test_support as common;
 
 use common::fixtures::{Fixture, Kind, TF};
-use common::s3::{endpoint, options, s3_store, unique, BUCKET};
+use common::s3::{cli_options, options, s3_store, unique, BUCKET};
 use common::{run, stderr, stdout};
 use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
 use hudi_keeper_core::storage::{RelPath, Storage, StorageError};
@@ -122,22 +122,9 @@ fn inspect_reads_an_s3_table() {
         Kind::CowV8,
         false,
     ));
-    let ep = format!("aws_endpoint={}", endpoint());
-    let out = run(&[
-        "inspect",
-        &uri,
-        "--json",
-        "--storage-option",
-        &ep,
-        "--storage-option",
-        "aws_allow_http=true",
-        "--storage-option",
-        "aws_region=us-east-1",
-        "--storage-option",
-        "aws_access_key_id=test",
-        "--storage-option",
-        "aws_secret_access_key=test",
-    ]);
+    let mut args = vec!["inspect".to_string(), uri.clone(), "--json".to_string()];
+    args.extend(cli_options());
+    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["table"]["version"], 8);
@@ -217,22 +204,9 @@ fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
             f.put(&format!("q{i:02}/stray-{i}.txt"), b"x").await;
         }
     });
-    let ep = format!("aws_endpoint={}", endpoint());
-    let out = run(&[
-        "audit",
-        &uri,
-        "--json",
-        "--storage-option",
-        &ep,
-        "--storage-option",
-        "aws_allow_http=true",
-        "--storage-option",
-        "aws_region=us-east-1",
-        "--storage-option",
-        "aws_access_key_id=test",
-        "--storage-option",
-        "aws_secret_access_key=test",
-    ]);
+    let mut args = vec!["audit".to_string(), uri.clone(), "--json".to_string()];
+    args.extend(cli_options());
+    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["requests"]["list"], 1, "{}", v["requests"]);
