@@ -46,6 +46,21 @@ enum Outcome {
     Failed(String),
 }
 
+/// `run`'s outcome, failed when it does not end within the source's `scan_timeout`.
+async fn within_scan_timeout<E: std::fmt::Display>(
+    source: &DiscoverSource,
+    run: impl std::future::Future<Output = Result<ScanReport, E>>,
+) -> Outcome {
+    match tokio::time::timeout(source.scan_timeout, run).await {
+        Ok(Ok(report)) => Outcome::Scanned(report),
+        Ok(Err(e)) => Outcome::Failed(e.to_string()),
+        Err(_) => Outcome::Failed(format!(
+            "the scan did not end within scan_timeout ({} s)",
+            source.scan_timeout.as_secs()
+        )),
+    }
+}
+
 impl Daemon {
     /// Start a task per `[[discover]]` source.
     pub(in crate::daemon) fn start_discovery(self: &Arc<Self>) {
@@ -131,14 +146,7 @@ impl Daemon {
                 let uri = source.uri.as_deref().unwrap_or_default();
                 let filters = source.filters();
                 let run = hms::scan(uri, &source.databases, source.limits(), &filters, |_, _| {});
-                return match tokio::time::timeout(source.scan_timeout, run).await {
-                    Ok(Ok(report)) => Outcome::Scanned(report),
-                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
-                    Err(_) => Outcome::Failed(format!(
-                        "the scan did not end within scan_timeout ({} s)",
-                        source.scan_timeout.as_secs()
-                    )),
-                };
+                return within_scan_timeout(source, run).await;
             }
             SourceKind::Prefix => {}
         }
@@ -156,14 +164,7 @@ impl Daemon {
         // A client shared with the tables for the defaults' options only (one per bucket).
         let stores = source.storage_options.is_empty().then_some(&self.stores);
         let run = scan::prefix(prefix, &options, &storage, stores, |_| {});
-        match tokio::time::timeout(source.scan_timeout, run).await {
-            Ok(Ok(report)) => Outcome::Scanned(report),
-            Ok(Err(e)) => Outcome::Failed(e.to_string()),
-            Err(_) => Outcome::Failed(format!(
-                "the scan did not end within scan_timeout ({} s)",
-                source.scan_timeout.as_secs()
-            )),
-        }
+        within_scan_timeout(source, run).await
     }
 
     async fn scan_glue(&self, source: &DiscoverSource) -> Outcome {
@@ -186,14 +187,7 @@ impl Daemon {
             &filters,
             |_, _| {},
         );
-        match tokio::time::timeout(source.scan_timeout, run).await {
-            Ok(Ok(report)) => Outcome::Scanned(report),
-            Ok(Err(e)) => Outcome::Failed(e.to_string()),
-            Err(_) => Outcome::Failed(format!(
-                "the scan did not end within scan_timeout ({} s)",
-                source.scan_timeout.as_secs()
-            )),
-        }
+        within_scan_timeout(source, run).await
     }
 
     /// Register what `report` found and drop what it missed; `(added, dropped)`.
