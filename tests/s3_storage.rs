@@ -221,3 +221,41 @@ fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
     // The 80 objects of the new partitions are seen too (not data files).
     assert!(v["other_files"].as_u64().unwrap() >= 80, "{v}");
 }
+
+/// Folders whose name starts with `.hoodie` and a character that sorts before `/` (a
+/// `.hoodie-old/` or `.hoodie.bak/` an operator kept) sort before `.hoodie/`'s keys on S3: the
+/// listing past `.hoodie` never reaches them, so they are listed one by one before it.
+#[test]
+fn the_audit_on_s3_sees_folders_that_sort_just_before_hoodie() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = unique("audit-near");
+    let uri = format!("s3://{BUCKET}/{root}");
+    let f = rt.block_on(Fixture::build_in(
+        s3_store(),
+        &root,
+        &uri,
+        Kind::CowV8,
+        false,
+    ));
+    let audit = || {
+        let mut args = vec!["audit".to_string(), uri.clone(), "--json".to_string()];
+        args.extend(cli_options());
+        let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&stdout(&out)).unwrap()
+    };
+    let before = audit();
+    rt.block_on(async {
+        f.put(".hoodie-old/kept.txt", b"x").await;
+        f.put(".hoodie.bak/timeline/1.commit", b"x").await;
+        f.put(".hoodie0/after.txt", b"x").await;
+    });
+    let after = audit();
+    assert_eq!(
+        after["other_files"].as_u64().unwrap(),
+        before["other_files"].as_u64().unwrap() + 3,
+        "before: {before}\nafter: {after}"
+    );
+    // One listing past `.hoodie`, and one for each of the two folders before it.
+    assert_eq!(after["requests"]["list"], 3, "{}", after["requests"]);
+}

@@ -60,6 +60,14 @@ impl Default for AuditOptions {
 /// The header key of a log block's instant (`INSTANT_TIME`).
 const HEADER_INSTANT_TIME: i32 = 0;
 
+/// Whether the keys of the folder `dir` (directly below the base path) sort before those of
+/// `.hoodie/`, so that a listing starting past `.hoodie/` never reaches them: compared with the
+/// `/` that follows the name in every key (`.hoodie-old/` and `.hoodie.bak/` do, `.hoodie0/`
+/// and `.hoodie_x/` do not).
+fn sorts_before_hoodie(dir: &str) -> bool {
+    format!("{dir}/").as_str() < ".hoodie/"
+}
+
 /// Audit `table`: see the module documentation.
 pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport, Error> {
     let span = info_span!("audit", table = %table.config().name);
@@ -103,10 +111,11 @@ pub async fn audit(table: &Table, options: &AuditOptions) -> Result<AuditReport,
             add(f);
         }
         if storage.lists_past_a_folder() {
-            // An object store: the folders before `.hoodie` (rare) one by one, then one listing
-            // of everything past it, about one request per 1,000 keys however small the
+            // An object store: the folders whose keys sort before `.hoodie/`'s (rare; a
+            // `.hoodie-old/` too, as `-` sorts before `/`) one by one, then one listing of
+            // everything past it, about one request per 1,000 keys however small the
             // partitions (the files directly below the base path were seen above).
-            for dir in root.dirs.iter().filter(|d| d.as_str() < ".hoodie") {
+            for dir in root.dirs.iter().filter(|d| sorts_before_hoodie(d)) {
                 let prefix = RelPath::root().join(dir).map_err(StorageError::from)?;
                 storage.list_filtered(&prefix, &mut add).await?;
             }
@@ -289,5 +298,26 @@ fn unknown(reason: &str) -> Verdict {
     Verdict {
         class: Class::Unknown,
         reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sorts_before_hoodie;
+
+    #[test]
+    fn folders_named_like_hoodie_sort_by_the_slash_after_their_name() {
+        for before in ["-early", ".hoodie-old", ".hoodie.bak", ".git", ".hoodi"] {
+            assert!(sorts_before_hoodie(before), "{before}");
+        }
+        for after in [
+            ".hoodie",
+            ".hoodie0",
+            ".hoodie_partition_metadata",
+            "p1",
+            "year=2024",
+        ] {
+            assert!(!sorts_before_hoodie(after), "{after}");
+        }
     }
 }
