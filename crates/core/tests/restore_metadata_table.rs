@@ -8,7 +8,7 @@ use hudi_keeper_core::exec::restore::{preview_restore, restore, MetadataTableAct
 use hudi_keeper_core::format::restore::{RestoreMetadata, RestorePlan};
 use hudi_keeper_test_support as common;
 use hudi_keeper_test_support::engine::{
-    open, restore_files, restore_options as opts, savepointed as fixture,
+    as_version_5, open, restore_files, restore_options as opts, savepointed as fixture,
     savepointed_with as build, tl, with_real_metadata_table, with_real_v6_metadata_table,
 };
 
@@ -279,4 +279,32 @@ async fn a_restore_to_an_earlier_point_after_a_restore_restores_the_v9_metadata_
 #[tokio::test]
 async fn a_restore_to_an_earlier_point_after_a_restore_restores_the_v6_metadata_table_again() {
     restore_later_then_earlier_restores_the_metadata_table_twice(Kind::MorV6).await;
+}
+
+/// Table version 5 (Hudi 0.12/0.13): what Hudi 0.13's restore does with a metadata table, or
+/// with what one left behind (`.hoodie/metadata/` without its `hoodie.properties`), has not been
+/// checked against Hudi 0.13, so a restore that would delete or restore one is refused before
+/// anything changes, the preview too.
+#[tokio::test]
+async fn a_version_5_restore_leaves_metadata_table_leftovers_alone_and_changes_nothing() {
+    let f = fixture(Kind::CowV6, false).await;
+    as_version_5(&f).await;
+    f.put(
+        ".hoodie/metadata/files/.files-0000-0_00000000000000.log.1_0-1-0",
+        b"left",
+    )
+    .await;
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let preview = preview_restore(&table, T1, &opts(true))
+        .await
+        .map(|p| format!("{p:?}"))
+        .unwrap_or_else(|e| e.to_string());
+    assert!(preview.contains("version 5"), "{preview}");
+    let err = restore(&table, T1, &opts(true), None)
+        .await
+        .map(|d| format!("{d:?}"))
+        .unwrap_or_else(|e| e.to_string());
+    assert!(err.contains("version 5"), "{err}");
+    assert_eq!(f.snapshot().await, before);
 }

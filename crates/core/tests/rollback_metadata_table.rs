@@ -9,7 +9,7 @@ use hudi_keeper_core::format::rollback::RollbackMetadata;
 use hudi_keeper_core::Error;
 use hudi_keeper_test_support as common;
 use hudi_keeper_test_support::engine::{
-    assert_rollback_refused_unchanged, assert_unchanged, completed_rollback, open,
+    as_version_5, assert_rollback_refused_unchanged, assert_unchanged, completed_rollback, open,
     rollback_options as opts, rollback_plan_bytes,
 };
 
@@ -326,19 +326,6 @@ async fn a_metadata_table_compaction_requested_before_the_deltacommit_completed_
         .any(|k| k.contains(&format!("{m}/.hoodie/timeline/{TF}"))));
     // The compaction stays as it was.
     assert!(after.contains_key(&format!("{m}/.hoodie/timeline/{tc}_{}.commit", bump(tc))));
-}
-
-/// The fixture's `hoodie.properties` with `hoodie.table.version=5`: a Hudi 0.12/0.13 table.
-async fn as_version_5(f: &Fixture) {
-    let props = f.snapshot().await[".hoodie/hoodie.properties"].clone();
-    let text = String::from_utf8(props).unwrap();
-    assert!(text.contains("hoodie.table.version=6"), "{text}");
-    f.put(
-        ".hoodie/hoodie.properties",
-        text.replace("hoodie.table.version=6", "hoodie.table.version=5")
-            .as_bytes(),
-    )
-    .await;
 }
 
 /// Table version 5 (Hudi 0.12/0.13) with a metadata table: Hudi 0.13 records a rollback there

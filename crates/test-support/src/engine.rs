@@ -308,3 +308,16 @@ pub async fn savepointed_with(kind: Kind, mdt: bool, real_mdt: bool) -> Fixture 
     }
     f
 }
+
+/// The fixture's `hoodie.properties` with `hoodie.table.version=5`: a Hudi 0.12/0.13 table.
+pub async fn as_version_5(f: &Fixture) {
+    let props = f.snapshot().await[".hoodie/hoodie.properties"].clone();
+    let text = String::from_utf8(props).expect("hoodie.properties is UTF-8");
+    assert!(text.contains("hoodie.table.version=6"), "{text}");
+    f.put(
+        ".hoodie/hoodie.properties",
+        text.replace("hoodie.table.version=6", "hoodie.table.version=5")
+            .as_bytes(),
+    )
+    .await;
+}
