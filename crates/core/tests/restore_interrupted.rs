@@ -259,3 +259,66 @@ async fn a_resumed_restore_finishes_deleting_a_half_deleted_metadata_table() {
         );
     }
 }
+
+/// Table version 5, merge-on-read: a restore that would undo the failed (pending) deltacommit is
+/// refused before anything changes, and so is a *resumed* one whose child rollback of it was not
+/// planned yet (as Hudi 0.13's own restore, cut off, leaves it): resuming would plan that
+/// rollback as hudi-keeper does, not as Hudi 0.13 does. Nothing changes either time.
+#[tokio::test]
+async fn a_version_5_restore_of_a_failed_deltacommit_is_refused_fresh_or_resumed() {
+    use hudi_keeper_core::storage::OpKind;
+    use hudi_keeper_test_support::engine::as_version_5;
+    let f = fixture(Kind::MorV6, false).await;
+    as_version_5(&f).await;
+    let before = f.snapshot().await;
+    let err = restore(&open(&f).await, T1, &opts(true), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("roll it back first"), "{err}");
+    assert_eq!(f.snapshot().await, before);
+
+    // A restore cut off after its plan, before its first child rollback was planned (made on
+    // version 6, then the table read as version 5).
+    let f = fixture(Kind::MorV6, false).await;
+    let fail = Arc::new(FailNth::new(&[OpKind::PutIfAbsent], 3));
+    let t = Table::open_storage(f.storage().with_interceptor(fail.clone()))
+        .await
+        .unwrap();
+    restore(&t, T1, &opts(true), None).await.unwrap_err();
+    assert!(fail.fired());
+    let timeline = open(&f).await.timeline().await.unwrap();
+    assert!(timeline.pending().any(|i| i.action == Action::Restore));
+    assert!(
+        !timeline
+            .instants()
+            .iter()
+            .any(|i| i.action == Action::Rollback),
+        "no child rollback planned yet: {:?}",
+        timeline.instants()
+    );
+    as_version_5(&f).await;
+    // Its APPEND markers as Hudi 0.13 names them: after the slice's base file (a version 5
+    // table refuses the fixture's, named after the log file, first).
+    let snap = f.snapshot().await;
+    for k in snap.keys().filter(|k| k.ends_with(".marker.APPEND")) {
+        let (dir, name) = k.rsplit_once('/').unwrap();
+        let file_id = name.trim_start_matches('.').split('_').next().unwrap();
+        let partition = dir.split('/').skip(3).collect::<Vec<_>>().join("/");
+        let base = snap
+            .keys()
+            .find(|b| b.starts_with(&format!("{partition}/{file_id}_")) && b.ends_with(".parquet"))
+            .unwrap_or_else(|| panic!("no base file of {file_id} in {partition}"));
+        let base_name = base.rsplit('/').next().unwrap();
+        f.put(&format!("{dir}/{base_name}.marker.APPEND"), b"")
+            .await;
+        f.storage().delete(&rel(k)).await.unwrap();
+    }
+    let before = f.snapshot().await;
+    let err = restore(&open(&f).await, T1, &opts(true), None)
+        .await
+        .map(|d| format!("{d:?}"))
+        .unwrap_or_else(|e| e.to_string());
+    assert!(err.contains("Hudi 0.13"), "{err}");
+    assert_eq!(f.snapshot().await, before);
+}

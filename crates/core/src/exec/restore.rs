@@ -171,7 +171,7 @@ async fn make_restore_plan(
         earliest_retained: retained.as_deref(),
     })
     .map_err(|r| refusal(table, target, r))?;
-    v5_pending_deltacommit_refusal(table, &planned)?;
+    v5_pending_deltacommit_refusal(table, timeline, &planned).await?;
     Ok(planned)
 }
 
@@ -181,33 +181,45 @@ async fn make_restore_plan(
 /// that wrote it: Hudi 0.13.1's Java client leaves the failed write's log blocks without a command
 /// block there (seen in the interop harness), its Spark client writes a workload without file
 /// paths. Rolling the failed write back first (`hudi-keeper rollback`, as Hudi 0.13 rolls it back
-/// from its markers) leaves the restore only completed instants.
-fn v5_pending_deltacommit_refusal(
+/// from its markers) leaves the restore only completed instants. A resumed restore is no
+/// exception, unless the child rollback of that deltacommit was planned already (its plan is
+/// followed as written); else Hudi 0.13 finishes it.
+async fn v5_pending_deltacommit_refusal(
     table: &Table,
+    timeline: &Timeline,
     planned: &crate::plan::restore::PlannedRestore,
 ) -> Result<(), Error> {
     let config = table.config();
     if config.version != crate::config::TableVersion::V5
         || config.table_type != crate::table::TableType::MergeOnRead
-        || planned.resumes.is_some()
     {
         return Ok(());
     }
-    if let Some(u) = planned
+    let failed: Vec<&str> = planned
         .undo
         .iter()
-        .find(|u| u.action == Action::DeltaCommit && u.state == State::Inflight)
-    {
-        return Err(refused(
-            table,
-            &u.instant,
-            format!(
-                "this restore would undo the failed deltacommit {} of a table of version 5 (Hudi 0.12/0.13), whose restore plans it differently by the engine that wrote it; roll it back first (`hudi-keeper rollback`), then restore",
-                u.instant
-            ),
-        ));
+        .filter(|u| u.action == Action::DeltaCommit && u.state == State::Inflight)
+        .map(|u| u.instant.as_str())
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let (planned_rollbacks, _) = pending_rollbacks(table, timeline).await?;
+    let Some(instant) = failed
+        .into_iter()
+        .find(|t| !planned_rollbacks.contains_key(*t))
+    else {
+        return Ok(());
+    };
+    let reason = match &planned.resumes {
+        None => format!(
+            "this restore would undo the failed deltacommit {instant} of a table of version 5 (Hudi 0.12/0.13), whose restore plans it differently by the engine that wrote it; roll it back first (`hudi-keeper rollback`), then restore"
+        ),
+        Some(r) => format!(
+            "the pending restore {r} would go on to undo the failed deltacommit {instant} of a table of version 5 (Hudi 0.12/0.13), whose restore plans it differently by the engine that wrote it, and its rollback is not planned yet; finish the restore with Hudi 0.13"
+        ),
+    };
+    Err(refused(table, instant, reason))
 }
 
 /// Preview a restore to `target`, changing nothing.
