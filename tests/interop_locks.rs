@@ -14,7 +14,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::interop::{enabled, enabled_full, must, run_sh_command as run_sh, tables_root};
-use hudi_keeper_core::exec::rollback::{rollback, RollbackOptions, Selection};
+use hudi_keeper_core::exec::rollback::{
+    assess_table, rollback, rollback_observed, RollbackOptions, Selection,
+};
 use hudi_keeper_core::protocol::detect::LazyWritersEvidence;
 use hudi_keeper_core::protocol::heartbeat::HeartbeatPolicy;
 use hudi_keeper_core::protocol::lock::{LockOptions, LockProvider, ZkLockConfig};
@@ -93,6 +95,63 @@ fn summary(stdout: &Path) -> Outcome {
         .filter_map(|f| f["instant"].as_str().map(str::to_string))
         .collect();
     Outcome { committed, failed }
+}
+
+/// What the table and the writers say of `instant` now: its timeline and heartbeat files with
+/// their ages, hudi-keeper's verdict, and every writer line naming it.
+fn diagnose(
+    rt: &tokio::runtime::Runtime,
+    dir: &str,
+    instant: &str,
+    options: &RollbackOptions,
+    writers: &[(Child, PathBuf)],
+) -> String {
+    let mut out = String::new();
+    let now = std::time::SystemTime::now();
+    for sub in [".hoodie", ".hoodie/.heartbeat", ".hoodie/timeline"] {
+        let Ok(entries) = std::fs::read_dir(Path::new(dir).join(sub)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.contains(instant) {
+                let age = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok())
+                    .map(|d| format!("{} ms old", d.as_millis()))
+                    .unwrap_or_else(|| "no mtime".into());
+                out.push_str(&format!("  file {sub}/{name}: {age}\n"));
+            }
+        }
+    }
+    let assessed = rt.block_on(async {
+        let table = Table::open(dir, &Default::default()).await?;
+        let timeline = table.timeline().await?;
+        assess_table(&table, &timeline, options).await
+    });
+    match assessed {
+        Ok(a) => {
+            for x in a.assessments.iter().filter(|x| x.requested_time == instant) {
+                out.push_str(&format!(
+                    "  verdict now: {:?} {:?} {:?}: {}\n",
+                    x.action, x.state, x.verdict, x.reason
+                ));
+            }
+        }
+        Err(e) => out.push_str(&format!("  assessing the table failed: {e}\n")),
+    }
+    for (_, stdout) in writers {
+        let text = std::fs::read_to_string(stdout).unwrap_or_default();
+        for l in text
+            .lines()
+            .filter(|l| l.contains(instant) && !l.starts_with("SUMMARY"))
+        {
+            out.push_str(&format!("  {}: {l}\n", stdout.display()));
+        }
+    }
+    out
 }
 
 fn run_case(key: &str, scenario: &str, lock: Lock) {
@@ -194,17 +253,31 @@ fn run_case(key: &str, scenario: &str, lock: Lock) {
             .block_on(Table::open(&dir_s, &Default::default()))
             .expect("open table");
         rounds += 1;
-        match rt.block_on(rollback(&table, &Selection::AllFailed, &options, None)) {
-            Ok(done) => {
-                for d in done {
-                    if d.lock_wait_ms > 0 {
-                        lock_waits += 1;
-                    }
-                    rolled_back.push(d.instant);
-                }
+        // Each rollback as it completes: a round that fails after one (a later instant's
+        // race, below) still rolled that one back.
+        let completed = Mutex::new(Vec::new());
+        let result = rt.block_on(rollback_observed(
+            &table,
+            &Selection::AllFailed,
+            &options,
+            None,
+            &|d| {
+                completed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(d.clone())
+            },
+        ));
+        for d in completed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            if d.lock_wait_ms > 0 {
+                lock_waits += 1;
             }
+            rolled_back.push(d.instant);
+        }
+        match result {
+            Ok(_) => {}
             // The timeline moved between planning and the re-check under the lock: a writer
-            // won the race, nothing was changed; the next round looks again.
+            // won the race, nothing more was changed; the next round looks again.
             Err(Error::Refused { reason, .. })
                 if !final_pass && reason.contains("nothing was changed") =>
             {
@@ -259,10 +332,12 @@ fn run_case(key: &str, scenario: &str, lock: Lock) {
         "the killed writer's {killed} was not rolled back: {ours:?}"
     );
     for f in &failed {
-        assert!(
-            ours.contains(f),
-            "the failed commit {f} was not rolled back: {ours:?}"
-        );
+        if !ours.contains(f) {
+            panic!(
+                "the failed commit {f} was not rolled back: {ours:?}\n{}",
+                diagnose(&rt, &dir_s, f, &options, &writers)
+            );
+        }
     }
     assert!(
         committed.len() >= WRITERS,

@@ -315,3 +315,54 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A run that fails after some of its rollbacks completed still tells of each of them
+/// (`rollback_observed`): at every storage call of a run over two failed writes, what the
+/// observer was told is exactly what the timeline shows rolled back afterwards, and some failure
+/// comes after the first rollback completed (a daemon counts and shows those rollbacks).
+#[tokio::test]
+async fn a_run_that_fails_after_a_completed_rollback_still_reports_it() {
+    use hudi_keeper_core::exec::rollback::{pending_rollbacks, rollback_observed};
+    use hudi_keeper_core::storage::testing::FailNth;
+    const TE: &str = "20240101015000000";
+    let mut partial = 0;
+    for n in 1..200 {
+        let f = Fixture::build(Kind::CowV8, false).await;
+        f.start_write(TE).await;
+        let fail = Arc::new(FailNth::new(&[], n));
+        let Ok(t) = Table::open_storage(f.storage().with_interceptor(fail.clone())).await else {
+            continue; // a call of the table's opening
+        };
+        let told = std::sync::Mutex::new(Vec::new());
+        let r = rollback_observed(&t, &Selection::AllFailed, &opts(), None, &|d| {
+            told.lock().unwrap().push(d.instant.clone())
+        })
+        .await;
+        let told = told.into_inner().unwrap();
+        if let Ok(done) = &r {
+            // No failure, or one the run may pass over (a heartbeat's clean-up).
+            assert_eq!((done.len(), told.len()), (2, 2), "call {n}");
+            if !fail.fired() {
+                assert!(partial > 0, "no failure came after a completed rollback");
+                return;
+            }
+            continue;
+        }
+        // Rolled back: no longer pending, and no rollback of it pending either.
+        let table = open(&f).await;
+        let timeline = table.timeline().await.unwrap();
+        let (rolling, _) = pending_rollbacks(&table, &timeline).await.unwrap();
+        let rolled: Vec<String> = [TE, TF]
+            .into_iter()
+            .filter(|t| !timeline.find(t).any(|i| i.is_pending()) && !rolling.contains_key(*t))
+            .map(str::to_string)
+            .collect();
+        let mut told_sorted = told.clone();
+        told_sorted.sort();
+        assert_eq!(told_sorted, rolled, "call {n}");
+        if !told.is_empty() {
+            partial += 1;
+        }
+    }
+    panic!("the run never ended without a failure");
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use hudi_keeper_core::exec::restore::{preview_restore, restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{
-    preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
+    preview, rollback_observed, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
 use hudi_keeper_core::exec::savepoint::{create_savepoint, preview_savepoint, SavepointRequest};
 use hudi_keeper_core::timeline::Timeline;
@@ -46,20 +46,11 @@ impl Daemon {
                 return Ok(ManualRollback::Plan(plans));
             }
             let started = std::time::Instant::now();
-            let (selection, options) = (&selection, &options);
             match self
-                .mutate(table, |t| async move {
-                    rollback(&t, selection, options, None).await
-                })
+                .rollback_recorded(state, table, &selection, &options, "manual")
                 .await
             {
-                Ok(done) => {
-                    for d in &done {
-                        self.record_rollback(state, d, "manual");
-                    }
-                    self.guard_after(state, table, &done, &options.lock).await;
-                    Ok(ManualRollback::Done(done))
-                }
+                Ok(done) => Ok(ManualRollback::Done(done)),
                 Err(e) => {
                     self.record_failure(
                         state,
@@ -73,6 +64,39 @@ impl Daemon {
             }
         })
         .await
+    }
+
+    /// Roll back what `selection` names within `server.mutation_timeout`. Every rollback that
+    /// completed is recorded (metrics, status, the leftover guard), also when a later one failed
+    /// or the change was cut off after it: an error leaves the ones before it counted.
+    pub(super) async fn rollback_recorded(
+        &self,
+        state: &TableState,
+        table: &Table,
+        selection: &Selection,
+        options: &RollbackOptions,
+        trigger: &'static str,
+    ) -> Result<Vec<RollbackDone>, MutationError> {
+        let completed = std::sync::Mutex::new(Vec::new());
+        let sink = |d: &RollbackDone| {
+            self.record_rollback(state, d, trigger);
+            completed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(d.clone());
+        };
+        let sink = &sink;
+        let result = self
+            .mutate(table, |t| async move {
+                rollback_observed(&t, selection, options, None, sink).await
+            })
+            .await;
+        let completed = completed.into_inner().unwrap_or_else(|e| e.into_inner());
+        if !completed.is_empty() {
+            self.guard_after(state, table, &completed, &options.lock)
+                .await;
+        }
+        result.map(|_| completed)
     }
 
     /// The table handle, opened on first use.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hudi_keeper_core::exec::restore::{restore, RestoreOptions};
 use hudi_keeper_core::exec::rollback::{
-    assess_table, rollback, RollbackDone, RollbackOptions, Selection, TableAssessment,
+    assess_table, RollbackDone, RollbackOptions, Selection, TableAssessment,
 };
 use hudi_keeper_core::protocol::detect::{Verdict, WritersReport};
 use hudi_keeper_core::storage::Storage;
@@ -230,20 +230,11 @@ impl Daemon {
         // their polls. The table's mutex stays held, so one change per table at most.
         drop(permit);
         let started = std::time::Instant::now();
-        let options = &options;
         match self
-            .mutate(table, |t| async move {
-                rollback(&t, &Selection::AllFailed, options, None).await
-            })
+            .rollback_recorded(state, table, &Selection::AllFailed, &options, "auto")
             .await
         {
-            Ok(done) => {
-                for d in &done {
-                    self.record_rollback(state, d, "auto");
-                }
-                self.guard_after(state, table, &done, &options.lock).await;
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(e) => {
                 self.record_failure(state, "auto", "(failed writes)", &e.to_string(), started);
                 Err(PollError::Change(e))

@@ -60,12 +60,26 @@ pub async fn sweep(table: &Table) -> Result<usize, Error> {
 }
 
 /// Roll back what `selection` names. Stops at the first failure (what is done stays done; a
-/// started rollback resumes on the next run).
+/// started rollback resumes on the next run). An error says nothing of the rollbacks completed
+/// before it: [`rollback_observed`] does.
 pub async fn rollback(
     table: &Table,
     selection: &Selection,
     options: &RollbackOptions,
     progress: Option<&dyn Progress>,
+) -> Result<Vec<RollbackDone>, Error> {
+    rollback_observed(table, selection, options, progress, &|_| {}).await
+}
+
+/// [`rollback`], handing each rollback to `completed` as soon as it is complete: whoever counts
+/// or reports rollbacks learns of every one, also when a later one fails or the run is cut off
+/// (its future dropped) after it.
+pub async fn rollback_observed(
+    table: &Table,
+    selection: &Selection,
+    options: &RollbackOptions,
+    progress: Option<&dyn Progress>,
+    completed: &(dyn Fn(&RollbackDone) + Send + Sync),
 ) -> Result<Vec<RollbackDone>, Error> {
     let mut done = Vec::new();
     table.stop_point("before the rollback", None)?;
@@ -74,7 +88,7 @@ pub async fn rollback(
     }
     for work in select(table, selection, options).await? {
         let span = info_span!("rollback", table = %table.uri(), instant = %work.target);
-        let d = run_one(table, work, options, progress)
+        let d = run_one(table, work, options, progress, completed)
             .instrument(span)
             .await?;
         done.push(d);

@@ -135,11 +135,14 @@ async fn schedule(
     Ok(r)
 }
 
+/// Roll back `work`; `completed` is handed the rollback as soon as it is complete (before the
+/// clean-up after it, which may still fail).
 pub(super) async fn run_one(
     table: &Table,
     work: Work,
     options: &RollbackOptions,
     progress: Option<&dyn Progress>,
+    completed: &(dyn Fn(&RollbackDone) + Send + Sync),
 ) -> Result<RollbackDone, Error> {
     let started = Clock::now();
     let t = work.target.clone();
@@ -178,12 +181,12 @@ pub(super) async fn run_one(
         action: action_of_plan(&plan),
         options,
         progress,
+        completed,
         started,
+        schedule_wait,
     };
     let result = execute(table, &run, r_state, claim).instrument(span).await;
-    let mut done = result.map_err(|e| left_pending(e, &t))?;
-    done.lock_wait_ms += schedule_wait.as_millis() as u64;
-    Ok(done)
+    result.map_err(|e| left_pending(e, &t))
 }
 
 /// One scheduled rollback of `t` at `r` under way: what its steps read.
@@ -198,8 +201,36 @@ struct RollbackRun<'a> {
     action: Action,
     options: &'a RollbackOptions,
     progress: Option<&'a dyn Progress>,
+    /// Told of the rollback once it is complete.
+    completed: &'a (dyn Fn(&RollbackDone) + Send + Sync),
     /// When this run of the rollback started (its metadata records the time taken).
     started: Clock,
+    /// How long scheduling it waited for the table lock.
+    schedule_wait: Duration,
+}
+
+impl RollbackRun<'_> {
+    /// What this run did, once complete.
+    fn done(
+        &self,
+        resumed: bool,
+        files_deleted: usize,
+        log_blocks_written: usize,
+        metadata_table: MetadataTableOutcome,
+        lock_waited: Duration,
+    ) -> RollbackDone {
+        RollbackDone {
+            instant: self.t.to_string(),
+            action: self.action.as_str().to_string(),
+            rollback_instant: self.r.to_string(),
+            resumed,
+            files_deleted,
+            log_blocks_written,
+            metadata_table,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            lock_wait_ms: (self.schedule_wait + lock_waited).as_millis() as u64,
+        }
+    }
 }
 
 /// Run scheduled rollback `run.r` (in `r_state`). `claim` is its heartbeat when this run just
@@ -279,27 +310,33 @@ async fn run_claimed(
     // Finishing, under the table lock as Hudi does: the metadata table, then the target's
     // timeline files, then the completed rollback.
     table.stop_point("after the deletes, before finishing", None)?;
-    let (resolved_ref, log_files) = (resolved, &rollback_log_files);
-    let ((mdt, metadata), lock_waited) = locked(table, run.options, |fenced| async move {
-        finish(&fenced, run, resolved_ref, log_files).await
+    let blocks = resolved.log_blocks.len();
+    // Set once the completed rollback is written: releasing the lock may still fail after it.
+    let finished = std::sync::Mutex::new(None);
+    let (resolved_ref, log_files, slot) = (resolved, &rollback_log_files, &finished);
+    let locked_result = locked(table, run.options, |fenced| async move {
+        let (mdt, metadata) = finish(&fenced, run, resolved_ref, log_files).await?;
+        let files = metadata.total_files_deleted as usize;
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some((mdt, files));
+        Ok((mdt, files))
     })
-    .await?;
+    .await;
+    let done = match locked_result {
+        Ok(((mdt, files), waited)) => run.done(resumed, files, blocks, mdt, waited),
+        Err(e) => {
+            // Complete, though the lock's release failed: it counts, and the error stands.
+            if let Some((mdt, files)) = finished.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                (run.completed)(&run.done(resumed, files, blocks, mdt, Duration::ZERO));
+            }
+            return Err(e);
+        }
+    };
+    (run.completed)(&done);
 
     // The rollback's own markers (v6 MOR command blocks); a crash here leaves them for
     // `sweep` to find.
     delete_folder(storage, &marker_dir(r)?).await?;
-
-    Ok(RollbackDone {
-        instant: t.to_string(),
-        action: run.action.as_str().to_string(),
-        rollback_instant: r.to_string(),
-        resumed,
-        files_deleted: metadata.total_files_deleted as usize,
-        log_blocks_written: resolved.log_blocks.len(),
-        metadata_table: mdt,
-        duration_ms: run.started.elapsed().as_millis() as u64,
-        lock_wait_ms: lock_waited.as_millis() as u64,
-    })
+    Ok(done)
 }
 
 /// Before a resumed rollback changes anything: refuse what must not go on.
