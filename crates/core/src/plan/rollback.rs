@@ -350,10 +350,23 @@ fn sort_markers(
                 m.io_type
             ),
         })?;
-        if input.cross_check && !existing.contains_key(&rel) {
-            written.markers_without_files += 1;
+        if rel.segments().next() == Some(".hoodie") {
+            return Err(PlanError::NotAttributable {
+                instant: t.clone(),
+                path: rel.to_string(),
+                reason: format!(
+                    "a {} marker names a file inside .hoodie, which holds no data file",
+                    m.io_type
+                ),
+            });
         }
         let v5 = input.version == TableVersion::V5;
+        // On version 5 an APPEND marker names the slice's base file, which need not exist.
+        let names_a_base_file = matches!(file, DataFile::Base { .. });
+        let v5_append = v5 && m.io_type == IoType::Append && names_a_base_file;
+        if input.cross_check && !v5_append && !existing.contains_key(&rel) {
+            written.markers_without_files += 1;
+        }
         match (m.io_type, &file) {
             (
                 IoType::Append,

@@ -578,3 +578,58 @@ fn a_java_plan_naming_a_qualified_log_file_outside_its_partition_is_refused() {
     )]));
     assert_eq!(resolve_plan(&ok, &base).unwrap().log_blocks.len(), 1);
 }
+
+/// Version 5 merge-on-read: an APPEND marker names the slice's base file, which need not exist
+/// (a slice of log files only), so a missing base file is no "marker without a file"; a CREATE
+/// marker whose file is missing still is.
+#[test]
+fn a_version_5_append_marker_whose_base_file_is_absent_is_not_counted_missing() {
+    let base_t = "20240101000000000";
+    let files = [meta(&format!("p0/.f0_{base_t}.log.1_0-0-0"), 5)];
+    let p = plan(
+        TableVersion::V5,
+        TableType::MergeOnRead,
+        Some(vec![
+            marker("p0", &format!("f0_0-0-0_{base_t}.parquet"), IoType::Append),
+            marker("p3", &format!("n_0-0-0_{T}.parquet"), IoType::Create),
+        ]),
+        &files,
+    )
+    .unwrap();
+    assert_eq!(p.markers_without_files, 1);
+}
+
+/// A marker whose partition is inside `.hoodie` names no data file of the table: the plan is
+/// refused (on version 5, its APPEND marker would otherwise put a command block in a log file
+/// found there).
+#[test]
+fn a_marker_inside_hoodie_is_refused() {
+    let base_t = "20240101000000000";
+    for (version, table_type, io, name) in [
+        (
+            TableVersion::V5,
+            TableType::MergeOnRead,
+            IoType::Append,
+            format!("f0_0-0-0_{base_t}.parquet"),
+        ),
+        (
+            TableVersion::V8,
+            TableType::CopyOnWrite,
+            IoType::Create,
+            format!("f0_0-0-0_{T}.parquet"),
+        ),
+    ] {
+        let files = [
+            meta(&format!(".hoodie/x/.f0_{base_t}.log.1_0-0-0"), 5),
+            meta(&format!(".hoodie/x/f0_0-0-0_{T}.parquet"), 5),
+        ];
+        let err = plan(
+            version,
+            table_type,
+            Some(vec![marker(".hoodie/x", &name, io)]),
+            &files,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains(".hoodie"), "{version:?}: {err}");
+    }
+}

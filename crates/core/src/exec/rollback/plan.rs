@@ -87,6 +87,8 @@ pub(super) async fn make_plan(
                     .iter()
                     .filter(|m| m.io_type == crate::protocol::markers::IoType::Append)
                     .filter_map(|m| m.data_path().ok().map(|p| p.parent()))
+                    // Never `.hoodie` (the plan refuses such a marker).
+                    .filter(|p| p.segments().next() != Some(".hoodie"))
                     .collect();
                 files.extend(list_partitions(table.storage(), &folders, &wanted).await?);
             }
