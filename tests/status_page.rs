@@ -156,3 +156,36 @@ fn the_pages_list_draw_and_escape_and_are_read_as_the_api_is() {
         assert_eq!(change.status, 401, "POST {path}: {}", change.body);
     }
 }
+
+/// A table page reads at most 1 MiB of each rollback's metadata (it reads up to 20 of them
+/// at once): a larger one is not read, and the page says so instead of what it undid.
+#[test]
+fn a_table_page_does_not_read_a_rollback_metadata_file_over_1_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let history = demo_with_history(&demo);
+    let timeline = demo.join(".hoodie/timeline");
+    let rollback = std::fs::read_dir(&timeline)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "rollback"))
+        .expect("the demo's completed rollback");
+    let mut bytes = std::fs::read(&rollback).unwrap();
+    bytes.resize(bytes.len() + (1 << 20) + 1, 0);
+    std::fs::write(&rollback, bytes).unwrap();
+    let config = DaemonConfig::new()
+        .defaults("poll_interval", "1h")
+        .defaults("failed_writes_policy", "observe")
+        .table("demo", &demo.display().to_string());
+    let d = Daemon::start(&dir.path().join("daemon"), &config.to_string());
+    let page = d.get("/tables/demo");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("metadata not read"), "{}", page.body);
+    assert!(
+        !page
+            .body
+            .contains(&format!("undid {}", history.rolled_back)),
+        "{}",
+        page.body
+    );
+}

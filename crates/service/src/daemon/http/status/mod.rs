@@ -33,8 +33,8 @@ use serde::Deserialize;
 
 use super::tables::table_view;
 use super::Shared;
-use crate::daemon::table_state::now_ms;
-use crate::daemon::{Daemon, TableState};
+use crate::daemon::table_state::{now_ms, TIMELINE_READS_PER_TABLE};
+use crate::daemon::{Daemon, TableError, TableState};
 use format::{contains_ignore_case, duration, moment, query_value};
 use svg::{timeline_svg, Undone};
 use view::{
@@ -51,6 +51,8 @@ const MAX_DRAWN: usize = 5000;
 /// The newest rollbacks and restores listed; the rollbacks among them have their metadata read
 /// (one GET each) to mark what they undid.
 const RECENT_CHANGES: usize = 20;
+/// The most read of one rollback's metadata for a page.
+const METADATA_MAX_READ: u64 = hudi_keeper_core::storage::SMALL_FILE_MAX_READ;
 
 /// `GET /?q=&page=`.
 #[derive(Debug, Deserialize)]
@@ -242,17 +244,27 @@ async fn recent_changes(
             _ => None,
         })
         .collect();
-    let reads = d
-        .read_within(async {
-            let gets = files.iter().map(|f| async move {
-                match f {
-                    Some(path) => Some(table.storage().get(path).await),
-                    None => None,
-                }
-            });
-            Ok(futures::future::join_all(gets).await)
-        })
-        .await;
+    // One of the table's timeline reads (as the timeline itself), each file at most 1 MiB:
+    // a page costs at most RECENT_CHANGES MiB, however large a rollback was.
+    let reads = match state.timeline_reads.try_take() {
+        None => Err(TableError::Busy(format!(
+            "{TIMELINE_READS_PER_TABLE} timeline reads of the table run already"
+        ))),
+        Some(_read) => {
+            d.read_within(async {
+                let gets = files.iter().map(|f| async move {
+                    match f {
+                        Some(path) => {
+                            Some(table.storage().get_capped(path, METADATA_MAX_READ).await)
+                        }
+                        None => None,
+                    }
+                });
+                Ok(futures::future::join_all(gets).await)
+            })
+            .await
+        }
+    };
     let mut rows = Vec::new();
     let mut undone = Vec::new();
     for (n, i) in recent.iter().enumerate() {
