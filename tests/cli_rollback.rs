@@ -689,7 +689,8 @@ fn without_a_terminal_nothing_but_the_summary_is_printed() {
     );
     assert!(
         tail.starts_with("2 files deleted, 0 command blocks, metadata table: ")
-            && tail.ends_with(" ms"),
+            && tail.ends_with('s')
+            && !tail.contains(" ms"),
         "{text}"
     );
 

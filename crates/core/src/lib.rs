@@ -20,6 +20,7 @@ pub mod exec;
 pub mod format;
 #[cfg(test)]
 mod fuzz;
+pub mod human;
 pub mod inspect;
 pub mod plan;
 pub mod protocol;

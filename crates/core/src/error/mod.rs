@@ -74,7 +74,7 @@ pub enum Error {
         source: Box<StorageError>,
     },
     /// The table lock could not be had in time; nothing was changed.
-    #[error("table `{table}`: could not take the lock `{lock}` within {waited_ms} ms; {hint}")]
+    #[error("table `{table}`: could not take the lock `{lock}` within {}; {hint}", crate::human::ms(.waited_ms))]
     LockTimeout {
         /// The table URI.
         table: String,

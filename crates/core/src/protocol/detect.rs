@@ -32,6 +32,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::heartbeat::{duration_ms, HeartbeatPolicy, HeartbeatStatus};
+use crate::human::Ms;
 use crate::timeline::{Action, Instant, State, Timeline};
 
 /// How failed writes of a table are found (`hoodie.cleaner.policy.failed.writes`).
@@ -438,7 +439,7 @@ fn judge_pending_rollback(instant: &Instant, input: &DetectionInput<'_>) -> (Ver
     match input.heartbeat.check(input.now_ms, mtime, None) {
         HeartbeatStatus::Alive { age_ms } => (
             Verdict::RollbackInProgress,
-            format!("the rollback's heartbeat is {age_ms} ms old, within {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: another process is running it, so it is left to that process whatever its age"),
+            format!("the rollback's heartbeat is {} old, within {} (interval × tolerable misses) + {} skew margin: another process is running it, so it is left to that process whatever its age", Ms(age_ms), Ms(allowance), Ms(skew)),
         ),
         HeartbeatStatus::AgeUnknown => (
             Verdict::RollbackInProgress,
@@ -446,7 +447,7 @@ fn judge_pending_rollback(instant: &Instant, input: &DetectionInput<'_>) -> (Ver
         ),
         HeartbeatStatus::Expired { age_ms } => (
             Verdict::NotACandidate,
-            format!("a pending rollback whose heartbeat is {age_ms} ms old, beyond {allowance} ms + {skew} ms skew margin: whoever ran it is gone, so it is resumed (never rolled back itself)"),
+            format!("a pending rollback whose heartbeat is {} old, beyond {} + {} skew margin: whoever ran it is gone, so it is resumed (never rolled back itself)", Ms(age_ms), Ms(allowance), Ms(skew)),
         ),
         _ => (
             Verdict::NotACandidate,
@@ -475,18 +476,18 @@ fn judge_clustering(
             if age >= limit {
                 (
                     Verdict::Expired,
-                    format!("an expired clustering: its heartbeat is {age_ms} ms old, beyond {} ms + {skew} ms skew margin, and it is {age} ms old, at least the clustering expiration threshold {} ms + {skew} ms: rolled back as Hudi 1.2 does with hoodie.clustering.enable.expirations", input.heartbeat.max_allowed_ms(), duration_ms(threshold)),
+                    format!("an expired clustering: its heartbeat is {} old, beyond {} + {} skew margin, and it is {} old, at least the clustering expiration threshold {} + {}: rolled back as Hudi 1.2 does with hoodie.clustering.enable.expirations", Ms(age_ms), Ms(input.heartbeat.max_allowed_ms()), Ms(skew), Ms(age), Ms(duration_ms(threshold)), Ms(skew)),
                 )
             } else {
                 (
                     Verdict::NotACandidate,
-                    format!("a pending clustering whose heartbeat expired, but only {age} ms old (clustering expiration threshold {} ms + {skew} ms): left alone until then", duration_ms(threshold)),
+                    format!("a pending clustering whose heartbeat expired, but only {} old (clustering expiration threshold {} + {}): left alone until then", Ms(age), Ms(duration_ms(threshold)), Ms(skew)),
                 )
             }
         }
         (HeartbeatStatus::Alive { age_ms }, _) => (
             Verdict::NotACandidate,
-            format!("a pending clustering whose heartbeat is {age_ms} ms old: its job is running"),
+            format!("a pending clustering whose heartbeat is {} old: its job is running", Ms(age_ms)),
         ),
         (HeartbeatStatus::Expired { .. } | HeartbeatStatus::AgeUnknown, _) => (
             Verdict::NotACandidate,
@@ -514,11 +515,11 @@ fn judge_write(
     match status {
         HeartbeatStatus::Alive { age_ms } => (
             Verdict::Live,
-            format!("heartbeat {age_ms} ms old, within {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: the writer is alive"),
+            format!("heartbeat {} old, within {} (interval × tolerable misses) + {} skew margin: the writer is alive", Ms(age_ms), Ms(allowance), Ms(skew)),
         ),
         HeartbeatStatus::Expired { age_ms } => (
             Verdict::Expired,
-            format!("heartbeat {age_ms} ms old, beyond {allowance} ms (interval × tolerable misses) + {skew} ms skew margin: the writer is gone"),
+            format!("heartbeat {} old, beyond {} (interval × tolerable misses) + {} skew margin: the writer is gone", Ms(age_ms), Ms(allowance), Ms(skew)),
         ),
         HeartbeatStatus::AgeUnknown => (
             Verdict::AgeUnknown,
@@ -531,11 +532,11 @@ fn judge_write(
         HeartbeatStatus::MissingTooYoung { instant_age_ms } => match input.policy {
             FailedWritesPolicy::Lazy => (
                 Verdict::EagerWriterSuspected,
-                format!("no heartbeat file although the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): LAZY writers write their heartbeat before the instant, so an EAGER writer (Hudi's default, no heartbeats) seems to write this table; it may still be running. Judge the table as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer"),
+                format!("no heartbeat file although the instant is only {} old (minimum {} + {} skew margin): LAZY writers write their heartbeat before the instant, so an EAGER writer (Hudi's default, no heartbeats) seems to write this table; it may still be running. Judge the table as eager, or set hoodie.cleaner.policy.failed.writes=LAZY on every writer", Ms(instant_age_ms), Ms(min_age), Ms(skew)),
             ),
             FailedWritesPolicy::Eager => (
                 Verdict::TooYoung,
-                format!("no heartbeat file yet, but the instant is only {instant_age_ms} ms old (minimum {min_age} ms + {skew} ms skew margin): it may still be running"),
+                format!("no heartbeat file yet, but the instant is only {} old (minimum {} + {} skew margin): it may still be running", Ms(instant_age_ms), Ms(min_age), Ms(skew)),
             ),
         },
         HeartbeatStatus::Missing => judge_without_heartbeat(
@@ -565,7 +566,7 @@ fn judge_without_heartbeat(
     let overdue_verdict = |max: u128| {
         (
             Verdict::Overdue,
-            format!("no heartbeat file and the instant is {age} ms old, beyond the table's maximum write duration {max} ms + {skew} ms skew margin: no write of this table runs that long, so its writer is gone"),
+            format!("no heartbeat file and the instant is {} old, beyond the table's maximum write duration {} + {} skew margin: no write of this table runs that long, so its writer is gone", Ms(age), Ms(max), Ms(skew)),
         )
     };
     match input.policy {
@@ -573,29 +574,29 @@ fn judge_without_heartbeat(
             // The operator's statement, in the configuration every process reads.
             (Some(LazyWritersEvidence::Assumed), _) => (
                 Verdict::NoHeartbeat,
-                format!("no heartbeat file and the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), on a table whose operator stated every writer is LAZY: a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or lost it"),
+                format!("no heartbeat file and the instant is {} old (minimum {} + {} skew margin), on a table whose operator stated every writer is LAZY: a LAZY writer writes its heartbeat before its instant, so this one died before its first heartbeat or lost it", Ms(age), Ms(min_age), Ms(skew)),
             ),
             (_, Some(max)) => overdue_verdict(max),
             // Heartbeat files of other writes show LAZY writers, and a LAZY writer
             // would have one: an EAGER writer's write, which may still be running.
             (Some(evidence), None) => (
                 Verdict::EagerWriterSuspected,
-                format!("no heartbeat file and the instant is {age} ms old, on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this is an EAGER writer's write (Hudi's default, no heartbeats) that may still be running, such as a long Spark job, or one whose heartbeat file was lost. Nothing every process can see proves it dead: left alone. Set a maximum write duration (max_write_duration), state that every writer is LAZY (assume_lazy_writers), or roll it back by name (rollback --instant {t} --force) once you know its writer is gone", evidence.describe()),
+                format!("no heartbeat file and the instant is {} old, on a table with LAZY writers ({}): a LAZY writer writes its heartbeat before its instant, so this is an EAGER writer's write (Hudi's default, no heartbeats) that may still be running, such as a long Spark job, or one whose heartbeat file was lost. Nothing every process can see proves it dead: left alone. Set a maximum write duration (max_write_duration), state that every writer is LAZY (assume_lazy_writers), or roll it back by name (rollback --instant {} --force) once you know its writer is gone", Ms(age), evidence.describe(), t),
             ),
             (None, None) => (
                 Verdict::NoHeartbeatUnconfirmed,
-                format!("no heartbeat file and the instant is {age} ms old, but no heartbeat file was ever seen on this table: it may be a LAZY writer that died, or an EAGER writer (Hudi's default, no heartbeats) still running. Left alone: say every writer is LAZY (--assume-lazy-writers / assume_lazy_writers), set a maximum write duration, or roll it back by name (rollback --instant {t}) once you know its writer is gone"),
+                format!("no heartbeat file and the instant is {} old, but no heartbeat file was ever seen on this table: it may be a LAZY writer that died, or an EAGER writer (Hudi's default, no heartbeats) still running. Left alone: say every writer is LAZY (--assume-lazy-writers / assume_lazy_writers), set a maximum write duration, or roll it back by name (rollback --instant {}) once you know its writer is gone", Ms(age), t),
             ),
         },
         FailedWritesPolicy::Eager => match (newest_write.filter(|n| *n > t), overdue) {
             (Some(newer), _) => (
                 Verdict::Superseded,
-                format!("no heartbeat file, the instant is {age} ms old (minimum {min_age} ms + {skew} ms skew margin), and write {newer} started after it: under EAGER the single writer has moved on, so this write is dead"),
+                format!("no heartbeat file, the instant is {} old (minimum {} + {} skew margin), and write {} started after it: under EAGER the single writer has moved on, so this write is dead", Ms(age), Ms(min_age), Ms(skew), newer),
             ),
             (None, Some(max)) => overdue_verdict(max),
             (None, None) => (
                 Verdict::AwaitingNewerWrite,
-                format!("no heartbeat file and the instant is {age} ms old, but it is the newest write: under EAGER its writer may still be running. Left alone until a newer write starts (or past a maximum write duration, when one is set); roll it back by name (rollback --instant {t}) once you know its writer is gone"),
+                format!("no heartbeat file and the instant is {} old, but it is the newest write: under EAGER its writer may still be running. Left alone until a newer write starts (or past a maximum write duration, when one is set); roll it back by name (rollback --instant {}) once you know its writer is gone", Ms(age), t),
             ),
         },
     }

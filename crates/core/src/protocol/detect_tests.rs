@@ -636,3 +636,29 @@ fn an_expired_clustering_is_failed_only_with_expirations_on_a_heartbeat_file_and
         Verdict::NotACandidate
     );
 }
+
+/// Reasons give durations as people read them, not counts of milliseconds.
+#[test]
+fn reasons_give_durations_in_minutes_and_seconds() {
+    let t = "20250126040823628";
+    let tl = timeline(&[&format!("{t}.deltacommit.requested")]);
+    let a = assess_with(
+        &tl,
+        FailedWritesPolicy::Lazy,
+        &Given {
+            heartbeats: &[(t, NOW - 600_005)],
+            ..Given::default()
+        },
+    );
+    assert_eq!(a[0].verdict, Verdict::Expired, "{}", a[0].reason);
+    assert!(
+        a[0].reason.starts_with(
+            "heartbeat 10m 00s old, beyond 2m 00s (interval × tolerable misses) + 0ms skew margin"
+        ),
+        "{}",
+        a[0].reason
+    );
+    for a in &a {
+        assert!(!a.reason.contains(" ms"), "{}", a.reason);
+    }
+}

@@ -304,9 +304,9 @@ impl crate::storage::WriteFence for HeartbeatFence {
             _ if self.stop_after.is_zero() => Ok(()),
             Some(sent) if !state.lapsed && sent.elapsed() < self.stop_after => Ok(()),
             _ => Err(format!(
-                "heartbeat `{}` was not refreshed for {} ms{}: another process may soon take it for expired",
+                "heartbeat `{}` was not refreshed for {}{}: another process may soon take it for expired",
                 self.path,
-                state.last_ok.map_or(0, |s| s.elapsed().as_millis()),
+                crate::human::Ms(state.last_ok.map_or(0, |s| s.elapsed().as_millis())),
                 state
                     .last_error
                     .as_ref()

@@ -72,21 +72,6 @@ pub async fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A duration in ms as `1h 02m`, `3m 12s`, `4.2s` or `350ms`.
-fn human_ms(ms: i64) -> String {
-    let sign = if ms < 0 { "-" } else { "" };
-    let ms = ms.unsigned_abs();
-    let s = ms / 1000;
-    let text = match s {
-        0 => format!("{ms}ms"),
-        1..=59 => format!("{}.{}s", s, (ms % 1000) / 100),
-        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
-        3600..=86_399 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d {:02}h", s / 86_400, (s % 86_400) / 3600),
-    };
-    format!("{sign}{text}")
-}
-
 fn instants_table(out: &mut String, rows: &[InstantRow]) {
     let _ = writeln!(
         out,
@@ -180,7 +165,7 @@ fn pending_instants(out: &mut String, r: &InspectReport) {
                 p.action.as_str(),
                 p.state.as_str(),
                 p.heartbeat_age_ms
-                    .map(human_ms)
+                    .map(hudi_keeper_core::human::duration_ms)
                     .unwrap_or_else(|| "none".into()),
                 p.verdict.as_str(),
                 markers
@@ -241,19 +226,5 @@ fn metadata_table(out: &mut String, r: &InspectReport) {
         if !pending.is_empty() {
             instants_table(out, &pending);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::human_ms;
-
-    #[test]
-    fn ages_read_like_a_person_would_say_them() {
-        assert_eq!(human_ms(350), "350ms");
-        assert_eq!(human_ms(4_250), "4.2s");
-        assert_eq!(human_ms(192_000), "3m 12s");
-        assert_eq!(human_ms(3_720_000), "1h 02m");
-        assert_eq!(human_ms(-1_500), "-1.5s");
     }
 }

@@ -10,6 +10,7 @@ use hudi_keeper_core::exec::restore::{
     preview_restore, restore, MetadataTableAction, RestoreDone, RestoreOptions, RestorePreview,
 };
 use hudi_keeper_core::exec::rollback::RollbackOptions;
+use hudi_keeper_core::human::Ms;
 use hudi_keeper_core::protocol::lock::LockOptions;
 
 use super::progress::Bars;
@@ -207,7 +208,7 @@ fn render_done(d: &RestoreDone) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Restored to {} with restore {}{}: {} undone, {}, {} removed, metadata table: {}, {} ms",
+        "Restored to {} with restore {}{}: {} undone, {}, {} removed, metadata table: {}, {}",
         d.target,
         d.restore_instant,
         if d.resumed { " (continued)" } else { "" },
@@ -219,7 +220,7 @@ fn render_done(d: &RestoreDone) -> String {
             "rollback instants"
         ),
         metadata_line(d.metadata_table),
-        d.duration_ms
+        Ms(d.duration_ms)
     );
     for u in &d.undone {
         let _ = writeln!(

@@ -9,6 +9,7 @@ use hudi_keeper_core::audit::AuditOptions;
 use hudi_keeper_core::exec::rollback::{
     count_selected, preview, rollback, RollbackDone, RollbackOptions, RollbackPreview, Selection,
 };
+use hudi_keeper_core::human::Ms;
 use hudi_keeper_core::plan::rollback::ListingScope;
 use hudi_keeper_core::protocol::lock::LockOptions;
 
@@ -258,7 +259,7 @@ fn render_done(done: &[RollbackDone]) -> String {
     for d in done {
         let _ = writeln!(
             out,
-            "rolled back {} {} with rollback {}{}: {}, {}, metadata table: {}, {} ms",
+            "rolled back {} {} with rollback {}{}: {}, {}, metadata table: {}, {}",
             d.instant,
             d.action,
             d.rollback_instant,
@@ -270,7 +271,7 @@ fn render_done(done: &[RollbackDone]) -> String {
                 "command blocks"
             ),
             d.metadata_table,
-            d.duration_ms
+            Ms(d.duration_ms)
         );
     }
     out

@@ -270,7 +270,10 @@ impl Daemon {
         });
         if let Some(since) = running {
             return Err(TableError::Conflict(format!(
-                "an audit of `{name}` runs already (since {since} ms after the epoch)"
+                "an audit of `{name}` runs already (since {})",
+                chrono::DateTime::from_timestamp_millis(since)
+                    .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+                    .unwrap_or_else(|| since.to_string())
             )));
         }
         self.schedule_audit(&state, Duration::ZERO);

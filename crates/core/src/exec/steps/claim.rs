@@ -42,7 +42,8 @@ pub(in crate::exec) async fn live_rollback_heartbeat(
             .check(now, Some(mtime.timestamp_millis()), None)
         {
             HeartbeatStatus::Alive { age_ms } => Some(format!(
-                "rollback {r} is running in another process (its heartbeat is {age_ms} ms old)"
+                "rollback {r} is running in another process (its heartbeat is {} old)",
+                crate::human::Ms(age_ms)
             )),
             HeartbeatStatus::AgeUnknown => Some(format!(
                 "rollback {r} has a heartbeat whose modification time the store does not give, so another process may be running it"
