@@ -14,6 +14,7 @@ mod lock;
 #[macro_use]
 mod overrides;
 mod schema;
+mod table_entries;
 mod tables;
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,7 @@ use hudi_keeper_core::storage::StorageOptions;
 use serde::{Deserialize, Serialize};
 
 use super::overrides::Setting;
+use super::table_entries;
 use super::{ConfigError, Location, LockSettings};
 use crate::daemon::cluster;
 use crate::duration::serde_helpers::{de_duration, ser_duration};
@@ -315,20 +316,45 @@ pub const EMBEDDED: &str = include_str!("../../../../../config/hudi-keeper.toml"
 impl Config {
     /// Load `path` (which must exist when `required`), then the environment.
     pub fn load(path: &Path, required: bool) -> anyhow::Result<Self> {
-        let mut figment = Figment::new();
-        if path.exists() {
-            figment = figment.merge(Toml::file_exact(path));
-        } else if required {
-            bail!("the config file {} does not exist", path.display());
+        let what = path.display().to_string();
+        if !path.exists() {
+            if required {
+                bail!("the config file {what} does not exist");
+            }
+            return Self::extract(Figment::new(), &what);
         }
-        Self::extract(figment, &path.display().to_string())
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("could not read the config file {what}"))?;
+        Self::from_text(&text, &what)
+    }
+
+    /// The configuration `text` (`what` names it in errors) with the environment merged over
+    /// it: its `[[tables]]` entries parsed one at a time ([`table_entries`]), the rest through
+    /// figment.
+    fn from_text(text: &str, what: &str) -> anyhow::Result<Self> {
+        let Some(cut) = table_entries::cut(text).filter(|c| !c.entries.is_empty()) else {
+            return Self::extract(Figment::new().merge(Toml::string(text)), what);
+        };
+        let mut config =
+            Self::extract_unchecked(Figment::new().merge(Toml::string(&cut.rest)), what)?;
+        if !config.tables.is_empty() {
+            bail!("invalid configuration: {what} gives tables both as `[[tables]]` entries and as `tables = [...]`");
+        }
+        config.tables.reserve_exact(cut.entries.len());
+        for (line, entry) in cut.entries {
+            let entry = table_entries::parse_entry(entry, line, what)
+                .map_err(|e| anyhow::anyhow!(e))
+                .context("invalid configuration")?;
+            config.tables.push(entry);
+        }
+        config.validate()?;
+        Ok(config)
     }
 
     /// The configuration embedded in the binary (`config/hudi-keeper.toml`, the demo), its
     /// relative paths (the state folder, the demo table) under `home`, then the environment.
     pub fn load_embedded(home: &Path) -> anyhow::Result<Self> {
-        let figment = Figment::new().merge(Toml::string(EMBEDDED));
-        let mut config = Self::extract(figment, "the embedded default configuration")?;
+        let mut config = Self::from_text(EMBEDDED, "the embedded default configuration")?;
         if config.server.state_dir.is_relative() {
             config.server.state_dir = home.join(&config.server.state_dir);
         }
@@ -343,7 +369,14 @@ impl Config {
 
     /// `figment` (a file's or the embedded text) with the environment merged over it; `what`
     /// names the file in errors.
-    fn extract(mut figment: Figment, what: &str) -> anyhow::Result<Self> {
+    fn extract(figment: Figment, what: &str) -> anyhow::Result<Self> {
+        let config = Self::extract_unchecked(figment, what)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// [`Config::extract`] without the checks across keys.
+    fn extract_unchecked(mut figment: Figment, what: &str) -> anyhow::Result<Self> {
         figment = figment.merge(
             Env::prefixed("HUDI_KEEPER_")
                 .filter(|k| {
@@ -354,12 +387,10 @@ impl Config {
                 })
                 .split("__"),
         );
-        let config: Config = figment
+        figment
             .extract()
             .map_err(|e| anyhow::anyhow!(describe(e, what)))
-            .context("invalid configuration")?;
-        config.validate()?;
-        Ok(config)
+            .context("invalid configuration")
     }
 
     /// Checks across keys: unique names, every table resolvable.
