@@ -14,7 +14,8 @@ use serde::Serialize;
 use super::avro::{cached_schema, read_single_record_as, write_single_record, AvroError};
 use super::rollback::{
     get, get_instant_infos, get_long, get_opt_int, get_opt_string, get_str_array, get_string,
-    instant_info, opt_s, s, shape, str_array, version, InstantInfo, RollbackMetadata,
+    instant_info, opt_s, s, shape, str_array, version, InstantInfo, MetadataSchema,
+    RollbackMetadata,
 };
 
 const PLAN_SCHEMA_JSON: &str = include_str!("../../avro/HoodieRestorePlan.avsc");
@@ -101,11 +102,8 @@ fn metadata_schema_v5() -> Result<&'static Schema, AvroError> {
 }
 
 impl RestoreMetadata {
-    fn to_value(&self) -> Value {
-        self.value(false)
-    }
-
-    fn value(&self, v5: bool) -> Value {
+    /// The record in `schema` (its rollbacks' records in the same).
+    fn value(&self, schema: MetadataSchema) -> Value {
         let per_instant = self
             .hoodie_restore_metadata
             .iter()
@@ -114,10 +112,7 @@ impl RestoreMetadata {
                     k.clone(),
                     Value::Array(
                         list.iter()
-                            .map(|m| {
-                                let v = if v5 { m.to_value_v5() } else { m.to_value() };
-                                Value::Union(1, Box::new(v))
-                            })
+                            .map(|m| Value::Union(1, Box::new(m.value(schema))))
                             .collect(),
                     ),
                 )
@@ -142,18 +137,23 @@ impl RestoreMetadata {
         ])
     }
 
-    /// The bytes of a completed restore file.
+    /// The bytes of a completed restore file (tables of version 6 and up).
     pub fn to_avro(&self) -> Result<Vec<u8>, AvroError> {
-        write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.to_value())
+        self.to_avro_in(MetadataSchema::Current)
     }
 
-    /// The bytes of a completed restore file of a table-version-5 table, in Hudi 0.13's schema.
-    pub fn to_avro_v5(&self) -> Result<Vec<u8>, AvroError> {
-        write_single_record(
-            METADATA_SCHEMA_V5_JSON,
-            metadata_schema_v5()?,
-            self.value(true),
-        )
+    /// The bytes of a completed restore file in `schema`.
+    pub fn to_avro_in(&self, schema: MetadataSchema) -> Result<Vec<u8>, AvroError> {
+        match schema {
+            MetadataSchema::Current => {
+                write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.value(schema))
+            }
+            MetadataSchema::Hudi013 => write_single_record(
+                METADATA_SCHEMA_V5_JSON,
+                metadata_schema_v5()?,
+                self.value(schema),
+            ),
+        }
     }
 
     /// Read a completed restore file.

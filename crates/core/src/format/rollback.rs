@@ -220,17 +220,30 @@ impl RollbackPlan {
     }
 }
 
+/// The schema a completed rollback or restore file is written in: the one of the table's own
+/// version (Hudi 0.13's for version 5, which has no `logFilesFromFailedCommit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataSchema {
+    /// Hudi 0.13's (table version 5).
+    Hudi013,
+    /// Hudi 0.14 and later (table versions 6 and up).
+    Current,
+}
+
+impl MetadataSchema {
+    /// The schema a table of `version` is written in.
+    pub fn of(version: crate::config::TableVersion) -> Self {
+        match version {
+            crate::config::TableVersion::V5 => Self::Hudi013,
+            _ => Self::Current,
+        }
+    }
+}
+
 impl RollbackMetadata {
-    pub(super) fn to_value(&self) -> Value {
-        self.value(true)
-    }
-
-    /// The record under Hudi 0.13's schema (no `logFilesFromFailedCommit`).
-    pub(super) fn to_value_v5(&self) -> Value {
-        self.value(false)
-    }
-
-    fn value(&self, failed_logs: bool) -> Value {
+    /// The record in `schema`.
+    pub(super) fn value(&self, schema: MetadataSchema) -> Value {
+        let failed_logs = schema == MetadataSchema::Current;
         let partitions = self
             .partition_metadata
             .iter()
@@ -284,19 +297,24 @@ impl RollbackMetadata {
         ])
     }
 
-    /// The bytes of a completed rollback file.
+    /// The bytes of a completed rollback file (tables of version 6 and up).
     pub fn to_avro(&self) -> Result<Vec<u8>, AvroError> {
-        write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.to_value())
+        self.to_avro_in(MetadataSchema::Current)
     }
 
-    /// The bytes of a completed rollback file of a table-version-5 table, in Hudi 0.13's schema
-    /// (`logFilesFromFailedCommit` is not written).
-    pub fn to_avro_v5(&self) -> Result<Vec<u8>, AvroError> {
-        write_single_record(
-            METADATA_SCHEMA_V5_JSON,
-            metadata_schema_v5()?,
-            self.to_value_v5(),
-        )
+    /// The bytes of a completed rollback file in `schema` (Hudi 0.13's does not write
+    /// `logFilesFromFailedCommit`).
+    pub fn to_avro_in(&self, schema: MetadataSchema) -> Result<Vec<u8>, AvroError> {
+        match schema {
+            MetadataSchema::Current => {
+                write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.value(schema))
+            }
+            MetadataSchema::Hudi013 => write_single_record(
+                METADATA_SCHEMA_V5_JSON,
+                metadata_schema_v5()?,
+                self.value(schema),
+            ),
+        }
     }
 
     /// Read a completed rollback file.
@@ -537,7 +555,7 @@ mod tests {
                 action: "deltacommit".into(),
             }],
         };
-        let bytes = m.to_avro_v5().unwrap();
+        let bytes = m.to_avro_in(MetadataSchema::Hudi013).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert!(text.contains(METADATA_SCHEMA_V5_JSON.trim()));
         assert!(!text.contains("logFilesFromFailedCommit"));

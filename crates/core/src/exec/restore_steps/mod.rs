@@ -23,7 +23,7 @@ use crate::exec::steps::{
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
-use crate::format::rollback::{InstantInfo, RollbackMetadata};
+use crate::format::rollback::{InstantInfo, MetadataSchema, RollbackMetadata};
 use crate::plan::restore::{rollbacks_to_remove, PlannedRestore, RestoreRefusal};
 use crate::protocol::markers::marker_dir;
 use crate::table::Table;
@@ -247,12 +247,9 @@ impl RestoreRun<'_> {
             Action::Restore,
             State::Completed,
         )?;
-        let bytes = if config.version == crate::config::TableVersion::V5 {
-            metadata.to_avro_v5()
-        } else {
-            metadata.to_avro()
-        }
-        .map_err(|e| avro_err(table, r, &path, e))?;
+        let bytes = metadata
+            .to_avro_in(MetadataSchema::of(config.version))
+            .map_err(|e| avro_err(table, r, &path, e))?;
         create_if_absent(table.storage(), &path, bytes).await?;
         info!(table = %table.uri(), restore_instant = %r, undone = undone.instants.len(), "restore completed");
         remove_rollbacks(table, self.target).await
