@@ -177,13 +177,9 @@ async fn a_filtered_one_level_listing_on_s3_keeps_only_what_it_accepts_across_pa
     assert_eq!(whole.files.len(), 1_205);
 }
 
-/// The audit on S3 lists the table's data files in one listing that starts past `.hoodie`,
-/// not one per partition: 40 small partitions cost one listing (about one LIST request per
-/// 1,000 keys however the files are spread), and every data file is still classified.
-#[test]
-fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let root = unique("audit");
+/// A fixture table (version 8, copy-on-write) at a new folder of the bucket, and its URI.
+fn cow_table(rt: &tokio::runtime::Runtime, name: &str) -> (Fixture, String) {
+    let root = unique(name);
     let uri = format!("s3://{BUCKET}/{root}");
     let f = rt.block_on(Fixture::build_in(
         s3_store(),
@@ -192,6 +188,16 @@ fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
         Kind::CowV8,
         false,
     ));
+    (f, uri)
+}
+
+/// The audit on S3 lists the table's data files in one listing that starts past `.hoodie`,
+/// not one per partition: 40 small partitions cost one listing (about one LIST request per
+/// 1,000 keys however the files are spread), and every data file is still classified.
+#[test]
+fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (f, uri) = cow_table(&rt, "audit");
     let before = rt.block_on(f.snapshot());
     let data_files = before
         .keys()
@@ -228,15 +234,7 @@ fn the_audit_on_s3_lists_every_partition_in_one_listing_past_hoodie() {
 #[test]
 fn the_audit_on_s3_sees_folders_that_sort_just_before_hoodie() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let root = unique("audit-near");
-    let uri = format!("s3://{BUCKET}/{root}");
-    let f = rt.block_on(Fixture::build_in(
-        s3_store(),
-        &root,
-        &uri,
-        Kind::CowV8,
-        false,
-    ));
+    let (f, uri) = cow_table(&rt, "audit-near");
     let audit = || {
         let mut args = vec!["audit".to_string(), uri.clone(), "--json".to_string()];
         args.extend(cli_options());

@@ -144,16 +144,13 @@ impl RestoreMetadata {
 
     /// The bytes of a completed restore file in `schema`.
     pub fn to_avro_in(&self, schema: MetadataSchema) -> Result<Vec<u8>, AvroError> {
-        match schema {
-            MetadataSchema::Current => {
-                write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.value(schema))
-            }
-            MetadataSchema::Hudi013 => write_single_record(
-                METADATA_SCHEMA_V5_JSON,
-                metadata_schema_v5()?,
-                self.value(schema),
-            ),
-        }
+        schema.write(
+            [
+                (METADATA_SCHEMA_JSON, metadata_schema),
+                (METADATA_SCHEMA_V5_JSON, metadata_schema_v5),
+            ],
+            self.value(schema),
+        )
     }
 
     /// Read a completed restore file.

@@ -220,6 +220,9 @@ impl RollbackPlan {
     }
 }
 
+/// A schema's text and the schema parsed (once).
+pub(super) type SchemaOf = fn() -> Result<&'static Schema, AvroError>;
+
 /// The schema a completed rollback or restore file is written in: the one of the table's own
 /// version (Hudi 0.13's for version 5, which has no `logFilesFromFailedCommit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,6 +240,21 @@ impl MetadataSchema {
             crate::config::TableVersion::V5 => Self::Hudi013,
             _ => Self::Current,
         }
+    }
+
+    /// `value` written as one record in this schema, of `[current, hudi_0_13]` (each its JSON
+    /// and its parsed schema).
+    pub(super) fn write(
+        self,
+        schemas: [(&str, SchemaOf); 2],
+        value: Value,
+    ) -> Result<Vec<u8>, AvroError> {
+        let [current, hudi013] = schemas;
+        let (json, schema) = match self {
+            Self::Current => current,
+            Self::Hudi013 => hudi013,
+        };
+        write_single_record(json, schema()?, value)
     }
 }
 
@@ -305,16 +323,13 @@ impl RollbackMetadata {
     /// The bytes of a completed rollback file in `schema` (Hudi 0.13's does not write
     /// `logFilesFromFailedCommit`).
     pub fn to_avro_in(&self, schema: MetadataSchema) -> Result<Vec<u8>, AvroError> {
-        match schema {
-            MetadataSchema::Current => {
-                write_single_record(METADATA_SCHEMA_JSON, metadata_schema()?, self.value(schema))
-            }
-            MetadataSchema::Hudi013 => write_single_record(
-                METADATA_SCHEMA_V5_JSON,
-                metadata_schema_v5()?,
-                self.value(schema),
-            ),
-        }
+        schema.write(
+            [
+                (METADATA_SCHEMA_JSON, metadata_schema),
+                (METADATA_SCHEMA_V5_JSON, metadata_schema_v5),
+            ],
+            self.value(schema),
+        )
     }
 
     /// Read a completed rollback file.
