@@ -316,3 +316,28 @@ fn a_hive_metastore_source_finds_its_hudi_tables_and_rolls_back_a_failed_write()
     });
     assert_eq!(tables(&d).len(), 1);
 }
+
+#[test]
+fn a_prefix_scan_registers_no_table_through_a_symbolic_link() {
+    let work = tempfile::tempdir().unwrap();
+    let wh = work.path().join("lake");
+    demo(&wh.join("real/t"));
+    // A table outside the prefix, reached through a link in it; and a link to a folder of the
+    // prefix (its table is found where it is).
+    demo(&work.path().join("outside/u"));
+    std::os::unix::fs::symlink(work.path().join("outside"), wh.join("out")).unwrap();
+    std::os::unix::fs::symlink(wh.join("real"), wh.join("again")).unwrap();
+    let d = Daemon::start(
+        &work.path().join("daemon"),
+        &discover_config(&wh, "", "", ""),
+    );
+    d.wait_for("two complete scans", Duration::from_secs(30), || {
+        (d.metric("hudi_keeper_discovery_scans_total{outcome=\"complete\",source=\"lake\"}")
+            .unwrap_or(0.0)
+            >= 2.0)
+            .then_some(())
+    });
+    let ts = tables(&d);
+    let uris: Vec<&str> = ts.iter().filter_map(|t| t["uri"].as_str()).collect();
+    assert_eq!(uris, [wh.join("real/t").to_str().unwrap()], "{ts:?}");
+}
