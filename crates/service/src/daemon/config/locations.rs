@@ -150,6 +150,12 @@ impl Location {
             && self.segments.starts_with(&prefix.segments)
     }
 
+    /// Whether a `.hoodie` folder holds it (a table's metadata table, or anything else of a
+    /// table's own folder): never a table to watch on its own.
+    pub fn in_hoodie(&self) -> bool {
+        self.segments.iter().any(|s| s == ".hoodie")
+    }
+
     /// Whether this may be `other` or lie under it, to find a second registration of a table:
     /// as [`Location::is_allowed_under`], but buckets in any case, and an Azure container in the
     /// default account (`az://c`) as the same container in any named account (it may be the

@@ -16,6 +16,8 @@ mod reconcile;
 mod run;
 pub mod scan;
 mod sigv4;
+#[cfg(test)]
+mod tests;
 mod thrift;
 
 pub use run::Discovery;

@@ -191,27 +191,21 @@ impl Daemon {
     }
 
     /// Register what `report` found and drop what it missed; `(added, dropped)`.
-    async fn apply(
+    pub(super) async fn apply(
         self: &Arc<Self>,
         index: u16,
         source: &DiscoverSource,
         report: &ScanReport,
     ) -> (usize, usize) {
         let mine = Source::Discovered(index);
-        let allowed: Vec<Location> = self
-            .config
-            .server
-            .allowed_table_uris
-            .iter()
-            .filter_map(|a| Location::parse(a).ok())
-            .collect();
         let mut refused = 0usize;
         let found: Vec<Found> = report
             .tables
             .iter()
             .filter_map(|t| {
                 let at = Location::of_table(&t.location)?;
-                if !allowed.is_empty() && !allowed.iter().any(|a| at.is_under(a)) {
+                // As the API's: the bucket as written, a local path where it leads.
+                if self.config.check_found_location(&t.location).is_err() {
                     refused += 1;
                     return None;
                 }

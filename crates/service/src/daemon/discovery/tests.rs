@@ -1,0 +1,125 @@
+//! What a scan registers, through a daemon that is never started (no scan or poll of its own
+//! runs): one registration per table whatever the spelling, nothing inside or around another
+//! table, only under `server.allowed_table_uris` as written, names every replica derives alike,
+//! and the API's precedence only once its registration is accepted.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use hudi_keeper_core::discover::{FoundTable, ScanReport};
+use hudi_keeper_core::storage::RelPath;
+
+use crate::daemon::config::{Config, TableEntry};
+use crate::daemon::{Daemon, Source};
+
+/// Two sources (`zero`, `one`; never scanned here) and `extra` (server keys first, then
+/// `[[tables]]`, whose tables are registered as the config's).
+async fn daemon(dir: &Path, server: &str, extra: &str) -> Arc<Daemon> {
+    let path = dir.join("c.toml");
+    let text = format!(
+        "[server]\nstate_dir = \"{}\"\n{server}\n[defaults]\npoll_interval = \"1h\"\n\
+         failed_writes_policy = \"observe\"\n{extra}\n\
+         [[discover]]\nname = \"zero\"\nkind = \"glue\"\nregion = \"us-east-1\"\n\
+         [[discover]]\nname = \"one\"\nkind = \"glue\"\nregion = \"us-east-1\"\n",
+        dir.join("state").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    let d = Daemon::new(Config::load(&path, true).unwrap()).unwrap();
+    let initial = std::mem::take(&mut *d.initial.lock().unwrap());
+    for e in initial {
+        d.add(e, Source::Config, None).await.unwrap();
+    }
+    d
+}
+
+/// A complete scan that found `tables` (`(hoodie.table.name, location)`).
+fn report(tables: &[(&str, &str)]) -> ScanReport {
+    let mut r = super::glue::empty_report("test");
+    r.complete = true;
+    r.tables = tables
+        .iter()
+        .map(|(name, location)| FoundTable {
+            location: location.to_string(),
+            path: RelPath::root(),
+            name: name.to_string(),
+            table_type: None,
+        })
+        .collect();
+    r
+}
+
+async fn scan(d: &Arc<Daemon>, index: u16, tables: &[(&str, &str)]) {
+    let source = d.config.discover[usize::from(index)].clone();
+    d.apply(index, &source, &report(tables)).await;
+}
+
+/// The registered tables: URI → (name, source).
+async fn registered(d: &Daemon) -> BTreeMap<String, (String, Source)> {
+    d.tables()
+        .await
+        .iter()
+        .map(|t| (t.entry.uri.clone(), (t.entry.name.to_string(), t.source)))
+        .collect()
+}
+
+/// The registered tables' URIs → names.
+async fn names(d: &Daemon) -> BTreeMap<String, String> {
+    registered(d)
+        .await
+        .into_iter()
+        .map(|(uri, (name, _))| (uri, name))
+        .collect()
+}
+
+fn entry(name: &str, uri: &str) -> TableEntry {
+    serde_json::from_value(serde_json::json!({"name": name, "uri": uri})).unwrap()
+}
+
+#[tokio::test]
+async fn only_tables_under_the_allowed_prefixes_as_written_are_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        "allowed_table_uris = [\"s3://b/wh/\", \"abfss://c@acct.dfs.core.windows.net/wh/\"]";
+    let d = daemon(dir.path(), server, "").await;
+    scan(
+        &d,
+        0,
+        &[
+            ("upper", "s3://B/wh/upper"),
+            ("default_account", "az://c/wh/default_account"),
+            ("ok", "s3://b/wh/ok"),
+        ],
+    )
+    .await;
+    let r = names(&d).await;
+    let uris: Vec<&str> = r.keys().map(String::as_str).collect();
+    assert_eq!(uris, ["s3://b/wh/ok"], "{r:?}");
+}
+
+#[tokio::test]
+async fn a_discovered_table_is_checked_against_the_allowed_prefixes_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    let outside = dir.path().join("outside/t");
+    std::fs::create_dir_all(&lake).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let server = format!("allowed_table_uris = [\"{}\"]", lake.display());
+    let d = daemon(dir.path(), &server, "").await;
+    // Registered while it was a folder of the lake, a link out of it since.
+    let at = lake.join("t");
+    std::fs::create_dir_all(&at).unwrap();
+    let uri = at.to_str().unwrap();
+    let state = d
+        .add(entry("t", uri), Source::Discovered(0), None)
+        .await
+        .unwrap();
+    std::fs::remove_dir(&at).unwrap();
+    std::os::unix::fs::symlink(&outside, &at).unwrap();
+    match d.open(&state).await {
+        Err(crate::daemon::error::PollError::Refused(e)) => {
+            assert!(e.contains("allowed_table_uris"), "{e}")
+        }
+        other => panic!("opened: {:?}", other.map(|_| ())),
+    }
+}
