@@ -31,6 +31,7 @@ mod leftovers;
 pub mod membership;
 pub mod metrics;
 pub mod own_changes;
+mod places;
 mod poll;
 mod readiness;
 mod registry;

@@ -160,6 +160,7 @@ impl Location {
     /// as [`Location::is_allowed_under`], but buckets in any case, and an Azure container in the
     /// default account (`az://c`) as the same container in any named account (it may be the
     /// default one).
+    #[cfg(test)]
     pub fn is_under(&self, other: &Location) -> bool {
         let same_authority = self.authority.eq_ignore_ascii_case(&other.authority)
             || (self.scheme == "azure" && {
@@ -168,6 +169,36 @@ impl Location {
                     && container(&self.authority) == container(&other.authority)
             });
         self.scheme == other.scheme && same_authority && self.segments.starts_with(&other.segments)
+    }
+
+    /// The place as [`Location::is_under`] compares it, as one text that every spelling of the
+    /// place shares: `scheme://bucket/seg/…/` (the bucket or container in lower case, each
+    /// segment followed by `/`), then, for an Azure container of a named account, `\0` and the
+    /// account. A place lies inside another when its text starts with the other's up to the
+    /// `\0` (see `places`). `None` when a segment holds `\0` or another control character:
+    /// such a place is not compared, so not registered but from the config.
+    pub fn place_key(&self) -> Option<String> {
+        if self
+            .segments
+            .iter()
+            .any(|s| s.chars().any(char::is_control))
+        {
+            return None;
+        }
+        let (container, account) = match self.authority.split_once('@') {
+            Some((c, a)) if self.scheme == "azure" => (c, Some(a)),
+            _ => (self.authority.as_str(), None),
+        };
+        let mut key = format!("{}://{}/", self.scheme, container.to_ascii_lowercase());
+        for s in &self.segments {
+            key.push_str(s);
+            key.push('/');
+        }
+        if let Some(account) = account {
+            key.push('\0');
+            key.push_str(account);
+        }
+        Some(key)
     }
 }
 

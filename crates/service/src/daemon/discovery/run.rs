@@ -316,9 +316,8 @@ impl Daemon {
         let held = state.table.lock().await;
         let removed = {
             let mut tables = self.tables.write().await;
-            let ours = tables.get(name).is_some_and(|s| Arc::ptr_eq(s, &state));
+            let ours = tables.remove(&state);
             if ours {
-                tables.remove(name);
                 self.metrics.tables.set(tables.len() as i64);
                 self.metrics.remove_table(name);
             }

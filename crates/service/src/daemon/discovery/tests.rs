@@ -123,3 +123,46 @@ async fn a_discovered_table_is_checked_against_the_allowed_prefixes_when_opened(
         other => panic!("opened: {:?}", other.map(|_| ())),
     }
 }
+
+#[tokio::test]
+async fn a_place_registered_otherwise_is_not_registered_again_under_another_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = "[[tables]]\nname = \"cfg\"\nuri = \"s3://b/wh/cfg\"\n";
+    let d = daemon(dir.path(), "", tables).await;
+    d.add(
+        entry("api", "abfss://c@acct.dfs.core.windows.net/wh/api"),
+        Source::Api,
+        None,
+    )
+    .await
+    .unwrap();
+    scan(&d, 0, &[("cfg", "s3://B/wh/cfg"), ("api", "az://c/wh/api")]).await;
+    let r = registered(&d).await;
+    assert_eq!(r.len(), 2, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_table_inside_or_around_a_registered_one_is_not_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables = "[[tables]]\nname = \"cfg\"\nuri = \"s3://b/wh/cfg\"\n";
+    let d = daemon(dir.path(), "", tables).await;
+    d.add(entry("api", "s3://b/api"), Source::Api, None)
+        .await
+        .unwrap();
+    scan(&d, 0, &[("zero", "s3://b/zero")]).await;
+    let before = registered(&d).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    // Inside or around the config's, the API's, and the other source's table.
+    scan(
+        &d,
+        1,
+        &[
+            ("inner", "s3://b/wh/cfg/inner"),
+            ("around", "s3://b/wh"),
+            ("in_api", "s3://B/api/x"),
+            ("in_zero", "s3://b/zero/p=1"),
+        ],
+    )
+    .await;
+    assert_eq!(registered(&d).await, before);
+}
