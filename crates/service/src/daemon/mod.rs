@@ -15,6 +15,7 @@
 //! rollbacks and periodically; [`http`] serves them; errors are [`TableError`].
 
 mod activity;
+mod api_register;
 mod audit_view;
 mod audits;
 mod changes;

@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use super::config::{self, TableEntry};
 use super::places::{self, Registered};
+use super::registry;
 use super::scheduler::jitter;
 use super::table_state::{Identity, OptionalMs, ReadSlots};
-use super::{enclosing, registry};
 use super::{Daemon, Source, TableError, TableState, TableStatus};
 
 /// What became of the registry (`state_dir/api-tables/`, see [`registry`]) at start.
@@ -239,97 +239,6 @@ impl Daemon {
             )));
         }
         Ok(())
-    }
-
-    /// Register a table through the API and persist it: only what
-    /// [`Config::check_api_entry`] allows, never a table registered already (by the config or
-    /// the API, under any name) nor a folder inside a table's base path (registered or not),
-    /// at most `server.max_api_tables` of them, and only while the registry can be written. A
-    /// registration that could not be persisted is undone.
-    pub async fn register(self: &Arc<Self>, entry: TableEntry) -> Result<(), TableError> {
-        self.config.check_api_entry(&entry).map_err(|r| match r {
-            config::ApiRefusal::Forbidden(e) => TableError::Forbidden(e),
-            config::ApiRefusal::Invalid(e) => TableError::Invalid(e),
-        })?;
-        if self.cluster().is_shared() {
-            return Err(TableError::Conflict(
-                "replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") take their tables from the configuration they all share, not through the API of one of them".into(),
-            ));
-        }
-        self.registry_writable()?;
-        // The API's registration takes precedence over a discovery source's.
-        self.yield_to_api(&entry.uri).await;
-        if self
-            .registry_state()
-            .not_restored
-            .iter()
-            .any(|(e, _)| e.name == entry.name)
-        {
-            return Err(TableError::Conflict(format!(
-                "a table named `{}` is in the registry but was not restored; DELETE it first",
-                entry.name
-            )));
-        }
-        let limit = self.config.server.max_api_tables;
-        {
-            // What can be told without reading storage first: nothing is read for a
-            // registration refused anyway.
-            let place = places::place_of(&entry.uri);
-            let tables = self.tables.read().await;
-            if let Some(refused) =
-                registered_already(&tables, &entry, Source::Api, place.as_deref(), &[])
-            {
-                return Err(refused);
-            }
-            self.check_api_limit(&tables, limit)?;
-        }
-        self.check_not_inside_a_table(&entry).await?;
-        let name = entry.name.clone();
-        let state = self.add(entry, Source::Api, Some(limit)).await?;
-        if let Err(e) = self.save(&state).await {
-            let mut tables = self.tables.write().await;
-            if tables.remove(&state) {
-                self.metrics.tables.set(tables.len() as i64);
-                drop(tables);
-                self.metrics.remove_table(&name);
-            }
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    /// Refused when the folder `entry` names lies inside a table's base path, registered or
-    /// not (see [`enclosing`]), or when that cannot be told.
-    pub(super) async fn check_not_inside_a_table(
-        &self,
-        entry: &TableEntry,
-    ) -> Result<(), TableError> {
-        let Some(folders) = self.config.enclosing_folders(&entry.uri) else {
-            return Ok(()); // not one the API registers: check_api_entry said why
-        };
-        let settings = self
-            .config
-            .defaults
-            .resolve(entry)
-            .map_err(TableError::Invalid)?;
-        // A client of the stores the tables share only for the defaults' options: one per
-        // bucket. Options of the registration's own (a timeout, a region: any number of
-        // variants) get a client for this look alone, which does not outlive it.
-        let shared = entry.storage_options.is_empty().then_some(&self.stores);
-        match enclosing::find(folders, &settings.storage_options, shared).await {
-            Ok(()) => Ok(()),
-            Err(enclosing::Enclosed::Inside(base)) => Err(TableError::Conflict(format!(
-                "`{}` lies inside the table at `{base}` (it has .hoodie/hoodie.properties): register the table's base path, not a folder of it",
-                entry.uri
-            ))),
-            Err(enclosing::Enclosed::Unknown(e)) => {
-                warn!(table = %entry.name, error = %e, "could not tell whether a registration lies inside a table: refused");
-                Err(TableError::Failed(format!(
-                    "cannot tell whether `{}` lies inside another table's base path, so it is not registered (send it again once the store answers): {e}",
-                    entry.uri
-                )))
-            }
-        }
     }
 
     /// Unregister a table (its poll loop stops) and persist the change.

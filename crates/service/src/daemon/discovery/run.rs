@@ -330,27 +330,4 @@ impl Daemon {
         }
         removed
     }
-
-    /// Before the API registers `uri`: drop a discovered table at the same place (the API's
-    /// registration takes precedence).
-    pub(in crate::daemon) async fn yield_to_api(&self, uri: &str) {
-        let Some(at) = Location::of_table(uri) else {
-            return;
-        };
-        let hit: Option<(String, Source)> = self
-            .tables
-            .read()
-            .await
-            .values()
-            .find(|t| {
-                matches!(t.source, Source::Discovered(_))
-                    && Location::of_table(&t.entry.uri).is_some_and(|l| l == at)
-            })
-            .map(|t| (t.entry.name.to_string(), t.source));
-        if let Some((name, source)) = hit {
-            if self.drop_discovered(&name, source).await {
-                info!(table = %name, "discovery: a table registered through the API replaces the discovered one");
-            }
-        }
-    }
 }

@@ -11,7 +11,7 @@ use hudi_keeper_core::discover::{FoundTable, ScanReport};
 use hudi_keeper_core::storage::RelPath;
 
 use crate::daemon::config::{Config, TableEntry};
-use crate::daemon::{Daemon, Source};
+use crate::daemon::{Daemon, Source, TableError};
 
 /// Two sources (`zero`, `one`; never scanned here) and `extra` (server keys first, then
 /// `[[tables]]`, whose tables are registered as the config's).
@@ -165,4 +165,82 @@ async fn a_table_inside_or_around_a_registered_one_is_not_registered() {
     )
     .await;
     assert_eq!(registered(&d).await, before);
+}
+
+/// A daemon whose API may register under `lake`, with source `zero`'s tables observed only
+/// where `[defaults]` would roll back.
+async fn api_daemon(dir: &Path, lake: &Path, max_api_tables: usize) -> Arc<Daemon> {
+    let server = format!(
+        "allowed_table_uris = [\"{}\"]\nmax_api_tables = {max_api_tables}",
+        lake.display()
+    );
+    let path = dir.join("c.toml");
+    let text = format!(
+        "[server]\nstate_dir = \"{}\"\n{server}\n[defaults]\npoll_interval = \"1h\"\n\
+         [defaults.lock]\nprovider = \"filesystem\"\n\
+         [[discover]]\nname = \"zero\"\nprefix = \"{}\"\ninterval = \"1h\"\n\
+         [discover.defaults]\nfailed_writes_policy = \"observe\"\n",
+        dir.join("state").display(),
+        lake.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    Daemon::new(Config::load(&path, true).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_refused_api_registration_leaves_the_discovered_table_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    for t in ["t", "first"] {
+        std::fs::create_dir_all(lake.join(t)).unwrap();
+    }
+    let d = api_daemon(dir.path(), &lake, 1).await;
+    let t = lake.join("t");
+    let t = t.to_str().unwrap();
+    scan(&d, 0, &[("t", t)]).await;
+    let before = registered(&d).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    // Weaker than the source's settings (lazy where the source observes).
+    let weaker = d.register(entry("mine", t)).await;
+    assert!(
+        matches!(weaker, Err(TableError::Forbidden(_))),
+        "{weaker:?}"
+    );
+    assert_eq!(registered(&d).await, before);
+    // Over server.max_api_tables.
+    let first = lake.join("first");
+    let mut ok = entry("first", first.to_str().unwrap());
+    ok.failed_writes_policy = Some(crate::daemon::config::PolicySetting::Observe);
+    d.register(ok).await.unwrap();
+    let mut full = entry("mine", t);
+    full.failed_writes_policy = Some(crate::daemon::config::PolicySetting::Observe);
+    let r = d.register(full.clone()).await;
+    assert!(matches!(r, Err(TableError::Conflict(_))), "{r:?}");
+    let now = registered(&d).await;
+    assert_eq!(now.get(t), before.get(t), "{now:?}");
+    // A name taken.
+    full.name = "first".into();
+    let r = d.register(full).await;
+    assert!(matches!(r, Err(TableError::Conflict(_))), "{r:?}");
+    assert_eq!(registered(&d).await.get(t), before.get(t));
+}
+
+#[tokio::test]
+async fn an_accepted_api_registration_replaces_the_discovered_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(lake.join("t")).unwrap();
+    let d = api_daemon(dir.path(), &lake, 10).await;
+    let t = lake.join("t");
+    scan(&d, 0, &[("t", t.to_str().unwrap())]).await;
+    let mut e = entry("mine", &format!("file://{}", t.display()));
+    e.failed_writes_policy = Some(crate::daemon::config::PolicySetting::Observe);
+    d.register(e).await.unwrap();
+    let r = registered(&d).await;
+    assert_eq!(r.len(), 1, "{r:?}");
+    let (name, source) = r.values().next().unwrap();
+    assert_eq!((name.as_str(), *source), ("mine", Source::Api));
+    // The source's next scans leave it to the API.
+    scan(&d, 0, &[("t", t.to_str().unwrap())]).await;
+    assert_eq!(registered(&d).await, r);
 }
