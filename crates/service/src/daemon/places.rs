@@ -65,6 +65,12 @@ fn accounts_meet(a: Option<&str>, b: Option<&str>) -> bool {
     a.is_none() || b.is_none() || a == b
 }
 
+/// Whether the place `outer` (a place key) is the place `inner` or holds it.
+pub fn encloses(outer: &str, inner: &str) -> bool {
+    let ((o, oa), (i, ia)) = (split(outer), split(inner));
+    i.starts_with(o) && accounts_meet(oa, ia)
+}
+
 /// Where the registered tables are, by place key.
 #[derive(Debug, Default)]
 pub struct Places {
@@ -293,6 +299,32 @@ mod tests {
         assert!(hits(&p, "s3://b/wh/t2x").is_empty());
         assert!(hits(&p, "s3://b/w").is_empty());
         assert!(hits(&p, "s3://b/wh/v").is_empty());
+    }
+
+    #[test]
+    fn a_key_encloses_another_exactly_where_one_location_lies_under_the_other() {
+        let uris = [
+            "s3://b/wh/t",
+            "s3://B/wh/t/p=1",
+            "s3a://b/wh",
+            "s3://b/wh/t2",
+            "s3://b",
+            "s3://c/wh/t",
+            "gs://b/wh/t",
+            "/lake/t",
+            "file:///lake",
+            "/lake/t/.hoodie/metadata",
+            "az://c/wh/t",
+            "abfss://c@one.dfs.core.windows.net/wh",
+            "abfss://c@two.dfs.core.windows.net/wh/t/x",
+            "azure://d/wh/t",
+        ];
+        for a in uris {
+            for b in uris {
+                let (la, lb) = (Location::parse(a).unwrap(), Location::parse(b).unwrap());
+                assert_eq!(encloses(&key(a), &key(b)), lb.is_under(&la), "{a} {b}");
+            }
+        }
     }
 
     #[test]

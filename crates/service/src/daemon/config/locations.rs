@@ -150,12 +150,6 @@ impl Location {
             && self.segments.starts_with(&prefix.segments)
     }
 
-    /// Whether a `.hoodie` folder holds it (a table's metadata table, or anything else of a
-    /// table's own folder): never a table to watch on its own.
-    pub fn in_hoodie(&self) -> bool {
-        self.segments.iter().any(|s| s == ".hoodie")
-    }
-
     /// Whether this may be `other` or lie under it, to find a second registration of a table:
     /// as [`Location::is_allowed_under`], but buckets in any case, and an Azure container in the
     /// default account (`az://c`) as the same container in any named account (it may be the
@@ -169,6 +163,36 @@ impl Location {
                     && container(&self.authority) == container(&other.authority)
             });
         self.scheme == other.scheme && same_authority && self.segments.starts_with(&other.segments)
+    }
+
+    /// Whether a `.hoodie` folder holds it (a table's metadata table, or anything else of a
+    /// table's own folder): never a table to watch on its own.
+    pub fn in_hoodie(&self) -> bool {
+        self.segments.iter().any(|s| s == ".hoodie")
+    }
+
+    /// The scheme: `file`, `s3` (also for `s3a`), `gs`, `azure` (every Azure scheme), or as
+    /// written in lower case.
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// Whether this place (where a table found by a scan of a local prefix leads, see
+    /// [`Location::of_table`]) is where its path as written (`written`) says below where the
+    /// prefix leads (`prefix` as written, `prefix_real` where it leads): no symbolic link on
+    /// its way down from the prefix, nor out of it.
+    pub fn lies_as_written_below(
+        &self,
+        written: &Location,
+        prefix: &Location,
+        prefix_real: &Location,
+    ) -> bool {
+        let Some(below) = written.segments.strip_prefix(prefix.segments.as_slice()) else {
+            return false;
+        };
+        self.scheme == prefix_real.scheme
+            && written.scheme == prefix.scheme
+            && self.segments.strip_prefix(prefix_real.segments.as_slice()) == Some(below)
     }
 
     /// The place as [`Location::is_under`] compares it, as one text that every spelling of the

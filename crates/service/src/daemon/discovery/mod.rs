@@ -8,6 +8,8 @@
 //! Catalog as a source, its calls signed by `sigv4`); `hms` (a Hive Metastore, over `thrift`'s
 //! binary protocol).
 
+mod apply;
+mod found;
 pub mod glue;
 pub mod hms;
 mod metrics;

@@ -244,3 +244,68 @@ async fn an_accepted_api_registration_replaces_the_discovered_table() {
     scan(&d, 0, &[("t", t.to_str().unwrap())]).await;
     assert_eq!(registered(&d).await, r);
 }
+
+#[tokio::test]
+async fn one_place_spelt_two_ways_in_one_scan_is_registered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(dir.path(), "", "").await;
+    scan(
+        &d,
+        0,
+        &[
+            ("t", "s3://B/wh/t"),
+            ("t", "s3://b/wh/t"),
+            ("u", "az://c/wh/u"),
+            ("u", "abfss://c@acct.dfs.core.windows.net/wh/u"),
+        ],
+    )
+    .await;
+    let r = registered(&d).await;
+    assert_eq!(r.len(), 2, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_hoodie_folder_is_never_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(dir.path(), "", "").await;
+    scan(
+        &d,
+        0,
+        &[
+            ("t_metadata", "s3://b/wh/t/.hoodie/metadata"),
+            ("odd", "s3://b/wh/.hoodie/x"),
+        ],
+    )
+    .await;
+    let r = registered(&d).await;
+    assert!(r.is_empty(), "{r:?}");
+}
+
+#[tokio::test]
+async fn of_nested_findings_of_one_scan_the_first_by_location_is_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(dir.path(), "", "").await;
+    scan(
+        &d,
+        0,
+        &[
+            ("part", "s3://b/wh/t/p=1"),
+            ("t", "s3://b/wh/t"),
+            ("other", "s3://b/wh/u"),
+        ],
+    )
+    .await;
+    let r = names(&d).await;
+    let uris: Vec<&str> = r.keys().map(String::as_str).collect();
+    assert_eq!(uris, ["s3://b/wh/t", "s3://b/wh/u"], "{r:?}");
+}
+
+#[tokio::test]
+async fn a_catalog_entry_of_a_scheme_no_store_opens_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(dir.path(), "", "").await;
+    scan(&d, 0, &[("h", "hdfs://nn/wh/h"), ("g", "gs://b/wh/g")]).await;
+    let r = names(&d).await;
+    let uris: Vec<&str> = r.keys().map(String::as_str).collect();
+    assert_eq!(uris, ["gs://b/wh/g"], "{r:?}");
+}
