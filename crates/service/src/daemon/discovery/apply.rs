@@ -1,17 +1,70 @@
-//! What a scan changes: the tables it found ([`found::judge`]) registered as the source's,
-//! with its defaults, and those two complete scans in a row missed dropped.
+//! What a scan changes: the tables it found ([`found::judge`]) registered as the source's, with
+//! its defaults; registered again under another name when the name the scan derives changed;
+//! and those two complete scans in a row missed dropped.
+//!
+//! One table is registered once (see [`places`](crate::daemon::places)): a table found at the
+//! place (under any spelling) of a table of the config file, of the API or of an earlier
+//! `[[discover]]` source, or inside or around one, is left to it (a warning says so unless it
+//! is the same place). An earlier source takes precedence over a later one: a table of a later
+//! source in the way of an earlier source's registration (at its place, inside or around it,
+//! or under its name) is replaced by it in one step, only once the earlier source's
+//! registration is accepted; so every replica ends up with the same tables, whichever source
+//! scanned first.
+//!
+//! Names ([`naming::assign`]) depend on the table's location, the source, and what the same
+//! scan found, never on what was registered before nor on the order of scans: a table's
+//! `hoodie.table.name` (made valid), or, when another table of the scan has that name too, or a
+//! table of the config file has it, the name and a hash of the location. A plain name an
+//! earlier source's table has is hashed too (that source keeps it; a later source's table with
+//! it is replaced, and registered hashed at its source's next scan). A name an API table has is
+//! not taken over (API tables are one replica's own): the table found is not registered, with
+//! a warning. When a complete scan derives another name for a table than the one it has (a
+//! second table of its name came, or went), it is registered again under the new one.
 
 use std::sync::Arc;
 
 use hudi_keeper_core::discover::ScanReport;
 use tracing::{info, warn};
 
-use super::found;
+use super::found::{self, Finding, Left};
 use super::naming;
-use super::reconcile::Found;
 use crate::daemon::config::DiscoverSource;
-use crate::daemon::places;
+use crate::daemon::places::Overlap;
 use crate::daemon::{Daemon, Source, TableState};
+
+/// The most registered tables one registration replaces: more (a table found around that many
+/// tables of later sources) is left out with a warning, and which source watches them may then
+/// differ between replicas until the tables inside are excluded from one source or the other.
+const MAX_REPLACED: usize = 1024;
+
+/// The tables found that were not registered this scan, by reason (logged once a scan).
+#[derive(Default)]
+struct Refused {
+    /// Inside or around a table registered otherwise (not the same place).
+    overlap: Left,
+    /// Its name is an API table's.
+    api_name: Left,
+    /// Its name is taken otherwise (the source's own table, renamed or dropped by a later
+    /// scan; a hash shared by chance).
+    name: Left,
+    /// The registration failed.
+    failed: Left,
+}
+
+impl Refused {
+    fn log(&self, source: &str) {
+        self.overlap.log(source, "tables found inside or around a table registered otherwise are not watched (the registered one is)");
+        self.api_name.log(source, "tables found whose name a table registered through the API has are not watched (unregister that one, or exclude the table in the source)");
+        self.name.log(
+            source,
+            "tables found whose name is taken are not registered yet (tried again at the next scan)",
+        );
+        self.failed.log(
+            source,
+            "tables found could not be registered (tried again at the next scan)",
+        );
+    }
+}
 
 impl Daemon {
     /// Register what `report` found and drop what it missed; `(added, dropped)`.
@@ -22,38 +75,41 @@ impl Daemon {
         report: &ScanReport,
     ) -> (usize, usize) {
         let mine = Source::Discovered(index);
-        let found: Vec<Found> = found::judge(&self.config, source, report)
-            .into_iter()
-            .map(|f| {
-                let t = &report.tables[f.at];
-                Found {
-                    key: f.place.into(),
-                    uri: t.location.clone(),
-                    hudi_name: t.name.clone(),
-                }
-            })
-            .collect();
-        // The places the config, the API and the other sources hold, and the names taken.
-        let (elsewhere, ours) = {
+        let found = found::judge(&self.config, source, report);
+        let uri = |f: &Finding| report.tables[f.at].location.as_str();
+        let hudi_name = |f: &Finding| report.tables[f.at].name.as_str();
+        let (names, changes) = {
             let tables = self.tables.read().await;
-            let elsewhere: std::collections::BTreeSet<String> = tables
-                .values()
-                .filter(|t| t.source != mine)
-                .filter_map(|t| places::place_of(&t.entry.uri))
+            let configured = |n: &str| tables.get(n).is_some_and(|t| t.source == Source::Config);
+            let derived = naming::assign(found.iter().map(|f| (hudi_name(f), uri(f))), configured);
+            let names: Vec<String> = derived
+                .into_iter()
+                .zip(&found)
+                .map(|(name, f)| {
+                    let earlier = tables
+                        .get(name.as_str())
+                        .is_some_and(|t| matches!(t.source, Source::Discovered(j) if j < index));
+                    match earlier {
+                        true => {
+                            naming::disambiguated(&naming::base_name(hudi_name(f), uri(f)), uri(f))
+                        }
+                        false => name,
+                    }
+                })
                 .collect();
-            let ours: std::collections::BTreeMap<String, String> = tables
-                .values()
-                .filter(|t| t.source == mine)
-                .map(|t| (t.entry.name.to_string(), t.entry.uri.clone()))
-                .collect();
-            (elsewhere, ours)
-        };
-        let changes = {
             let Some(mut state) = self.discovery.state(usize::from(index)) else {
                 return (0, 0);
             };
-            state.prune(|t| ours.contains_key(&t.name));
-            let changes = state.plan(found.clone(), report.complete, |k| elsewhere.contains(k));
+            state.prune(|t| {
+                tables
+                    .get(t.name.as_str())
+                    .is_some_and(|s| s.source == mine)
+            });
+            let keys = found.iter().map(|f| &*f.place);
+            let changes = state.plan(
+                keys.zip(&names).map(|(k, n)| (k, n.as_str())),
+                report.complete,
+            );
             state.failed_in_a_row = if report.complete {
                 0
             } else {
@@ -64,7 +120,7 @@ impl Daemon {
                 .failed_in_a_row
                 .with_label_values(&[&source.name])
                 .set(state.failed_in_a_row as i64);
-            changes
+            (names, changes)
         };
         let mut dropped = 0;
         for name in &changes.drop {
@@ -72,39 +128,18 @@ impl Daemon {
                 dropped += 1;
             }
         }
-        // Names: a base shared by two tables of this scan gets the location's hash.
-        let mut bases = std::collections::BTreeMap::<String, usize>::new();
-        for f in &found {
-            *bases
-                .entry(naming::base_name(&f.hudi_name, &f.uri))
-                .or_default() += 1;
-        }
+        let mut refused = Refused::default();
         let mut added = 0;
-        for f in changes.add {
-            let base = naming::base_name(&f.hudi_name, &f.uri);
-            let shared = bases.get(&base).is_some_and(|n| *n > 1);
-            let taken = self.tables.read().await.contains_key(base.as_str());
-            let name = if shared || taken {
-                naming::disambiguated(&base, &f.uri)
-            } else {
-                base
-            };
-            let entry =
-                source
-                    .defaults
-                    .entry(name.clone(), f.uri.clone(), source.storage_options.clone());
-            match self.add(entry, mine, None).await {
-                Ok(_) => {
-                    added += 1;
-                    if let Some(mut state) = self.discovery.state(usize::from(index)) {
-                        state.registered(&f, name);
-                    }
-                }
-                Err(e) => {
-                    warn!(source = %source.name, table = %name, uri = %f.uri, error = %e, "discovery: a table found could not be registered (tried again at the next scan)");
-                }
+        for &i in changes.rename.iter().chain(&changes.add) {
+            let f = &found[i];
+            if self
+                .register_found(index, source, &f.place, uri(f), &names[i], &mut refused)
+                .await
+            {
+                added += 1;
             }
         }
+        refused.log(&source.name);
         if let Some(state) = self.discovery.state(usize::from(index)) {
             self.discovery
                 .metrics
@@ -115,8 +150,102 @@ impl Daemon {
         (added, dropped)
     }
 
+    /// Register the table found at `uri` (its place key `place`) as `name`, in place of the
+    /// tables of later sources in its way and of the source's own registration of it under
+    /// another name; whether it was.
+    async fn register_found(
+        self: &Arc<Self>,
+        index: u16,
+        source: &DiscoverSource,
+        place: &str,
+        uri: &str,
+        name: &str,
+        refused: &mut Refused,
+    ) -> bool {
+        let mine = Source::Discovered(index);
+        let replace = {
+            let tables = self.tables.read().await;
+            // The source's registration of this place, if any (under the name it had).
+            let ours = self
+                .discovery
+                .state(usize::from(index))
+                .and_then(|s| s.tracked.get(place).map(|t| t.name.clone()));
+            let around = tables.places().overlapping(place, MAX_REPLACED);
+            if around.len() > MAX_REPLACED {
+                refused
+                    .overlap
+                    .note(|| format!("{uri} (around {} tables or more)", around.len()));
+                return false;
+            }
+            let mut in_way: Vec<(Arc<TableState>, Option<Overlap>)> = around
+                .into_iter()
+                .filter_map(|(n, how)| tables.get(&n).map(|t| (t.clone(), Some(how))))
+                .collect();
+            if let Some(t) = tables.get(name) {
+                if !in_way.iter().any(|(w, _)| Arc::ptr_eq(w, t)) {
+                    in_way.push((t.clone(), None));
+                }
+            }
+            let mut replace = Vec::new();
+            for (t, how) in in_way {
+                let this = t.source == mine && ours.as_deref() == Some(&*t.entry.name);
+                match (t.source, how) {
+                    _ if this => replace.push(t),
+                    (Source::Discovered(j), _) if j > index => replace.push(t),
+                    // The config's, the API's or an earlier source's: theirs.
+                    (_, Some(Overlap::Same)) => return false,
+                    (_, Some(_)) => {
+                        refused.overlap.note(|| {
+                            format!("{uri} (registered: {} at {})", t.entry.name, t.entry.uri)
+                        });
+                        return false;
+                    }
+                    (Source::Api, None) => {
+                        refused.api_name.note(|| format!("{uri} as {name}"));
+                        return false;
+                    }
+                    (_, None) => {
+                        refused.name.note(|| format!("{uri} as {name}"));
+                        return false;
+                    }
+                }
+            }
+            replace
+        };
+        // No poll or change of a table replaced runs from here on (one running ends first).
+        let mut order: Vec<&Arc<TableState>> = replace.iter().collect();
+        order.sort_by(|a, b| a.entry.name.cmp(&b.entry.name));
+        let mut held = Vec::with_capacity(order.len());
+        for r in order {
+            held.push(r.table.lock().await);
+        }
+        let entry = source.defaults.entry(
+            name.to_string(),
+            uri.to_string(),
+            source.storage_options.clone(),
+        );
+        let state = match self.add_at(entry, mine, None, Some(place), &replace).await {
+            Ok(s) => s,
+            Err(e) => {
+                refused.failed.note(|| format!("{uri} as {name}: {e}"));
+                return false;
+            }
+        };
+        drop(held);
+        if let Some(mut s) = self.discovery.state(usize::from(index)) {
+            s.registered(place, state.entry.name.to_string());
+        }
+        for r in &replace {
+            info!(table = %r.entry.name, uri = %r.entry.uri, by = %state.entry.name, source = %source.name, "discovery: a table registered by an earlier source, or again under the name its scan derives, replaces this one");
+        }
+        if !replace.is_empty() {
+            self.refresh_halted().await;
+        }
+        true
+    }
+
     /// Drop the table `name` if `source` registered it: once a poll or change of it ended.
-    async fn drop_discovered(&self, name: &str, source: Source) -> bool {
+    pub(super) async fn drop_discovered(&self, name: &str, source: Source) -> bool {
         let state: Option<Arc<TableState>> = self
             .tables
             .read()
@@ -130,17 +259,19 @@ impl Daemon {
         let held = state.table.lock().await;
         let removed = {
             let mut tables = self.tables.write().await;
-            let ours = tables.remove(&state);
-            if ours {
+            let removed = tables.remove(&state);
+            if removed {
                 self.metrics.tables.set(tables.len() as i64);
                 self.metrics.remove_table(name);
             }
-            ours
+            removed
         };
         drop(held);
         if removed {
             self.refresh_halted().await;
             info!(table = %name, uri = %state.entry.uri, "discovery: dropped a table two complete scans in a row did not find");
+        } else {
+            warn!(table = %name, "discovery: a table to drop was unregistered or replaced meanwhile");
         }
         removed
     }
