@@ -27,7 +27,7 @@ use hudi_keeper_core::discover::ScanReport;
 use tracing::{info, warn};
 
 use super::found::{self, Finding, Left};
-use super::naming;
+use super::{naming, reconcile};
 use crate::daemon::config::DiscoverSource;
 use crate::daemon::places::Overlap;
 use crate::daemon::{Daemon, Source, TableState};
@@ -102,12 +102,12 @@ impl Daemon {
             };
             state.prune(|t| {
                 tables
-                    .get(t.name.as_str())
-                    .is_some_and(|s| s.source == mine)
+                    .get(&t.name)
+                    .is_some_and(|s| s.source == mine && Arc::ptr_eq(&s.entry.name, &t.name))
             });
-            let keys = found.iter().map(|f| &*f.place);
+            let ids = found.iter().map(|f| reconcile::id(&f.place));
             let changes = state.plan(
-                keys.zip(&names).map(|(k, n)| (k, n.as_str())),
+                ids.zip(&names).map(|(id, n)| (id, n.as_str())),
                 report.complete,
             );
             state.failed_in_a_row = if report.complete {
@@ -163,13 +163,14 @@ impl Daemon {
         refused: &mut Refused,
     ) -> bool {
         let mine = Source::Discovered(index);
+        let id = reconcile::id(place);
         let replace = {
             let tables = self.tables.read().await;
             // The source's registration of this place, if any (under the name it had).
             let ours = self
                 .discovery
                 .state(usize::from(index))
-                .and_then(|s| s.tracked.get(place).map(|t| t.name.clone()));
+                .and_then(|s| s.tracked.get(&id).map(|t| t.name.clone()));
             let around = tables.places().overlapping(place, MAX_REPLACED);
             if around.len() > MAX_REPLACED {
                 refused
@@ -188,7 +189,7 @@ impl Daemon {
             }
             let mut replace = Vec::new();
             for (t, how) in in_way {
-                let this = t.source == mine && ours.as_deref() == Some(&*t.entry.name);
+                let this = ours.as_ref().is_some_and(|n| Arc::ptr_eq(n, &t.entry.name));
                 match (t.source, how) {
                     _ if this => replace.push(t),
                     (Source::Discovered(j), _) if j > index => replace.push(t),
@@ -233,7 +234,7 @@ impl Daemon {
         };
         drop(held);
         if let Some(mut s) = self.discovery.state(usize::from(index)) {
-            s.registered(place, state.entry.name.to_string());
+            s.registered(id, state.entry.name.clone());
         }
         for r in &replace {
             info!(table = %r.entry.name, uri = %r.entry.uri, by = %state.entry.name, source = %source.name, "discovery: a table registered by an earlier source, or again under the name its scan derives, replaces this one");
@@ -244,14 +245,15 @@ impl Daemon {
         true
     }
 
-    /// Drop the table `name` if `source` registered it: once a poll or change of it ended.
-    pub(super) async fn drop_discovered(&self, name: &str, source: Source) -> bool {
+    /// Drop the table `name` (the name of the registration itself, not another of the same
+    /// text) if `source` registered it: once a poll or change of it ended.
+    pub(super) async fn drop_discovered(&self, name: &Arc<str>, source: Source) -> bool {
         let state: Option<Arc<TableState>> = self
             .tables
             .read()
             .await
             .get(name)
-            .filter(|t| t.source == source)
+            .filter(|t| t.source == source && Arc::ptr_eq(&t.entry.name, name))
             .cloned();
         let Some(state) = state else {
             return false;

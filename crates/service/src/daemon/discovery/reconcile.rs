@@ -1,25 +1,41 @@
 //! What a scan changes (pure): the tables a source registered, and which of them a scan adds,
 //! renames or drops. A table missing from [`DROP_AFTER`] complete scans in a row is dropped; a
 //! scan cut short or with an error drops nothing (and leaves the count of misses as it was).
+//!
+//! A source tracks its tables by a 128-bit digest of their place key ([`id`]) and the name they
+//! are registered under, shared with the table's own (`Arc<str>`): about 40 bytes a table
+//! besides the map's own, whatever the length of its URI or name.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Complete scans in a row a table must be missing from before it is dropped.
 pub const DROP_AFTER: u8 = 2;
 
+/// How a source knows a table it registered: the first 128 bits of the SHA-256 of its place
+/// key (no two places meet by chance, nor by design): one place, one id, on every replica.
+pub fn id(place: &str) -> u128 {
+    let digest = ring::digest::digest(&ring::digest::SHA256, place.as_bytes());
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest.as_ref()[..16]);
+    u128::from_be_bytes(first)
+}
+
 /// A table the source registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tracked {
-    /// The name it is registered under.
-    pub name: String,
+    /// The name it is registered under: the table's own.
+    pub name: Arc<str>,
     /// Complete scans in a row that missed it.
     pub misses: u8,
+    /// Found by the scan being planned.
+    seen: bool,
 }
 
-/// The tables a source registered, by place key.
+/// The tables a source registered, by [`id`].
 #[derive(Debug, Default)]
 pub struct SourceState {
-    pub tracked: BTreeMap<String, Tracked>,
+    pub tracked: BTreeMap<u128, Tracked>,
     /// Scans in a row that failed or were incomplete.
     pub failed_in_a_row: u64,
 }
@@ -33,7 +49,7 @@ pub struct Changes {
     /// scan only): to register again under it.
     pub rename: Vec<usize>,
     /// Names of the source's tables to drop.
-    pub drop: Vec<String>,
+    pub drop: Vec<Arc<str>>,
 }
 
 impl SourceState {
@@ -44,52 +60,54 @@ impl SourceState {
         self.tracked.retain(|_, t| still_ours(t));
     }
 
-    /// The changes a scan that found `found` (each table's place key and the name the scan
-    /// derives for it, one entry per place) makes; `complete`: it looked everywhere without an
-    /// error.
+    /// The changes a scan that found `found` (each table's id and the name the scan derives
+    /// for it, one entry per place) makes; `complete`: it looked everywhere without an error.
     pub fn plan<'a>(
         &mut self,
-        found: impl IntoIterator<Item = (&'a str, &'a str)>,
+        found: impl IntoIterator<Item = (u128, &'a str)>,
         complete: bool,
     ) -> Changes {
         let mut changes = Changes::default();
-        let mut seen = BTreeSet::new();
-        for (i, (key, name)) in found.into_iter().enumerate() {
-            seen.insert(key);
-            match self.tracked.get_mut(key) {
+        for (i, (id, name)) in found.into_iter().enumerate() {
+            match self.tracked.get_mut(&id) {
                 Some(t) => {
                     t.misses = 0;
-                    if complete && t.name != name {
+                    t.seen = true;
+                    if complete && *t.name != *name {
                         changes.rename.push(i);
                     }
                 }
                 None => changes.add.push(i),
             }
         }
-        if complete {
-            let mut gone = Vec::new();
-            for (key, t) in self.tracked.iter_mut() {
-                if seen.contains(key.as_str()) {
-                    continue;
-                }
+        let mut gone = Vec::new();
+        for (id, t) in self.tracked.iter_mut() {
+            if complete && !t.seen {
                 t.misses = t.misses.saturating_add(1);
                 if t.misses >= DROP_AFTER {
-                    gone.push(key.clone());
+                    gone.push(*id);
                 }
             }
-            for key in gone {
-                if let Some(t) = self.tracked.remove(&key) {
-                    changes.drop.push(t.name);
-                }
+            t.seen = false;
+        }
+        for id in gone {
+            if let Some(t) = self.tracked.remove(&id) {
+                changes.drop.push(t.name);
             }
         }
         changes
     }
 
-    /// The table at `key` is registered under `name`.
-    pub fn registered(&mut self, key: &str, name: String) {
-        self.tracked
-            .insert(key.to_string(), Tracked { name, misses: 0 });
+    /// The table `id` is registered under `name` (the table's own).
+    pub fn registered(&mut self, id: u128, name: Arc<str>) {
+        self.tracked.insert(
+            id,
+            Tracked {
+                name,
+                misses: 0,
+                seen: false,
+            },
+        );
     }
 }
 
@@ -107,11 +125,11 @@ mod tests {
     ) -> (Vec<String>, Vec<String>, Vec<String>) {
         let names: Vec<String> = keys.iter().map(|k| name(k)).collect();
         let changes = s.plan(
-            keys.iter().zip(&names).map(|(k, n)| (*k, n.as_str())),
+            keys.iter().zip(&names).map(|(k, n)| (id(k), n.as_str())),
             complete,
         );
         for &i in changes.add.iter().chain(&changes.rename) {
-            s.registered(keys[i], names[i].clone());
+            s.registered(id(keys[i]), Arc::from(names[i].as_str()));
         }
         let keys_of = |v: &[usize]| v.iter().map(|i| keys[*i].to_string()).collect();
         (
@@ -143,7 +161,7 @@ mod tests {
         assert_eq!(scan(&mut s, &["a"], true), none());
         let (_, drop) = scan(&mut s, &["a"], true);
         assert_eq!(drop, ["n-b"]);
-        assert!(!s.tracked.contains_key("b"));
+        assert!(!s.tracked.contains_key(&id("b")));
     }
 
     #[test]
@@ -155,7 +173,7 @@ mod tests {
         for _ in 0..5 {
             assert_eq!(scan(&mut s, &[], false), none());
         }
-        assert_eq!(s.tracked["b"].misses, 1);
+        assert_eq!(s.tracked[&id("b")].misses, 1);
         // An incomplete scan still adds what it found.
         let (add, _) = scan(&mut s, &["a", "c"], false);
         assert_eq!(add, ["c"]);
@@ -168,7 +186,7 @@ mod tests {
         let mut s = SourceState::default();
         let (add, _) = scan(&mut s, &["x"], true);
         assert_eq!(add, ["x"]);
-        s.prune(|t| t.name != "n-x");
+        s.prune(|t| &*t.name != "n-x");
         // Pruned: judged afresh (found again, registered again).
         assert_eq!(scan(&mut s, &["x"], true).0, ["x"]);
     }
@@ -185,6 +203,15 @@ mod tests {
             (add.len(), rename, drop.len()),
             (0, vec!["a".to_string()], 0)
         );
-        assert_eq!(s.tracked["a"].name, "orders-1");
+        assert_eq!(&*s.tracked[&id("a")].name, "orders-1");
+    }
+
+    #[test]
+    fn ids_are_stable_and_tell_places_apart() {
+        assert_eq!(id("s3://b/t/"), id("s3://b/t/"));
+        assert_ne!(id("s3://b/t/"), id("s3://b/u/"));
+        assert_ne!(id("s3://b/t/"), id("s3://b/t/\0acct"));
+        // The same on every build and host.
+        assert_eq!(id(""), 0xe3b0_c442_98fc_1c14_9afb_f4c8_996f_b924);
     }
 }
