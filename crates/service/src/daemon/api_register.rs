@@ -129,14 +129,26 @@ impl Daemon {
                 r.entry.uri.clone(),
                 source.storage_options.clone(),
             );
-            let weaker = defaults.overridden_by(&found).weaker(&whole);
+            // Said of the source's settings rather than of [defaults].
+            let weaker: Vec<String> = defaults
+                .overridden_by(&found)
+                .weaker(&whole)
+                .into_iter()
+                .map(|w| {
+                    if w.starts_with("lock differs") {
+                        "lock differs from the source's (through the API only lock.timeout may be set)".into()
+                    } else {
+                        w.replace("the default", "the source's")
+                    }
+                })
+                .collect();
             if !weaker.is_empty() {
                 return Err(TableError::Forbidden(format!(
                     "table `{}`: it would replace `{}`, which [[discover]] source `{}` watches with its [discover.defaults], and {}. A registration through the API may not weaken what the source sets (server.api_may_weaken_safety = true allows it)",
                     entry.name,
                     r.entry.name,
                     source.name,
-                    weaker.join("; ").replace("the default", "the source's")
+                    weaker.join("; ")
                 )));
             }
         }

@@ -89,11 +89,10 @@ impl Daemon {
                     let earlier = tables
                         .get(name.as_str())
                         .is_some_and(|t| matches!(t.source, Source::Discovered(j) if j < index));
-                    match earlier {
-                        true => {
-                            naming::disambiguated(&naming::base_name(hudi_name(f), uri(f)), uri(f))
-                        }
-                        false => name,
+                    if earlier {
+                        naming::disambiguated(&naming::base_name(hudi_name(f), uri(f)), uri(f))
+                    } else {
+                        name
                     }
                 })
                 .collect();
