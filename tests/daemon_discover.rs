@@ -316,3 +316,63 @@ fn a_hive_metastore_source_finds_its_hudi_tables_and_rolls_back_a_failed_write()
     });
     assert_eq!(tables(&d).len(), 1);
 }
+
+#[test]
+fn a_prefix_scan_registers_no_table_through_a_symbolic_link() {
+    let work = tempfile::tempdir().unwrap();
+    let wh = work.path().join("lake");
+    demo(&wh.join("real/t"));
+    // A table outside the prefix, reached through a link in it; and a link to a folder of the
+    // prefix (its table is found where it is).
+    demo(&work.path().join("outside/u"));
+    std::os::unix::fs::symlink(work.path().join("outside"), wh.join("out")).unwrap();
+    std::os::unix::fs::symlink(wh.join("real"), wh.join("again")).unwrap();
+    let d = Daemon::start(
+        &work.path().join("daemon"),
+        &discover_config(&wh, "", "", ""),
+    );
+    d.wait_for("two complete scans", Duration::from_secs(30), || {
+        (d.metric("hudi_keeper_discovery_scans_total{outcome=\"complete\",source=\"lake\"}")
+            .unwrap_or(0.0)
+            >= 2.0)
+            .then_some(())
+    });
+    let ts = tables(&d);
+    let uris: Vec<&str> = ts.iter().filter_map(|t| t["uri"].as_str()).collect();
+    assert_eq!(uris, [wh.join("real/t").to_str().unwrap()], "{ts:?}");
+}
+
+#[test]
+fn a_catalog_entry_of_a_scheme_no_store_opens_does_not_hold_readiness_back() {
+    use common::glue;
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("lake/events");
+    demo(&table);
+    let db = glue::database("scheme");
+    glue::cow_table(&db, "events", table.to_str().unwrap());
+    glue::cow_table(&db, "far", "hdfs://namenode/warehouse/far");
+    let config = format!(
+        "[server]\nstate_dir = \"state\"\nhalt_after_failures = 1000\n\
+         [[discover]]\nname = \"catalog\"\nkind = \"glue\"\nregion = \"us-east-1\"\n\
+         endpoint = \"{}\"\ndatabases = [\"{db}\"]\ninterval = \"1s\"\n\
+         [discover.storage_options]\naws_access_key_id = \"test\"\naws_secret_access_key = \"test\"\n\
+         [discover.defaults]\npoll_interval = \"500ms\"\nfailed_writes_policy = \"observe\"\n",
+        common::s3::endpoint()
+    );
+    let d = Daemon::start(&work.path().join("daemon"), &config);
+    d.wait_for("the table polled", Duration::from_secs(30), || {
+        (d.metric("hudi_keeper_discovery_scans_total{outcome=\"complete\",source=\"catalog\"}")
+            .unwrap_or(0.0)
+            >= 2.0
+            && d.table("events")["status"]["polls"].as_u64().unwrap_or(0) >= 2)
+            .then_some(())
+    });
+    let r = d.get("/readyz");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let names: Vec<Value> = tables(&d).iter().map(|t| t["name"].clone()).collect();
+    assert_eq!(names, ["events"]);
+    assert!(
+        d.logs().contains("hdfs://namenode/warehouse/far"),
+        "no warning"
+    );
+}

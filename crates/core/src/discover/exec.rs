@@ -6,7 +6,7 @@ use futures::StreamExt;
 
 use super::plan::ScanProgress;
 use super::{DiscoverError, FilterSettings, Filters, ScanLimits, ScanPlanner, ScanReport, Step};
-use crate::storage::{RelPath, Storage, SMALL_FILE_MAX_READ};
+use crate::storage::{Folders, RelPath, Storage, SMALL_FILE_MAX_READ};
 
 /// Requests of one scan in flight at once, unless set.
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -27,7 +27,7 @@ enum Done {
     Listed {
         folder: RelPath,
         depth: u32,
-        dirs: Result<Vec<String>, String>,
+        folders: Result<Folders, String>,
     },
     Read {
         folder: RelPath,
@@ -39,16 +39,15 @@ enum Done {
 async fn run(storage: &Storage, step: Step) -> Done {
     match step {
         Step::List { folder, depth } => {
-            // Only the folders are wanted: no file of the folder is kept.
-            let dirs = storage
-                .list_dir_filtered(&folder, |_| false)
+            // Only the folders are wanted, and no symbolic link is followed out of the prefix.
+            let folders = storage
+                .list_folders(&folder)
                 .await
-                .map(|l| l.dirs)
                 .map_err(|e| e.to_string());
             Done::Listed {
                 folder,
                 depth,
-                dirs,
+                folders,
             }
         }
         Step::ReadProperties { folder, backup } => {
@@ -98,8 +97,8 @@ pub async fn scan(
             Done::Listed {
                 folder,
                 depth,
-                dirs,
-            } => planner.listed(&folder, depth, dirs),
+                folders,
+            } => planner.listed_folders(&folder, depth, folders),
             Done::Read {
                 folder,
                 backup,

@@ -117,6 +117,10 @@ pub struct ScanReport {
     /// Folders with a `.hoodie` folder but no `hoodie.properties` (a table being made, or the
     /// rest of one): not tables, and not looked into.
     pub without_properties: u64,
+    /// Symbolic links to folders not followed (local prefixes: a table is only found where it
+    /// is, never through a link, which could lead out of the prefix); a folder whose `.hoodie`
+    /// is a link is counted here too, neither a table nor looked into.
+    pub links_skipped: u64,
     /// Problems (every one counted, the first [`MAX_PROBLEMS`] kept).
     pub problems: Vec<ScanProblem>,
     /// How many problems there were.
@@ -182,6 +186,7 @@ impl ScanPlanner {
                 folders_excluded: 0,
                 beyond_depth: 0,
                 without_properties: 0,
+                links_skipped: 0,
                 problems: Vec::new(),
                 problem_count: 0,
             },
@@ -302,6 +307,25 @@ impl ScanPlanner {
                 return;
             }
         }
+    }
+
+    /// The listing of `folder` (at `depth`) named these sub-folders and links to folders
+    /// (which are not followed); `Err`: it failed.
+    pub fn listed_folders(
+        &mut self,
+        folder: &RelPath,
+        depth: u32,
+        folders: Result<crate::storage::Folders, String>,
+    ) {
+        let folders = folders.map(|f| {
+            self.report.links_skipped += f.links.len() as u64;
+            if f.links.iter().any(|l| l == ".hoodie") {
+                Vec::new()
+            } else {
+                f.dirs
+            }
+        });
+        self.listed(folder, depth, folders);
     }
 
     /// The read of `folder`'s properties (the backup's when `backup`): its bytes, `None` for

@@ -311,3 +311,41 @@ fn a_bad_glob_or_no_budget_is_refused_before_the_scan() {
     };
     assert!(ScanPlanner::new("s3://b", limits, Filters::none()).is_err());
 }
+
+/// On the local file system a scan finds a table only where it is: a symbolic link to a folder
+/// is not followed (it could lead out of the prefix, or find a table twice), nor is a folder
+/// whose `.hoodie` is a link taken for a table.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_local_scan_follows_no_symbolic_link() {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().unwrap();
+    let (lake, outside) = (tmp.path().join("lake"), tmp.path().join("outside"));
+    let table = |dir: &std::path::Path, name: &str| {
+        std::fs::create_dir_all(dir.join(".hoodie")).unwrap();
+        std::fs::write(
+            dir.join(".hoodie/hoodie.properties"),
+            format!("hoodie.table.name={name}\n"),
+        )
+        .unwrap();
+    };
+    table(&lake.join("db/t"), "t");
+    table(&outside.join("u"), "u");
+    std::fs::create_dir_all(lake.join("linked_meta")).unwrap();
+    symlink(outside.join("u/.hoodie"), lake.join("linked_meta/.hoodie")).unwrap();
+    symlink(&outside, lake.join("out")).unwrap();
+    symlink(lake.join("db"), lake.join("again")).unwrap();
+    let storage = crate::storage::Storage::open(
+        lake.to_str().unwrap(),
+        &crate::storage::StorageOptions::default(),
+    )
+    .unwrap();
+    let prefix = lake.to_str().unwrap();
+    let r = scan(&storage, prefix, &ScanOptions::default(), |_| {})
+        .await
+        .unwrap();
+    let found: Vec<&str> = r.tables.iter().map(|t| t.location.as_str()).collect();
+    assert_eq!(found, [format!("{prefix}/db/t")]);
+    assert_eq!(r.links_skipped, 3);
+    assert!(r.complete);
+}

@@ -4,7 +4,7 @@
 use futures::TryStreamExt;
 use object_store::list::PaginatedListOptions;
 
-use super::{blocking, DirListing, FileMeta, OpKind, RelPath, Storage, StorageError};
+use super::{blocking, DirListing, FileMeta, Folders, OpKind, RelPath, Storage, StorageError};
 
 /// Directory entries read per blocking step of a local one-level listing.
 pub(super) const LOCAL_LIST_CHUNK: usize = 1024;
@@ -241,6 +241,56 @@ impl Storage {
             dirs: dirs.into_iter().collect(),
         };
         self.done(OpKind::ListDir, prefix, listing)
+    }
+
+    /// The folders directly below `prefix`, for a walk that must not leave the tree it walks
+    /// (a scan for tables): the folder names [`Storage::list_dir_filtered`] lists, except that
+    /// on the local file system a symbolic link is not followed: one to a folder is named in
+    /// [`Folders::links`], not in [`Folders::dirs`]. One [`OpKind::ListDir`] request; a missing
+    /// prefix lists as empty.
+    pub async fn list_folders(&self, prefix: &RelPath) -> Result<Folders, StorageError> {
+        let Some(base) = self.local_dir().filter(|_| self.pages.is_none()) else {
+            let listing = self.list_dir_filtered(prefix, |_| false).await?;
+            return Ok(Folders {
+                dirs: listing.dirs,
+                links: Vec::new(),
+            });
+        };
+        self.check(OpKind::ListDir, prefix)?;
+        let folder = prefix.segments().fold(base.to_path_buf(), |p, s| p.join(s));
+        let read = blocking(move || {
+            let mut out = Folders::default();
+            let entries = match std::fs::read_dir(&folder) {
+                Ok(rd) => rd,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let kind = entry.file_type()?;
+                let to = if kind.is_dir() {
+                    &mut out.dirs
+                } else if kind.is_symlink()
+                    && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir())
+                {
+                    &mut out.links
+                } else {
+                    continue;
+                };
+                to.push(entry.file_name().into_string().map_err(|n| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("file name {n:?} is not UTF-8"),
+                    )
+                })?);
+            }
+            out.dirs.sort();
+            out.links.sort();
+            Ok(out)
+        })
+        .await
+        .map_err(|e| self.local_err(OpKind::ListDir, prefix, e))?;
+        self.done(OpKind::ListDir, prefix, read)
     }
 
     /// [`Storage::list_dir_filtered`] on the local file system: one level of `folder` read

@@ -161,6 +161,16 @@ pub struct ObjectVersion {
     pub version: Option<String>,
 }
 
+/// The folders directly below a folder, for a walk that must not leave the tree it walks
+/// ([`Storage::list_folders`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Folders {
+    /// Names of the folders (not symbolic links), in order.
+    pub dirs: Vec<String>,
+    /// Names of the symbolic links to folders, in order (local file system only).
+    pub links: Vec<String>,
+}
+
 /// The result of a one-level listing.
 #[derive(Debug, Clone, Default)]
 pub struct DirListing {

@@ -85,6 +85,7 @@ struct Output<'a> {
     folders_excluded: u64,
     beyond_depth: u64,
     without_properties: u64,
+    links_skipped: u64,
     problem_count: u64,
     problems: &'a [hudi_keeper_core::discover::ScanProblem],
     tables: Vec<Row<'a>>,
@@ -108,6 +109,7 @@ fn output<'a>(source: &'a str, kind: &'static str, r: &'a ScanReport) -> Output<
         folders_excluded: r.folders_excluded,
         beyond_depth: r.beyond_depth,
         without_properties: r.without_properties,
+        links_skipped: r.links_skipped,
         problem_count: r.problem_count,
         problems: &r.problems,
         tables: r
@@ -147,7 +149,7 @@ fn text(o: &Output<'_>) -> String {
     }
     let _ = writeln!(
         s,
-        "{} tables under {} ({} folders listed, {} requests{}{}{})",
+        "{} tables under {} ({} folders listed, {} requests{}{}{}{})",
         o.tables.len(),
         o.source,
         o.folders_listed,
@@ -163,6 +165,10 @@ fn text(o: &Output<'_>) -> String {
         match o.without_properties {
             0 => String::new(),
             n => format!(", {n} folders with .hoodie but no hoodie.properties"),
+        },
+        match o.links_skipped {
+            0 => String::new(),
+            n => format!(", {n} symbolic links not followed"),
         },
     );
     s

@@ -1,7 +1,6 @@
 //! The running daemon: what it holds, how it is built and started, and the views of its tables
 //! and of the replicas sharing them.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ pub struct Daemon {
     /// `[cluster] mode = "zookeeper"`: how this replica registers and sees the others.
     pub(super) membership: Option<membership::ZkMembership>,
     pub metrics: Metrics,
-    pub(super) tables: RwLock<BTreeMap<Arc<str>, Arc<TableState>>>,
+    pub(super) tables: RwLock<super::places::Registered>,
     pub(super) polls: Arc<Semaphore>,
     /// `/metrics` scrapes served at once (`server.max_concurrent_scrapes`, both listeners).
     pub scrapes: Arc<Semaphore>,
@@ -115,7 +114,7 @@ impl Daemon {
             polls: Arc::new(Semaphore::new(config.server.max_concurrent_polls)),
             scrapes: Arc::new(Semaphore::new(config.server.max_concurrent_scrapes)),
             metrics,
-            tables: RwLock::new(BTreeMap::new()),
+            tables: RwLock::default(),
             shutdown: CancellationToken::new(),
             abandon: CancellationToken::new(),
             tracker: TaskTracker::new(),

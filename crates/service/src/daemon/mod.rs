@@ -15,6 +15,7 @@
 //! rollbacks and periodically; [`http`] serves them; errors are [`TableError`].
 
 mod activity;
+mod api_register;
 mod audit_view;
 mod audits;
 mod changes;
@@ -31,6 +32,7 @@ mod leftovers;
 pub mod membership;
 pub mod metrics;
 pub mod own_changes;
+mod places;
 mod poll;
 mod readiness;
 mod registry;

@@ -100,9 +100,21 @@ impl Daemon {
         state: &TableState,
         interceptor: Arc<dyn hudi_keeper_core::storage::Interceptor>,
     ) -> Result<Table, PollError> {
-        self.config
-            .check_table_location(&state.entry.uri, state.source == Source::Api)
-            .map_err(PollError::Refused)?;
+        // Where it is now (a folder may have been swapped for a link since it was registered).
+        match state.source {
+            Source::Config => Ok(()),
+            Source::Api => self.config.check_table_location(&state.entry.uri, true),
+            Source::Discovered(_) => {
+                self.config
+                    .check_found_location(&state.entry.uri)
+                    .map_err(|e| {
+                        format!(
+                        "not opened, its location is no longer one its source may register: {e}"
+                    )
+                    })
+            }
+        }
+        .map_err(PollError::Refused)?;
         let storage = Storage::open_with(
             &state.entry.uri,
             &state.settings.storage_options,

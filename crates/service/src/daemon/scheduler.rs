@@ -161,6 +161,12 @@ impl Daemon {
                     }
                     return;
                 };
+                // Unregistered or replaced while it waited for a slot (a registration that
+                // replaces it holds its mutex until it is gone): never polled once its
+                // replacement, with a mutex of its own, may be.
+                if !daemon.still_registered(&state).await {
+                    return;
+                }
                 let ok = tokio::select! {
                     ok = daemon.poll(&state, &mut cached, permit) => ok,
                     _ = daemon.abandon.cancelled() => return,

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::activity::Activity;
 use super::audit_view::AuditState;
-use super::config::{self, TableEntry, TableSettings};
+use super::config::{TableEntry, TableSettings};
 use super::readiness::ReadyState;
 use super::{metrics, state_files};
 
@@ -192,8 +192,6 @@ impl Drop for ReadSlot<'_> {
 pub struct TableState {
     pub entry: Identity,
     pub source: Source,
-    /// Where the table is, to find a second registration of it through the API.
-    pub(super) location: Option<Box<config::Location>>,
     pub settings: Arc<TableSettings>,
     pub status: StdMutex<TableStatus>,
     /// This table's metrics.

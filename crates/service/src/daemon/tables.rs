@@ -2,16 +2,16 @@
 //! kept in the registry (`state_dir/api-tables/`, see [`registry`](super::registry)) and
 //! restored at start; unregistering, resuming a halted table.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use super::config::{self, TableEntry};
+use super::places::{self, Registered};
+use super::registry;
 use super::scheduler::jitter;
 use super::table_state::{Identity, OptionalMs, ReadSlots};
-use super::{enclosing, registry};
 use super::{Daemon, Source, TableError, TableState, TableStatus};
 
 /// What became of the registry (`state_dir/api-tables/`, see [`registry`]) at start.
@@ -109,11 +109,33 @@ impl Daemon {
         source: Source,
         limit: Option<usize>,
     ) -> Result<Arc<TableState>, TableError> {
-        // Only needed to find a second registration through the API (off without prefixes).
-        let location = (!self.config.server.allowed_table_uris.is_empty())
-            .then(|| config::Location::of_table(&entry.uri))
-            .flatten()
-            .map(Box::new);
+        let place = self
+            .keeps_places()
+            .then(|| places::place_of(&entry.uri))
+            .flatten();
+        self.add_at(entry, source, limit, place.as_deref(), &[])
+            .await
+    }
+
+    /// Whether the places of the tables are kept ([`places`]): when anything but the config
+    /// registers tables (the API, which needs `server.allowed_table_uris`, or `[[discover]]`).
+    pub(super) fn keeps_places(&self) -> bool {
+        !self.config.server.allowed_table_uris.is_empty() || !self.config.discover.is_empty()
+    }
+
+    /// Register `entry` at `place` (its [`places::place_of`]), in one step with unregistering
+    /// the tables `replace` (each still registered, its table's mutex held by the caller, so
+    /// that no poll or change of it runs): they are left out of the checks of its name and
+    /// place. Refused, and nothing replaced, when one of them went meanwhile, or the checks of
+    /// [`registered_already`] or of `limit` refuse it.
+    pub(super) async fn add_at(
+        self: &Arc<Self>,
+        entry: TableEntry,
+        source: Source,
+        limit: Option<usize>,
+        place: Option<&str>,
+        replace: &[Arc<TableState>],
+    ) -> Result<Arc<TableState>, TableError> {
         let settings = self
             .config
             .defaults
@@ -131,11 +153,25 @@ impl Daemon {
             }
         };
         let mut tables = self.tables.write().await;
-        if let Some(refused) = registered_already(&tables, &entry, source, location.as_deref()) {
+        if let Some(gone) = replace
+            .iter()
+            .find(|r| !tables.get(&r.entry.name).is_some_and(|t| Arc::ptr_eq(t, r)))
+        {
+            return Err(TableError::Conflict(format!(
+                "`{}`, which this registration replaces, was unregistered or replaced meanwhile",
+                gone.entry.name
+            )));
+        }
+        if let Some(refused) = registered_already(&tables, &entry, source, place, replace) {
             return Err(refused);
         }
         if let Some(limit) = limit {
             self.check_api_limit(&tables, limit)?;
+        }
+        // Before the new table's metrics are made: it may take the name of one it replaces.
+        for r in replace {
+            tables.remove(r);
+            self.metrics.remove_table(&r.entry.name);
         }
         // Its name and URI only (its settings are resolved above); the whole registration of an
         // API table, which the registry keeps.
@@ -160,7 +196,6 @@ impl Daemon {
             ),
             entry,
             source,
-            location,
             settings,
             table: tokio::sync::Mutex::new(None),
             handle: StdMutex::new(None),
@@ -177,7 +212,7 @@ impl Daemon {
             .metrics
             .not_owned
             .store(!cluster.owns(name), std::sync::atomic::Ordering::Relaxed);
-        tables.insert(state.entry.name.clone(), state.clone());
+        tables.insert(state.clone(), place);
         self.metrics.tables.set(tables.len() as i64);
         drop(tables);
         info!(table = %name, uri = %state.entry.uri, owner = %cluster.owner(name).map(|o| o.name).unwrap_or_else(|| "none yet".into()), policy = state.settings.failed_writes_policy.as_str(), lock = %state.settings.lock_provider, "registered table");
@@ -192,7 +227,7 @@ impl Daemon {
     /// restored, which hold a file each too).
     pub(super) fn check_api_limit(
         &self,
-        tables: &BTreeMap<Arc<str>, Arc<TableState>>,
+        tables: &Registered,
         limit: usize,
     ) -> Result<(), TableError> {
         let kept = self.registry_state().not_restored.len();
@@ -204,103 +239,6 @@ impl Daemon {
             )));
         }
         Ok(())
-    }
-
-    /// Register a table through the API and persist it: only what
-    /// [`Config::check_api_entry`] allows, never a table registered already (by the config or
-    /// the API, under any name) nor a folder inside a table's base path (registered or not),
-    /// at most `server.max_api_tables` of them, and only while the registry can be written. A
-    /// registration that could not be persisted is undone.
-    pub async fn register(self: &Arc<Self>, entry: TableEntry) -> Result<(), TableError> {
-        self.config.check_api_entry(&entry).map_err(|r| match r {
-            config::ApiRefusal::Forbidden(e) => TableError::Forbidden(e),
-            config::ApiRefusal::Invalid(e) => TableError::Invalid(e),
-        })?;
-        if self.cluster().is_shared() {
-            return Err(TableError::Conflict(
-                "replicas sharing tables (cluster.mode = \"static\" or \"zookeeper\") take their tables from the configuration they all share, not through the API of one of them".into(),
-            ));
-        }
-        self.registry_writable()?;
-        // The API's registration takes precedence over a discovery source's.
-        self.yield_to_api(&entry.uri).await;
-        if self
-            .registry_state()
-            .not_restored
-            .iter()
-            .any(|(e, _)| e.name == entry.name)
-        {
-            return Err(TableError::Conflict(format!(
-                "a table named `{}` is in the registry but was not restored; DELETE it first",
-                entry.name
-            )));
-        }
-        let limit = self.config.server.max_api_tables;
-        {
-            // What can be told without reading storage first: nothing is read for a
-            // registration refused anyway.
-            let location = (!self.config.server.allowed_table_uris.is_empty())
-                .then(|| config::Location::of_table(&entry.uri))
-                .flatten();
-            let tables = self.tables.read().await;
-            if let Some(refused) =
-                registered_already(&tables, &entry, Source::Api, location.as_ref())
-            {
-                return Err(refused);
-            }
-            self.check_api_limit(&tables, limit)?;
-        }
-        self.check_not_inside_a_table(&entry).await?;
-        let name = entry.name.clone();
-        let state = self.add(entry, Source::Api, Some(limit)).await?;
-        if let Err(e) = self.save(&state).await {
-            let mut tables = self.tables.write().await;
-            if tables
-                .get(name.as_str())
-                .is_some_and(|t| Arc::ptr_eq(t, &state))
-            {
-                tables.remove(name.as_str());
-                self.metrics.tables.set(tables.len() as i64);
-                drop(tables);
-                self.metrics.remove_table(&name);
-            }
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    /// Refused when the folder `entry` names lies inside a table's base path, registered or
-    /// not (see [`enclosing`]), or when that cannot be told.
-    pub(super) async fn check_not_inside_a_table(
-        &self,
-        entry: &TableEntry,
-    ) -> Result<(), TableError> {
-        let Some(folders) = self.config.enclosing_folders(&entry.uri) else {
-            return Ok(()); // not one the API registers: check_api_entry said why
-        };
-        let settings = self
-            .config
-            .defaults
-            .resolve(entry)
-            .map_err(TableError::Invalid)?;
-        // A client of the stores the tables share only for the defaults' options: one per
-        // bucket. Options of the registration's own (a timeout, a region: any number of
-        // variants) get a client for this look alone, which does not outlive it.
-        let shared = entry.storage_options.is_empty().then_some(&self.stores);
-        match enclosing::find(folders, &settings.storage_options, shared).await {
-            Ok(()) => Ok(()),
-            Err(enclosing::Enclosed::Inside(base)) => Err(TableError::Conflict(format!(
-                "`{}` lies inside the table at `{base}` (it has .hoodie/hoodie.properties): register the table's base path, not a folder of it",
-                entry.uri
-            ))),
-            Err(enclosing::Enclosed::Unknown(e)) => {
-                warn!(table = %entry.name, error = %e, "could not tell whether a registration lies inside a table: refused");
-                Err(TableError::Failed(format!(
-                    "cannot tell whether `{}` lies inside another table's base path, so it is not registered (send it again once the store answers): {e}",
-                    entry.uri
-                )))
-            }
-        }
     }
 
     /// Unregister a table (its poll loop stops) and persist the change.
@@ -334,11 +272,10 @@ impl Daemon {
         let held = state.table.lock().await;
         {
             let mut tables = self.tables.write().await;
-            if !tables.get(name).is_some_and(|s| Arc::ptr_eq(s, &state)) {
+            if !tables.remove(&state) {
                 // Unregistered by another call meanwhile.
                 return Err(TableError::NotFound(name.to_string()));
             }
-            tables.remove(name);
             self.metrics.tables.set(tables.len() as i64);
             self.metrics.remove_table(name);
         }
@@ -440,29 +377,44 @@ impl Daemon {
     }
 }
 
-/// Whether `entry` is registered already: its name, or (through the API, where `location` is
-/// known) the same table under another name or spelling, a table inside it (a metadata table)
-/// or around it.
+/// Whether `entry` is registered already: its name; or, for any registration but the config's
+/// (at `place`, its [`places::place_of`]), the same table under another name or spelling, a
+/// table inside it (a metadata table) or around it. The tables `replace` (which the
+/// registration replaces) are left out. A place that cannot be compared is refused.
 pub(super) fn registered_already(
-    tables: &BTreeMap<Arc<str>, Arc<TableState>>,
+    tables: &Registered,
     entry: &TableEntry,
     source: Source,
-    location: Option<&config::Location>,
+    place: Option<&str>,
+    replace: &[Arc<TableState>],
 ) -> Option<TableError> {
-    if tables.contains_key(entry.name.as_str()) {
+    let replaced = |name: &str| replace.iter().any(|r| &*r.entry.name == name);
+    if tables.contains_key(entry.name.as_str()) && !replaced(&entry.name) {
         return Some(TableError::Conflict(format!(
             "a table named `{}` is registered already",
             entry.name
         )));
     }
-    let at = location.filter(|_| source == Source::Api)?;
-    let other = tables.values().find(|t| {
-        t.location
-            .as_deref()
-            .is_some_and(|o| at.is_under(o) || o.is_under(at))
-    })?;
+    if source == Source::Config {
+        return None;
+    }
+    let Some(place) = place else {
+        return Some(TableError::Conflict(format!(
+            "where `{}` is cannot be compared with the registered tables (a link that leads nowhere, a folder that cannot be read, a control character), so it is not registered",
+            entry.uri
+        )));
+    };
+    let (other, _) = tables
+        .places()
+        .overlapping(place, replace.len())
+        .into_iter()
+        .find(|(n, _)| !replaced(n))?;
+    let uri = tables
+        .get(&other)
+        .map(|t| t.entry.uri.as_str())
+        .unwrap_or("");
     Some(TableError::Conflict(format!(
-        "`{}` is registered already, or contains or lies inside a registered table: `{}` ({})",
-        entry.uri, other.entry.name, other.entry.uri
+        "`{}` is registered already, or contains or lies inside a registered table: `{other}` ({uri})",
+        entry.uri
     )))
 }

@@ -324,6 +324,20 @@ impl Config {
         })
     }
 
+    /// Whether a table a `[[discover]]` source found may be registered or opened where it is:
+    /// with `server.allowed_table_uris` set, where an API table may be (under a prefix as
+    /// written, and, for a local path, where it leads under where the prefix leads; not inside
+    /// a `.hoodie` folder); without it, anywhere (the config file's sources are trusted as its
+    /// `[[tables]]` are).
+    pub fn check_found_location(&self, uri: &str) -> Result<(), String> {
+        if self.server.allowed_table_uris.is_empty() {
+            return Ok(());
+        }
+        self.check_api_uri(uri).map_err(|e| match e {
+            ApiRefusal::Forbidden(e) | ApiRefusal::Invalid(e) => e,
+        })
+    }
+
     /// Where an API table may be: under `server.allowed_table_uris`, not inside a `.hoodie`
     /// folder; a local path judged also by where it leads (its deepest existing folder
     /// resolved), against where the prefixes lead.
@@ -335,7 +349,7 @@ impl Config {
             ));
         }
         let at = Location::parse(uri).map_err(|e| ApiRefusal::Invalid(format!("uri: {e}")))?;
-        let in_hoodie = |l: &Location| l.segments.iter().any(|s| s == ".hoodie");
+        let in_hoodie = Location::in_hoodie;
         let metadata = || {
             // A table's own folder: its metadata table is no table to watch on its own.
             ApiRefusal::Invalid(format!(

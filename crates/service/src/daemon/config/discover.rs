@@ -211,7 +211,7 @@ impl DiscoverSource {
             && !allowed
                 .iter()
                 .filter_map(|a| Location::parse(a).ok())
-                .any(|a| at.is_under(&a))
+                .any(|a| at.is_allowed_under(&a))
         {
             return Err(bad(format!(
                 "prefix `{prefix}` is not under server.allowed_table_uris"

@@ -154,6 +154,7 @@ impl Location {
     /// as [`Location::is_allowed_under`], but buckets in any case, and an Azure container in the
     /// default account (`az://c`) as the same container in any named account (it may be the
     /// default one).
+    #[cfg(test)]
     pub fn is_under(&self, other: &Location) -> bool {
         let same_authority = self.authority.eq_ignore_ascii_case(&other.authority)
             || (self.scheme == "azure" && {
@@ -162,6 +163,66 @@ impl Location {
                     && container(&self.authority) == container(&other.authority)
             });
         self.scheme == other.scheme && same_authority && self.segments.starts_with(&other.segments)
+    }
+
+    /// Whether a `.hoodie` folder holds it (a table's metadata table, or anything else of a
+    /// table's own folder): never a table to watch on its own.
+    pub fn in_hoodie(&self) -> bool {
+        self.segments.iter().any(|s| s == ".hoodie")
+    }
+
+    /// The scheme: `file`, `s3` (also for `s3a`), `gs`, `azure` (every Azure scheme), or as
+    /// written in lower case.
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// Whether this place (where a table found by a scan of a local prefix leads, see
+    /// [`Location::of_table`]) is where its path as written (`written`) says below where the
+    /// prefix leads (`prefix` as written, `prefix_real` where it leads): no symbolic link on
+    /// its way down from the prefix, nor out of it.
+    pub fn lies_as_written_below(
+        &self,
+        written: &Location,
+        prefix: &Location,
+        prefix_real: &Location,
+    ) -> bool {
+        let Some(below) = written.segments.strip_prefix(prefix.segments.as_slice()) else {
+            return false;
+        };
+        self.scheme == prefix_real.scheme
+            && written.scheme == prefix.scheme
+            && self.segments.strip_prefix(prefix_real.segments.as_slice()) == Some(below)
+    }
+
+    /// The place as [`Location::is_under`] compares it, as one text that every spelling of the
+    /// place shares: `scheme://bucket/seg/…/` (the bucket or container in lower case, each
+    /// segment followed by `/`), then, for an Azure container of a named account, `\0` and the
+    /// account. A place lies inside another when its text starts with the other's up to the
+    /// `\0` (see `places`). `None` when a segment holds `\0` or another control character:
+    /// such a place is not compared, so not registered but from the config.
+    pub fn place_key(&self) -> Option<String> {
+        if self
+            .segments
+            .iter()
+            .any(|s| s.chars().any(char::is_control))
+        {
+            return None;
+        }
+        let (container, account) = match self.authority.split_once('@') {
+            Some((c, a)) if self.scheme == "azure" => (c, Some(a)),
+            _ => (self.authority.as_str(), None),
+        };
+        let mut key = format!("{}://{}/", self.scheme, container.to_ascii_lowercase());
+        for s in &self.segments {
+            key.push_str(s);
+            key.push('/');
+        }
+        if let Some(account) = account {
+            key.push('\0');
+            key.push_str(account);
+        }
+        Some(key)
     }
 }
 

@@ -179,6 +179,14 @@ macro_rules! per_table_settings {
                     ..self.clone()
                 }
             }
+
+            /// Every overridable setting of these defaults as an override: a table's settings
+            /// whole, to compare with other defaults ([`Defaults::weaker`]).
+            pub fn as_overrides(&self) -> TableOverrides {
+                TableOverrides {
+                    $( $field: Some(self.$field.clone()), )*
+                }
+            }
         }
     };
 }

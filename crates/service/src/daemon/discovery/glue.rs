@@ -381,6 +381,7 @@ pub fn empty_report(label: &str) -> ScanReport {
         folders_excluded: 0,
         beyond_depth: 0,
         without_properties: 0,
+        links_skipped: 0,
         problems: Vec::new(),
         problem_count: 0,
     }

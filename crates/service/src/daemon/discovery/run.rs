@@ -10,10 +10,10 @@ use hudi_keeper_core::storage::StorageOptions;
 use tracing::{error, info, warn};
 
 use super::metrics::DiscoveryMetrics;
-use super::reconcile::{Found, SourceState};
-use super::{glue, hms, naming, scan};
-use crate::daemon::config::{DiscoverSource, Location, SourceKind};
-use crate::daemon::{Daemon, Source, TableState};
+use super::reconcile::SourceState;
+use super::{glue, hms, scan};
+use crate::daemon::config::{DiscoverSource, SourceKind};
+use crate::daemon::Daemon;
 
 /// What the daemon holds of its sources.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ impl Discovery {
         }
     }
 
-    fn state(&self, index: usize) -> Option<std::sync::MutexGuard<'_, SourceState>> {
+    pub(super) fn state(&self, index: usize) -> Option<std::sync::MutexGuard<'_, SourceState>> {
         self.states
             .get(index)
             .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
@@ -188,176 +188,5 @@ impl Daemon {
             |_, _| {},
         );
         within_scan_timeout(source, run).await
-    }
-
-    /// Register what `report` found and drop what it missed; `(added, dropped)`.
-    async fn apply(
-        self: &Arc<Self>,
-        index: u16,
-        source: &DiscoverSource,
-        report: &ScanReport,
-    ) -> (usize, usize) {
-        let mine = Source::Discovered(index);
-        let allowed: Vec<Location> = self
-            .config
-            .server
-            .allowed_table_uris
-            .iter()
-            .filter_map(|a| Location::parse(a).ok())
-            .collect();
-        let mut refused = 0usize;
-        let found: Vec<Found> = report
-            .tables
-            .iter()
-            .filter_map(|t| {
-                let at = Location::of_table(&t.location)?;
-                if !allowed.is_empty() && !allowed.iter().any(|a| at.is_under(a)) {
-                    refused += 1;
-                    return None;
-                }
-                Some(Found {
-                    key: at.to_string(),
-                    uri: t.location.clone(),
-                    hudi_name: t.name.clone(),
-                })
-            })
-            .collect();
-        if refused > 0 {
-            warn!(source = %source.name, refused, "discovery: tables found outside server.allowed_table_uris are not watched");
-        }
-        // The places the config, the API and the other sources hold, and the names taken.
-        let (elsewhere, ours) = {
-            let tables = self.tables.read().await;
-            let elsewhere: std::collections::BTreeSet<String> = tables
-                .values()
-                .filter(|t| t.source != mine)
-                .filter_map(|t| Location::of_table(&t.entry.uri).map(|l| l.to_string()))
-                .collect();
-            let ours: std::collections::BTreeMap<String, String> = tables
-                .values()
-                .filter(|t| t.source == mine)
-                .map(|t| (t.entry.name.to_string(), t.entry.uri.clone()))
-                .collect();
-            (elsewhere, ours)
-        };
-        let changes = {
-            let Some(mut state) = self.discovery.state(usize::from(index)) else {
-                return (0, 0);
-            };
-            state.prune(|t| ours.contains_key(&t.name));
-            let changes = state.plan(found.clone(), report.complete, |k| elsewhere.contains(k));
-            state.failed_in_a_row = if report.complete {
-                0
-            } else {
-                state.failed_in_a_row + 1
-            };
-            self.discovery
-                .metrics
-                .failed_in_a_row
-                .with_label_values(&[&source.name])
-                .set(state.failed_in_a_row as i64);
-            changes
-        };
-        let mut dropped = 0;
-        for name in &changes.drop {
-            if self.drop_discovered(name, mine).await {
-                dropped += 1;
-            }
-        }
-        // Names: a base shared by two tables of this scan gets the location's hash.
-        let mut bases = std::collections::BTreeMap::<String, usize>::new();
-        for f in &found {
-            *bases
-                .entry(naming::base_name(&f.hudi_name, &f.uri))
-                .or_default() += 1;
-        }
-        let mut added = 0;
-        for f in changes.add {
-            let base = naming::base_name(&f.hudi_name, &f.uri);
-            let shared = bases.get(&base).is_some_and(|n| *n > 1);
-            let taken = self.tables.read().await.contains_key(base.as_str());
-            let name = if shared || taken {
-                naming::disambiguated(&base, &f.uri)
-            } else {
-                base
-            };
-            let entry =
-                source
-                    .defaults
-                    .entry(name.clone(), f.uri.clone(), source.storage_options.clone());
-            match self.add(entry, mine, None).await {
-                Ok(_) => {
-                    added += 1;
-                    if let Some(mut state) = self.discovery.state(usize::from(index)) {
-                        state.registered(&f, name);
-                    }
-                }
-                Err(e) => {
-                    warn!(source = %source.name, table = %name, uri = %f.uri, error = %e, "discovery: a table found could not be registered (tried again at the next scan)");
-                }
-            }
-        }
-        if let Some(state) = self.discovery.state(usize::from(index)) {
-            self.discovery
-                .metrics
-                .tables
-                .with_label_values(&[&source.name])
-                .set(state.tracked.len() as i64);
-        }
-        (added, dropped)
-    }
-
-    /// Drop the table `name` if `source` registered it: once a poll or change of it ended.
-    async fn drop_discovered(&self, name: &str, source: Source) -> bool {
-        let state: Option<Arc<TableState>> = self
-            .tables
-            .read()
-            .await
-            .get(name)
-            .filter(|t| t.source == source)
-            .cloned();
-        let Some(state) = state else {
-            return false;
-        };
-        let held = state.table.lock().await;
-        let removed = {
-            let mut tables = self.tables.write().await;
-            let ours = tables.get(name).is_some_and(|s| Arc::ptr_eq(s, &state));
-            if ours {
-                tables.remove(name);
-                self.metrics.tables.set(tables.len() as i64);
-                self.metrics.remove_table(name);
-            }
-            ours
-        };
-        drop(held);
-        if removed {
-            self.refresh_halted().await;
-            info!(table = %name, uri = %state.entry.uri, "discovery: dropped a table two complete scans in a row did not find");
-        }
-        removed
-    }
-
-    /// Before the API registers `uri`: drop a discovered table at the same place (the API's
-    /// registration takes precedence).
-    pub(in crate::daemon) async fn yield_to_api(&self, uri: &str) {
-        let Some(at) = Location::of_table(uri) else {
-            return;
-        };
-        let hit: Option<(String, Source)> = self
-            .tables
-            .read()
-            .await
-            .values()
-            .find(|t| {
-                matches!(t.source, Source::Discovered(_))
-                    && Location::of_table(&t.entry.uri).is_some_and(|l| l == at)
-            })
-            .map(|t| (t.entry.name.to_string(), t.source));
-        if let Some((name, source)) = hit {
-            if self.drop_discovered(&name, source).await {
-                info!(table = %name, "discovery: a table registered through the API replaces the discovered one");
-            }
-        }
     }
 }

@@ -219,6 +219,12 @@ impl Metrics {
         map.entry(table.clone()).or_default().clone()
     }
 
+    /// Keep `metrics` as the series of `table` again (a table registered again as it was).
+    pub fn put_table(&self, table: Arc<str>, metrics: Arc<TableMetrics>) {
+        let mut map = self.per_table.write().unwrap_or_else(|e| e.into_inner());
+        map.insert(table, metrics);
+    }
+
     /// Drop a table's series (it was unregistered).
     pub fn remove_table(&self, table: &str) {
         let mut map = self.per_table.write().unwrap_or_else(|e| e.into_inner());

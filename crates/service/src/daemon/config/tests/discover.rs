@@ -62,6 +62,13 @@ fn sources_are_checked_at_start() {
         "{}",
         err(outside)
     );
+    // The bucket as written: the store addresses it so.
+    let other_case = "[server]\nallowed_table_uris = [\"s3://b/ok\"]\n[[discover]]\nname = \"a\"\nprefix = \"s3://B/ok/wh\"\n";
+    assert!(
+        err(other_case).contains("allowed_table_uris"),
+        "{}",
+        err(other_case)
+    );
     let inside = "[server]\nallowed_table_uris = [\"s3://b/ok\"]\n[defaults.lock]\nprovider = \"filesystem\"\n[[discover]]\nname = \"a\"\nprefix = \"s3://b/ok/wh\"\n";
     assert!(parse(inside).is_ok());
     let unknown = "[[discover]]\nname = \"a\"\nprefix = \"/x\"\n[discover.defaults]\npoll_intervall = \"1s\"\n";
