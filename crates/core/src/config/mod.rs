@@ -126,6 +126,15 @@ pub enum TableVersion {
 }
 
 impl TableVersion {
+    /// The schema its completed rollback and restore files are written in (Hudi 0.13's for
+    /// version 5).
+    pub fn metadata_schema(self) -> crate::format::rollback::MetadataSchema {
+        match self {
+            Self::V5 => crate::format::rollback::MetadataSchema::Hudi013,
+            _ => crate::format::rollback::MetadataSchema::Current,
+        }
+    }
+
     /// The number in `hoodie.table.version`.
     pub fn number(self) -> u32 {
         match self {

@@ -224,7 +224,8 @@ impl RollbackPlan {
 pub(super) type SchemaOf = fn() -> Result<&'static Schema, AvroError>;
 
 /// The schema a completed rollback or restore file is written in: the one of the table's own
-/// version (Hudi 0.13's for version 5, which has no `logFilesFromFailedCommit`).
+/// version (Hudi 0.13's for version 5, which has no `logFilesFromFailedCommit`;
+/// `TableVersion::metadata_schema`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetadataSchema {
     /// Hudi 0.13's (table version 5).
@@ -234,14 +235,6 @@ pub enum MetadataSchema {
 }
 
 impl MetadataSchema {
-    /// The schema a table of `version` is written in.
-    pub fn of(version: crate::config::TableVersion) -> Self {
-        match version {
-            crate::config::TableVersion::V5 => Self::Hudi013,
-            _ => Self::Current,
-        }
-    }
-
     /// `value` written as one record in this schema, of `[current, hudi_0_13]` (each its JSON
     /// and its parsed schema).
     pub(super) fn write(

@@ -23,7 +23,7 @@ use crate::exec::steps::{
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
-use crate::format::rollback::{InstantInfo, MetadataSchema, RollbackMetadata};
+use crate::format::rollback::{InstantInfo, RollbackMetadata};
 use crate::plan::restore::{rollbacks_to_remove, PlannedRestore, RestoreRefusal};
 use crate::protocol::markers::marker_dir;
 use crate::table::Table;
@@ -248,7 +248,7 @@ impl RestoreRun<'_> {
             State::Completed,
         )?;
         let bytes = metadata
-            .to_avro_in(MetadataSchema::of(config.version))
+            .to_avro_in(config.version.metadata_schema())
             .map_err(|e| avro_err(table, r, &path, e))?;
         create_if_absent(table.storage(), &path, bytes).await?;
         info!(table = %table.uri(), restore_instant = %r, undone = undone.instants.len(), "restore completed");

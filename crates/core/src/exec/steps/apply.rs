@@ -12,7 +12,7 @@ use crate::exec::log_append::{append_block, Slice, Versioning};
 use crate::exec::timeline_ops::{create_if_absent, timeline_file};
 use crate::format::log_block::{is_rollback_block_for, rollback_command_block};
 use crate::format::rollback::{
-    InstantInfo, MetadataSchema, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan,
+    InstantInfo, RollbackMetadata, RollbackPartitionMetadata, RollbackPlan,
 };
 use crate::protocol::markers::marker_dir;
 use crate::storage::{RelPath, Storage};
@@ -273,7 +273,7 @@ pub(in crate::exec) async fn write_completed_rollback(
         State::Completed,
     )?;
     let bytes = metadata
-        .to_avro_in(MetadataSchema::of(table.config().version))
+        .to_avro_in(table.config().version.metadata_schema())
         .map_err(|e| avro_err(table, t, &path, e))?;
     create_if_absent(table.storage(), &path, bytes).await?;
     Ok(())
