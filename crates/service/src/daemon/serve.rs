@@ -182,7 +182,7 @@ pub fn limit_allocator_arenas() {
 }
 
 /// Return freed heap pages to the OS (glibc keeps them otherwise).
-fn release_free_memory() {
+pub(super) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         extern "C" {

@@ -122,7 +122,12 @@ impl Daemon {
             warn!(source = %label, max_requests = source.max_requests, "discovery: the scan reached max_requests; no table is dropped (raise max_requests or narrow the prefix)");
         }
         let (added, dropped) = self.apply(index, source, &report).await;
-        info!(source = %label, kind = source.kind.as_str(), found = report.tables.len(), added, dropped, complete = report.complete, requests = report.requests, seconds, "discovery: scanned");
+        let (found, complete, requests) = (report.tables.len(), report.complete, report.requests);
+        // A scan's report (a location and a name per table found) is gone now: its pages go
+        // back, not kept as the daemon's resident memory until the next minute's trim.
+        drop(report);
+        crate::daemon::serve::release_free_memory();
+        info!(source = %label, kind = source.kind.as_str(), found, added, dropped, complete, requests, seconds, "discovery: scanned");
     }
 
     fn failed_scan(&self, index: u16) {
