@@ -177,10 +177,10 @@ fn an_incomplete_scan_drops_nothing_and_config_and_api_tables_take_precedence() 
         (configured["name"].as_str(), configured["source"].as_str()),
         (Some("mine"), Some("config"))
     );
-    assert_eq!(
-        d.metric("hudi_keeper_discovered_tables{source=\"lake\"}"),
-        Some(2.0)
-    );
+    // The gauge is set once the scan's registrations are all done, just after the tables show.
+    d.wait_for("the source's count", Duration::from_secs(10), || {
+        (d.metric("hudi_keeper_discovered_tables{source=\"lake\"}") == Some(2.0)).then_some(())
+    });
 
     // The API registers c's table: it replaces the discovered one.
     let api = wh.join("c/api");
@@ -224,10 +224,9 @@ fn an_incomplete_scan_drops_nothing_and_config_and_api_tables_take_precedence() 
     d.wait_for("a's table dropped", Duration::from_secs(30), || {
         (tables(&d).len() == 2).then_some(())
     });
-    assert_eq!(
-        d.metric("hudi_keeper_discovered_tables{source=\"lake\"}"),
-        Some(0.0)
-    );
+    d.wait_for("the source's count", Duration::from_secs(10), || {
+        (d.metric("hudi_keeper_discovered_tables{source=\"lake\"}") == Some(0.0)).then_some(())
+    });
     assert_eq!(
         d.metric("hudi_keeper_discovery_failed_scans_in_a_row{source=\"lake\"}"),
         Some(0.0)

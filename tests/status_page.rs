@@ -84,6 +84,17 @@ fn the_pages_list_draw_and_escape_and_are_read_as_the_api_is() {
         index.body
     );
     assert!(index.body.contains("expired"), "{}", index.body);
+    // Its last change: the rollback `hudi-keeper rollback` made, which this daemon did not.
+    let row = index
+        .body
+        .split(r#"<tr data-table="demo">"#)
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_default();
+    assert!(
+        row.contains("<td>rollback on the timeline, 20"),
+        "the demo's row: {row}"
+    );
     assert_escaped(&index.body, "/");
     let search = d.get("/?q=DEM");
     assert!(

@@ -17,7 +17,7 @@ use tracing::{error, info, warn};
 
 use super::config::PolicySetting;
 use super::error::PollError;
-use super::table_state::now_ms;
+use super::table_state::{now_ms, ChangeAction, TimelineChange};
 use super::{deadline, metrics, own_changes};
 use super::{Daemon, RollbackView, Source, TableState, WritersStatus};
 
@@ -462,4 +462,26 @@ pub(super) fn record_pending(state: &TableState, timeline: &Timeline) {
         *counts.entry(label).or_default() += 1;
     }
     state.metrics.set_pending(counts.into_iter().collect());
+    let change = newest_change(timeline);
+    if state.status().last_timeline_change != change {
+        state.update(|s| s.last_timeline_change = change);
+    }
+}
+
+/// The newest completed rollback or restore of `timeline` (by requested time), and when it
+/// completed.
+fn newest_change(timeline: &Timeline) -> Option<TimelineChange> {
+    use hudi_keeper_core::timeline::{Action, State};
+    timeline.instants().iter().rev().find_map(|i| {
+        let action = match i.action {
+            Action::Rollback => ChangeAction::Rollback,
+            Action::Restore => ChangeAction::Restore,
+            _ => return None,
+        };
+        let completed = i.file(State::Completed)?;
+        Some(TimelineChange {
+            action,
+            completed_ms: completed.last_modified.timestamp_millis(),
+        })
+    })
 }

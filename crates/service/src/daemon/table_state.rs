@@ -66,12 +66,41 @@ pub struct TableStatus {
     /// Pending instants at the last poll, with heartbeat age and verdict.
     pub pending: Vec<Assessment>,
     pub last_rollback: Option<Box<RollbackView>>,
+    /// The newest completed rollback or restore on the active timeline at the last poll,
+    /// whoever made it (a writer, Hudi's CLI, another hudi-keeper, this daemon).
+    pub last_timeline_change: Option<TimelineChange>,
     pub rollbacks: u64,
     /// What is known about the table's writers, and the pending writes left alone.
     pub writers: WritersStatus,
     /// Its files in `state_dir` that could not be read at start (skipped: the table is judged
     /// without them, which only ever leaves more alone).
     pub state_files_unreadable: Vec<state_files::UnreadableStateFile>,
+}
+
+/// A completed rollback or restore seen on a table's timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TimelineChange {
+    /// `rollback` or `restore`.
+    pub action: ChangeAction,
+    /// When its completed file was written (epoch ms, the store's clock).
+    pub completed_ms: i64,
+}
+
+/// What a [`TimelineChange`] was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeAction {
+    Rollback,
+    Restore,
+}
+
+impl ChangeAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rollback => "rollback",
+            Self::Restore => "restore",
+        }
+    }
 }
 
 /// What the daemon knows about a table's writers (the writer policy, `docs/operations.md`).

@@ -63,22 +63,32 @@ impl Row {
             pending: s.pending.len(),
             worst: worst.map(Verdict::as_str),
             worst_class: worst.map(verdict_class).unwrap_or(""),
-            last_change: s
-                .last_rollback
-                .as_deref()
-                .map(|r| {
-                    format!(
-                        "{} of {}: {}, {}",
-                        r.trigger,
-                        r.instant,
-                        r.outcome,
-                        moment(r.at_ms, now_ms)
-                    )
-                })
-                .unwrap_or_default(),
+            last_change: last_change(s, now_ms),
             owner: owner(v),
             audit: audit(v),
         }
+    }
+}
+
+/// The newer of this daemon's last rollback and the last rollback or restore the timeline
+/// showed (which another process may have made): empty when there is neither.
+fn last_change(s: &TableStatus, now_ms: i64) -> String {
+    let own = s.last_rollback.as_deref();
+    let seen = s.last_timeline_change;
+    match (own, seen) {
+        (_, Some(c)) if own.is_none_or(|r| c.completed_ms > r.at_ms) => format!(
+            "{} on the timeline, {}",
+            c.action.as_str(),
+            moment(c.completed_ms, now_ms)
+        ),
+        (Some(r), _) => format!(
+            "{} of {}: {}, {}",
+            r.trigger,
+            r.instant,
+            r.outcome,
+            moment(r.at_ms, now_ms)
+        ),
+        (None, _) => String::new(),
     }
 }
 
