@@ -463,9 +463,7 @@ pub(super) fn record_pending(state: &TableState, timeline: &Timeline) {
     }
     state.metrics.set_pending(counts.into_iter().collect());
     let change = newest_change(timeline);
-    if state.status().last_timeline_change != change {
-        state.update(|s| s.last_timeline_change = change);
-    }
+    state.update(|s| s.last_timeline_change = change);
 }
 
 /// The newest completed rollback or restore of `timeline` (by requested time), and when it
