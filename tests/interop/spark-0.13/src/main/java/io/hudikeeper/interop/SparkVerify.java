@@ -63,6 +63,13 @@ final class SparkVerify {
   private final ObjectNode report = Main.JSON.createObjectNode();
   private final ArrayNode checks = report.putArray("checks");
   private boolean ok = true;
+  /** Instants that a completed rollback of the active timeline rolled back. */
+  private final Set<String> rolledBack = new TreeSet<>();
+  /**
+   * Log files on disk (partition/name) whose every block is of a rolled-back instant (see
+   * {@link #rolledBackLogFiles}); filled by runAll.
+   */
+  private Map<String, String> rolledBackLogs = Map.of();
 
   private SparkVerify(File dir) {
     this.dir = dir;
@@ -125,7 +132,6 @@ final class SparkVerify {
     report.set("info_mdt_timeline", Main.JSON.valueToTree(Main.mdtInstants(base, dir)));
 
     // 2. rollbacks
-    Set<String> rolledBack = new TreeSet<>();
     List<Object> rb = new ArrayList<>();
     boolean rbOk = true;
     for (HoodieInstant i : mc.getActiveTimeline().getRollbackTimeline().getInstants()) {
@@ -176,6 +182,7 @@ final class SparkVerify {
       }
     }
     check("no_uncommitted_base_files", uncommitted.isEmpty(), uncommitted);
+    rolledBackLogs = rolledBackLogFiles(disk);
 
     // 6./7. file-system views and the metadata table's own lists
     Map<String, Set<String>> fsView = viewFiles(mc, false, disk.keySet());
@@ -183,8 +190,11 @@ final class SparkVerify {
     check("fs_view_equals_listing", viewDiff.isEmpty(), viewDiff.isEmpty() ? fsView : viewDiff);
     if (mdt) {
       Map<String, Set<String>> mdtView = viewFiles(mc, true, disk.keySet());
-      List<String> mdtDiff = diff("mdt view", mdtView, "listing view", fsView, Set.of());
-      check("mdt_view_equals_fs_view", mdtDiff.isEmpty(), mdtDiff);
+      List<String> mdtDiff = diff("mdt view", mdtView, "listing view", fsView, rolledBackLogs.keySet());
+      Map<String, Object> d = new TreeMap<>();
+      d.put("differences", mdtDiff);
+      d.put("ignored_rolled_back_log_files_not_in_mdt", onlyIn(fsView, mdtView, rolledBackLogs.keySet()));
+      check("mdt_view_equals_fs_view", mdtDiff.isEmpty(), d);
       checkMdtLists("mdt_partitions_and_files_equal_listing", disk);
       checkMdtBlocks();
     }
@@ -232,7 +242,9 @@ final class SparkVerify {
     compareSnapshot("snapshot_records_after_followup", false, after);
     if (mdt) {
       compareSnapshot("snapshot_records_after_followup_mdt_listing", true, after);
-      checkMdtLists("mdt_partitions_and_files_equal_listing_after_followup", listDataFiles());
+      Map<String, Set<String>> now = listDataFiles();
+      rolledBackLogs = rolledBackLogFiles(now);
+      checkMdtLists("mdt_partitions_and_files_equal_listing_after_followup", now);
     }
   }
 
@@ -282,6 +294,7 @@ final class SparkVerify {
    */
   private void checkMdtLists(String name, Map<String, Set<String>> disk) throws Exception {
     List<String> diffs = new ArrayList<>();
+    List<String> ignored = new ArrayList<>();
     Map<String, Object> detail = new TreeMap<>();
     HoodieMetadataConfig mdc = HoodieMetadataConfig.newBuilder().enable(true).build();
     File spill = Files.createTempDirectory("interop-spark013-mdt").toFile();
@@ -315,13 +328,18 @@ final class SparkVerify {
         }
         for (String f : onDisk) {
           if (!files.contains(f)) {
-            diffs.add("only in the listing: " + rel(p, f));
+            if (rolledBackLogs.containsKey(rel(p, f))) {
+              ignored.add(rel(p, f));
+            } else {
+              diffs.add("only in the listing: " + rel(p, f));
+            }
           }
         }
       }
       detail.put("mdt_partitions", mdtParts);
       detail.put("files_per_partition_in_mdt", counts);
       detail.put("partition_folders_without_data_files", emptyFolders);
+      detail.put("ignored_rolled_back_log_files_not_in_mdt", ignored);
     } finally {
       deleteTree(spill);
     }
@@ -329,6 +347,56 @@ final class SparkVerify {
       detail.put("differences", diffs);
     }
     check(name, diffs.isEmpty(), detail);
+  }
+
+  /**
+   * Log files on disk whose every block was written by an instant that a completed rollback rolled back
+   * (block header INSTANT_TIME), with those instants. On table version 5, Hudi 0.13.1's rollback of a
+   * merge-on-read write keeps the failed write's log files (a command block in a new log file voids
+   * them), and when the failed write never reached the metadata table, the metadata table never learns
+   * of them: its rollback metadata names no log file of the failed write (no logFilesFromFailedCommit
+   * before 0.14). Seen on Hudi 0.13.1's own rollback (observations/spark-0.13.md), so the metadata-table
+   * checks report such a file as ignored, not as a difference; any other file still counts.
+   */
+  private Map<String, String> rolledBackLogFiles(Map<String, Set<String>> disk) throws Exception {
+    Map<String, String> out = new TreeMap<>();
+    if (rolledBack.isEmpty()) {
+      return out;
+    }
+    org.apache.hadoop.fs.FileSystem fs = new Path(base).getFileSystem(Main.jsc().hadoopConfiguration());
+    org.apache.avro.Schema schema = org.apache.hudi.avro.HoodieAvroUtils.addMetadataFields(
+        new org.apache.avro.Schema.Parser().parse(Data.schemaJson()));
+    for (Map.Entry<String, Set<String>> e : disk.entrySet()) {
+      for (String f : e.getValue()) {
+        if (!f.contains(".log.")) {
+          continue;
+        }
+        Path path = e.getKey().isEmpty() ? new Path(base, f) : new Path(new Path(base, e.getKey()), f);
+        Set<String> instants = new TreeSet<>();
+        try (org.apache.hudi.common.table.log.HoodieLogFormat.Reader r =
+                 org.apache.hudi.common.table.log.HoodieLogFormat.newReader(fs,
+                     new org.apache.hudi.common.model.HoodieLogFile(path), schema)) {
+          while (r.hasNext()) {
+            instants.add(r.next().getLogBlockHeader()
+                .get(org.apache.hudi.common.table.log.block.HoodieLogBlock.HeaderMetadataType.INSTANT_TIME));
+          }
+        }
+        if (!instants.isEmpty() && rolledBack.containsAll(instants)) {
+          out.put(rel(e.getKey(), f), "blocks of rolled-back " + instants);
+        }
+      }
+    }
+    return out;
+  }
+
+  private static List<String> onlyIn(Map<String, Set<String>> a, Map<String, Set<String>> b, Set<String> which) {
+    List<String> out = new ArrayList<>();
+    a.forEach((p, files) -> files.forEach(f -> {
+      if (!b.getOrDefault(p, Set.of()).contains(f) && which.contains(rel(p, f))) {
+        out.add(rel(p, f));
+      }
+    }));
+    return out;
   }
 
   /** Every block of the metadata table's files partition is readable (MdtDump); the dump is the detail. */
