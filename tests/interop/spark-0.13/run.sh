@@ -237,5 +237,5 @@ case "$cmd" in
   rollback) cmd_rollback "$@" ;;
   verify) cmd_verify "$@" ;;
   mdt-dump) cmd_mdt_dump "$@" ;;
-  *) sed -n '2,26p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+  *) sed -n '2,25p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac
