@@ -214,10 +214,16 @@ fn an_incomplete_scan_drops_nothing_and_config_and_api_tables_take_precedence() 
             .any(|t| t["uri"] == wh.join("a/kept").to_str().unwrap()),
         "an incomplete scan dropped a table"
     );
-    assert!(
-        d.metric("hudi_keeper_discovery_failed_scans_in_a_row{source=\"lake\"}")
-            .unwrap_or(0.0)
-            >= 3.0
+    // Counted once the scan is applied, just after the scan itself is.
+    d.wait_for(
+        "three failed scans in a row",
+        Duration::from_secs(10),
+        || {
+            (d.metric("hudi_keeper_discovery_failed_scans_in_a_row{source=\"lake\"}")
+                .unwrap_or(0.0)
+                >= 3.0)
+                .then_some(())
+        },
     );
     // The scans complete again: two in a row drop it.
     std::fs::remove_dir_all(wh.join("a")).unwrap();
