@@ -67,8 +67,10 @@ impl Daemon {
     }
 
     /// Roll back what `selection` names within `server.mutation_timeout`. Every rollback that
-    /// completed is recorded (metrics, status, the leftover guard), also when a later one failed
-    /// or the change was cut off after it: an error leaves the ones before it counted.
+    /// completed is recorded (metrics, status), also when a later one failed or the change was
+    /// cut off after it: an error leaves the ones before it counted. The leftover guard runs
+    /// only after a change that ended normally: a failed or cut-off one (a shutdown, a lost
+    /// lock) stops there, and the periodic check finds what its rollbacks left.
     pub(super) async fn rollback_recorded(
         &self,
         state: &TableState,
@@ -92,11 +94,10 @@ impl Daemon {
             })
             .await;
         let completed = completed.into_inner().unwrap_or_else(|e| e.into_inner());
-        if !completed.is_empty() {
-            self.guard_after(state, table, &completed, &options.lock)
-                .await;
-        }
-        result.map(|_| completed)
+        result?;
+        self.guard_after(state, table, &completed, &options.lock)
+            .await;
+        Ok(completed)
     }
 
     /// The table handle, opened on first use.
