@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use common::interop::{
     copy_table, enabled, enabled_full, failed_checks, files_below, generated,
-    roll_back_like_the_harness_writers, run_sh, scenario_json, tables_root,
+    roll_back_like_the_harness_writers, run_sh, scenario_json, tables_root, upgrade_with_hudi_0_15,
     verify_with_each_hfile_reader,
 };
 use common::{stderr, stdout};
@@ -297,42 +297,6 @@ fn roll_back_a_version_5_table(scenario: &str, work: &Path) -> Result<String, St
             }
         }
     }
-}
-
-/// A copy of `table` at `upgraded`, upgraded to version 6 by a Hudi 0.15 writer's commit, then
-/// Hudi 0.15's validator on the records as of that commit: `None` when it passes, else the
-/// checks that failed.
-fn upgrade_with_hudi_0_15(table: &Path, upgraded: &Path) -> Result<Option<Vec<String>>, String> {
-    copy_table(table, upgraded);
-    let upgraded_s = upgraded.to_str().expect("utf-8");
-    let commit = run_sh(&["commit", "0.15", upgraded_s]);
-    if !commit.status.success() {
-        return Err(format!("Hudi 0.15's commit failed: {}", stderr(&commit)));
-    }
-    let summary: serde_json::Value =
-        serde_json::from_str(&stdout(&commit)).map_err(|e| format!("commit JSON: {e}"))?;
-    let expect = summary["expected_records_file"]
-        .as_str()
-        .ok_or("the commit wrote no expected-records file")?
-        .to_string();
-    let props = std::fs::read_to_string(upgraded.join(".hoodie/hoodie.properties"))
-        .map_err(|e| e.to_string())?;
-    if !props.contains("hoodie.table.version=6") {
-        return Err(format!("Hudi 0.15 did not upgrade the table: {props}"));
-    }
-    let verify = run_sh(&["verify", "0.15", upgraded_s, "--expect", &expect]);
-    if verify.status.success() {
-        return Ok(None);
-    }
-    let failed = failed_checks(&stdout(&verify));
-    if failed.is_empty() {
-        return Err(format!(
-            "Hudi 0.15's validator failed after its upgrade: {}{}",
-            stdout(&verify),
-            stderr(&verify)
-        ));
-    }
-    Ok(Some(failed))
 }
 
 fn roll_back_version_5_tables(scenarios: &[&str]) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""usage: diff.py [--restore [--mdt-deleted] [--restore-point T]] <ours> <hudis>
+"""usage: diff.py [--restore [--mdt-deleted] [--restore-point T]] [--task-tokens] <ours> <hudis>
 
 Default: compare two rolled-back copies of one failed table: <ours> (e.g. hudi-keeper's) and <hudis>
 (Hudi's own rollback, the `<dir>-hudi-rollback` copy made by `run.sh generate`).
@@ -31,6 +31,11 @@ restoreToSavepoint/restoreToInstant), whose restore and child-rollback instant t
   restoreToSavepoint does when it cannot restore it): <ours> must have no .hoodie/metadata and no
   metadata partitions in hoodie.properties; the metadata tables are then not compared.
 
+--task-tokens (rollback mode): metadata-table log files holding only HFile data blocks compare without
+their write token: a Spark writer names them with its task's `<partition>-<stage>-<attempt>`, which
+hudi-keeper (like Hudi's Java client) writes as 0-0-0. Their log versions, blocks and the deltacommits
+naming them are still compared.
+
 Prints a JSON report; exit 0 iff nothing differs, 1 if something differs, 2 on bad usage.
 """
 import hashlib
@@ -40,6 +45,7 @@ import re
 import struct
 import sys
 
+TASK_TOKENS = False
 INSTANT_RE = re.compile(r"^(\d{14,20})(?:_(\d{14,20}))?(\..+)$")
 
 
@@ -367,6 +373,30 @@ def diff_rollback_mdt(ours, hudis, known, report, diffs):
     mknown = (times_in(mo) & times_in(mh)) | known | \
         ({t for n in fo for t in TIME_RE.findall(n)} & {t for n in fh for t in TIME_RE.findall(n)})
     bo, bh = mdt_log_blocks(ours, fo), mdt_log_blocks(hudis, fh)
+    if TASK_TOKENS:
+        def untokened(files, blocks):
+            """basename -> basename without its write token, for the files of data blocks only"""
+            out = {}
+            for f in files:
+                bl = blocks.get(f) or []
+                if bl and all(b.get("type") == "HFILE_DATA" for b in bl):
+                    n = os.path.basename(f)
+                    out[n] = re.sub(r"(\.log\.\d+)_\d+-\d+-\d+$", r"\1_<task>", n)
+            return out
+        ren_o, ren_h = untokened(fo, bo), untokened(fh, bh)
+
+        def rename(ren, text):
+            for a, b in ren.items():
+                text = text.replace(a, b)
+            return text
+        fo, fh = [rename(ren_o, n) for n in fo], [rename(ren_h, n) for n in fh]
+        bo = {rename(ren_o, f): b for f, b in bo.items()}
+        bh = {rename(ren_h, f): b for f, b in bh.items()}
+    else:
+        ren_o, ren_h = {}, {}
+
+        def rename(_ren, text):
+            return text
 
     def header_times(blocks):
         return {v for bl in blocks.values() for blk in bl for k, v in blk.items()
@@ -401,7 +431,8 @@ def diff_rollback_mdt(ours, hudis, known, report, diffs):
     rb = {}
     for side, root, tl in (("ours", ours, tl_o), ("hudis", hudis, tl_h)):
         rs = sorted({p[0] for p in map(parse_instant_file, tl) if p and p[2] == "rollback"})
-        rb[side] = {subst(maps[side], r): json.loads(subst(maps[side], json.dumps(mdt_deltacommit_summary(root, mdt, r))))
+        ren = ren_o if side == "ours" else ren_h
+        rb[side] = {subst(maps[side], r): json.loads(rename(ren, subst(maps[side], json.dumps(mdt_deltacommit_summary(root, mdt, r)))))
                     for r in rs}
     report["mdt_rollback_deltacommits"] = rb
     if rb["ours"] != rb["hudis"]:
@@ -537,7 +568,9 @@ def main():
     args = sys.argv[1:]
     restore = "--restore" in args
     mdt_deleted = "--mdt-deleted" in args
-    args = [a for a in args if a not in ("--restore", "--mdt-deleted")]
+    global TASK_TOKENS
+    TASK_TOKENS = "--task-tokens" in args
+    args = [a for a in args if a not in ("--restore", "--mdt-deleted", "--task-tokens")]
     restore_point = None
     if "--restore-point" in args:
         i = args.index("--restore-point")

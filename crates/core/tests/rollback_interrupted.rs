@@ -13,7 +13,7 @@ use hudi_keeper_core::{Error, Table};
 use hudi_keeper_test_support as common;
 use hudi_keeper_test_support::crash::Crash;
 use hudi_keeper_test_support::engine::{
-    assert_unchanged, open, rollback_options as opts, rollback_plan_bytes,
+    as_version_5, assert_unchanged, open, rollback_options as opts, rollback_plan_bytes,
 };
 use hudi_keeper_test_support::normalize::Normalization;
 
@@ -79,6 +79,36 @@ async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollbac
 async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v6_cow_mdt() {
     let n = crash_at_every_call(Kind::CowV6, true).await;
     eprintln!("v6 cow + metadata table: {n} injection points");
+}
+
+/// Table version 5 (Hudi 0.13) with a metadata table: the deltacommit at R recording the
+/// deleted files; and, with the failed write's metadata-table deltacommit pending, that one's
+/// rollback at a later instant first.
+#[tokio::test]
+async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v5_cow_mdt() {
+    let pending = format!(".hoodie/metadata/.hoodie/{TF}.deltacommit");
+    for drop in [vec![], vec![pending.as_str()]] {
+        let n = Crash {
+            build: async || {
+                let f = Fixture::build(Kind::CowV6, true).await;
+                as_version_5(&f).await;
+                for p in &drop {
+                    f.delete(p).await;
+                }
+                f
+            },
+            run: async |t: &Table| {
+                rollback(t, &Selection::AllFailed, &opts(), None)
+                    .await
+                    .map(|_| ())
+            },
+            how: Normalization::ROLLBACK,
+            count_files: false,
+        }
+        .at_every_call()
+        .await;
+        eprintln!("v5 cow + metadata table {drop:?}: {n} injection points");
+    }
 }
 
 #[tokio::test]

@@ -328,25 +328,273 @@ async fn a_metadata_table_compaction_requested_before_the_deltacommit_completed_
     assert!(after.contains_key(&format!("{m}/.hoodie/timeline/{tc}_{}.commit", bump(tc))));
 }
 
-/// Table version 5 (Hudi 0.12/0.13) with a metadata table: Hudi 0.13 records a rollback there
-/// differently from 0.15 (docs/compatibility.md), unchecked against real Hudi, so the rollback is
-/// refused before anything changes, the dry run too. (The fixture's merge-on-read write has a
-/// 0.14+ APPEND marker named after its log file, which version 5 refuses first.)
+/// The files-partition records of the HFile data block in the metadata-table log file `log`:
+/// key -> file name -> (size, deleted), decoded under Hudi 0.13's block schema.
+fn v5_records(
+    log: &[u8],
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, (i64, bool)>> {
+    use hudi_keeper_core::format::hfile;
+    use hudi_keeper_core::format::log_block::read_blocks;
+    use hudi_keeper_core::format::metadata_record::{decode_files_record, LOG_BLOCK_SCHEMA_V5};
+    let schema = apache_avro::Schema::parse_str(LOG_BLOCK_SCHEMA_V5).unwrap();
+    let blocks = read_blocks(log).expect("log blocks");
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].header.block_type, 4);
+    let schema_header = blocks[0]
+        .header
+        .entries
+        .iter()
+        .find(|(k, _)| *k == 2)
+        .map(|(_, v)| v.as_str());
+    assert_eq!(schema_header, Some(LOG_BLOCK_SCHEMA_V5));
+    let hf = hfile::read(blocks[0].content).expect("an HFile");
+    hf.cells
+        .iter()
+        .map(|c| {
+            let (ty, files) = decode_files_record(&schema, &c.value).expect("a v5 record");
+            assert_eq!(ty, 2);
+            (String::from_utf8_lossy(&c.row).into_owned(), files)
+        })
+        .collect()
+}
+
+/// Table version 5 (Hudi 0.12/0.13) whose failed write completed its metadata-table
+/// deltacommit: as Hudi 0.13.1 does (spark-0.13 observations, `cow-mdt-mdtdone`), a
+/// deltacommit at R whose block marks the deleted files deleted, and the metadata table's
+/// deltacommit of the failed write stays completed (no `R006` rollback).
 #[tokio::test]
-async fn v5_with_a_metadata_table_is_refused_before_anything_changes() {
-    for (kind, needle) in [
-        (Kind::CowV6, "has a metadata table"),
-        (Kind::MorV6, "version 5"),
+async fn v5_records_the_deleted_files_when_the_failed_write_completed_in_the_metadata_table() {
+    let f = Fixture::build(Kind::CowV6, true).await;
+    as_version_5(&f).await;
+    let m = ".hoodie/metadata";
+    let before = f.snapshot().await;
+    let done = rollback(&open(&f).await, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    for s in [".requested", ".inflight", ""] {
+        assert!(after.contains_key(&format!("{m}/.hoodie/{r}.deltacommit{s}")));
+    }
+    assert_eq!(
+        after[&format!("{m}/.hoodie/{TF}.deltacommit")],
+        before[&format!("{m}/.hoodie/{TF}.deltacommit")]
+    );
+    assert!(!after
+        .keys()
+        .any(|k| k.ends_with(".rollback") && k.starts_with(m)));
+    let log = format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0");
+    let records = v5_records(&after[&log]);
+    let deleted = |p: &str, name: &str| {
+        assert_eq!(records[p][name], (0, true), "{p}/{name}: {records:?}");
+    };
+    deleted("p1", &format!("fg4-0_0-9-9_{TF}.parquet"));
+    deleted("p2", &format!("missed-0_0-9-9_{TF}.parquet"));
+    let stats = String::from_utf8(after[&format!("{m}/.hoodie/{r}.deltacommit")].clone()).unwrap();
+    assert!(stats.contains(".log.4_0-0-0"), "{stats}");
+    // The data table's completed rollback is in Hudi 0.13's schema; hoodie.properties of both
+    // tables are untouched (never upgraded).
+    for props in [
+        ".hoodie/hoodie.properties",
+        &format!("{m}/.hoodie/hoodie.properties"),
     ] {
-        let f = Fixture::build(kind, true).await;
+        assert_eq!(after[props], before[props], "{props}");
+    }
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/.hoodie/.temp"))));
+}
+
+/// Version 5: a metadata-table compaction completed at or after the failed instant counts it as
+/// synced, as Hudi 0.13 counts it (`wasSynced`), so the deleted files are recorded even without
+/// its completed deltacommit.
+#[tokio::test]
+async fn v5_records_the_deleted_files_after_a_metadata_table_compaction_at_or_after_the_instant() {
+    let f = Fixture::build(Kind::CowV6, true).await;
+    as_version_5(&f).await;
+    let m = ".hoodie/metadata";
+    for s in [".requested", ".inflight", ""] {
+        f.delete(&format!("{m}/.hoodie/{TF}.deltacommit{s}")).await;
+    }
+    for s in ["compaction.requested", "compaction.inflight", "commit"] {
+        f.put(&format!("{m}/.hoodie/{TF}001.{s}"), b"{}").await;
+    }
+    let done = rollback(&open(&f).await, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
+    let after = f.snapshot().await;
+    // (TF's own block stays in log version 3, never read: TF is not a completed instant.)
+    let log = format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0");
+    let records = v5_records(&after[&log]);
+    assert_eq!(
+        records["p1"][&format!("fg4-0_0-9-9_{TF}.parquet")],
+        (0, true),
+        "{records:?}"
+    );
+}
+
+/// Version 5, the failed write never reached the metadata table (copy-on-write): an empty
+/// deltacommit at R, no block, as Hudi 0.13.1 writes it (spark-0.13 observations, `cow-mdt`).
+#[tokio::test]
+async fn v5_without_the_failed_write_in_the_metadata_table_writes_an_empty_deltacommit() {
+    let f = Fixture::build(Kind::CowV6, true).await;
+    as_version_5(&f).await;
+    let m = ".hoodie/metadata";
+    for s in [".requested", ".inflight", ""] {
+        f.delete(&format!("{m}/.hoodie/{TF}.deltacommit{s}")).await;
+    }
+    let files_before: Vec<String> = f
+        .snapshot()
+        .await
+        .into_keys()
+        .filter(|k| k.starts_with(&format!("{m}/files/")))
+        .collect();
+    let done = rollback(&open(&f).await, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
+    let r = &done[0].rollback_instant;
+    let after = f.snapshot().await;
+    let completed: serde_json::Value =
+        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
+    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    let files_after: Vec<String> = after
+        .into_keys()
+        .filter(|k| k.starts_with(&format!("{m}/files/")))
+        .collect();
+    assert_eq!(files_after, files_before);
+}
+
+/// Version 5, the writer died inside its metadata-table write: Hudi 0.13.1's metadata writer
+/// rolls that pending deltacommit back first at a fresh instant R' after R (spark-0.13
+/// observations, `-mdtinflight`), listing-based from its workload profile: a rollback command
+/// block for the `files` slice, its plan naming the metadata table's base path with size 0.
+/// Then the deltacommit at R records nothing deleted (the write never completed there).
+#[tokio::test]
+async fn v5_the_failed_writes_pending_metadata_table_deltacommit_is_rolled_back_at_a_later_instant()
+{
+    use hudi_keeper_core::format::log_block::is_rollback_block_for;
+    let f = Fixture::build(Kind::CowV6, true).await;
+    as_version_5(&f).await;
+    let m = ".hoodie/metadata";
+    f.delete(&format!("{m}/.hoodie/{TF}.deltacommit")).await;
+    let profile = serde_json::json!({
+        "partitionToWriteStats": { "files": [
+            { "fileId": "", "path": null, "prevCommit": "null", "totalWriteBytes": 0 },
+            { "fileId": "files-0000-0", "path": null, "prevCommit": MDT_INIT, "totalWriteBytes": 0 },
+        ]},
+        "compacted": false, "extraMetadata": {}, "operationType": "UPSERT_PREPPED",
+    });
+    f.put(
+        &format!("{m}/.hoodie/{TF}.deltacommit.inflight"),
+        profile.to_string().as_bytes(),
+    )
+    .await;
+    f.put(
+        &format!(
+            "{m}/.hoodie/.temp/{TF}/files/files-0000-0_0-25-40_{MDT_INIT}.hfile.marker.APPEND"
+        ),
+        b"",
+    )
+    .await;
+    let done = rollback(&open(&f).await, &Selection::AllFailed, &opts(), None)
+        .await
+        .unwrap();
+    assert_eq!(done[0].metadata_table, MetadataTableOutcome::RolledBack);
+    let r = done[0].rollback_instant.clone();
+    let after = f.snapshot().await;
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/.hoodie/{TF}"))));
+    let (name, meta) = completed_rollback(&f, &format!("{m}/.hoodie")).await;
+    let p = name
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .trim_end_matches(".rollback")
+        .to_string();
+    assert!(p.len() == r.len() && p > r, "{p} after {r}");
+    assert_eq!(meta.commits_rollback, vec![TF.to_string()]);
+    let plan = hudi_keeper_core::format::rollback::RollbackPlan::from_avro(
+        &after[&format!("{m}/.hoodie/{p}.rollback.requested")],
+    )
+    .unwrap();
+    let reqs = plan.requests.unwrap();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    let root = format!("{}/{m}", f.uri);
+    assert_eq!(
+        reqs[1].log_blocks_to_be_deleted,
+        Some(std::collections::BTreeMap::from([(root, 0)]))
+    );
+    // R' appended the command block as log version 4 (after T1, T2, TF's 1..3). The
+    // deltacommit at R is empty (copy-on-write, nothing deleted is recorded: the write never
+    // completed there), as in Hudi 0.13.1's `cow-mdt-mdtinflight`.
+    let slice = format!("{m}/files/.files-0000-0_{MDT_INIT}");
+    assert!(is_rollback_block_for(
+        &after[&format!("{slice}.log.4_1-0-1")],
+        &p,
+        TF
+    ));
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{slice}.log.5"))));
+    let completed: serde_json::Value =
+        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
+    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    assert!(!after
+        .keys()
+        .any(|k| k.starts_with(&format!("{m}/.hoodie/.temp"))));
+}
+
+/// Version 5: what hudi-keeper does not know how Hudi 0.13 handles is refused before anything
+/// changes, the dry run too: another write's pending metadata-table deltacommit, metadata-table
+/// partitions besides `files`, a metadata table its `hoodie.properties` does not list.
+#[tokio::test]
+async fn v5_metadata_tables_it_does_not_understand_are_refused_before_anything_changes() {
+    let m = ".hoodie/metadata";
+    let cases: [(&str, &str); 3] = [
+        ("pending", "pending deltacommit 20240101030000000"),
+        ("partitions", "partitions besides `files` (column_stats)"),
+        ("unlisted", "lists no partition of"),
+    ];
+    for (case, needle) in cases {
+        let f = Fixture::build(Kind::CowV6, true).await;
         as_version_5(&f).await;
+        let props =
+            String::from_utf8(f.snapshot().await[".hoodie/hoodie.properties"].clone()).unwrap();
+        match case {
+            "pending" => {
+                for s in ["requested", "inflight"] {
+                    f.put(
+                        &format!("{m}/.hoodie/20240101030000000.deltacommit.{s}"),
+                        b"",
+                    )
+                    .await;
+                }
+            }
+            "partitions" => {
+                let p = props.replace(
+                    "hoodie.table.metadata.partitions=files",
+                    "hoodie.table.metadata.partitions=files,column_stats",
+                );
+                assert_ne!(p, props);
+                f.put(".hoodie/hoodie.properties", p.as_bytes()).await;
+            }
+            _ => {
+                let p = props.replace("hoodie.table.metadata.partitions=files", "");
+                assert_ne!(p, props);
+                f.put(".hoodie/hoodie.properties", p.as_bytes()).await;
+            }
+        }
         assert_rollback_refused_unchanged(&f, needle).await;
         let before = f.snapshot().await;
         let err = preview(&open(&f).await, &Selection::AllFailed, &opts())
             .await
             .map(|p| format!("{p:?}"))
             .unwrap_or_else(|e| e.to_string());
-        assert!(err.contains(needle), "{err}");
+        assert!(err.contains(needle), "{case}: {err}");
         assert_eq!(f.snapshot().await, before);
     }
     // Without a metadata table the same table rolls back, `hoodie.properties` untouched.

@@ -320,4 +320,15 @@ pub async fn as_version_5(f: &Fixture) {
             .as_bytes(),
     )
     .await;
+    // The metadata table's own, as Hudi 0.13 writes it.
+    let mdt = ".hoodie/metadata/.hoodie/hoodie.properties";
+    if let Some(props) = f.snapshot().await.get(mdt) {
+        let text = String::from_utf8(props.clone()).expect("hoodie.properties is UTF-8");
+        f.put(
+            mdt,
+            text.replace("hoodie.table.version=6", "hoodie.table.version=5")
+                .as_bytes(),
+        )
+        .await;
+    }
 }

@@ -197,16 +197,42 @@ pub fn roll_back_like_the_harness_writers(
 /// per version, across test binaries too (`scripts/test` runs two lanes of suites at once): an
 /// exclusive lock on `<version>/.generate.lock` is held while looking and generating.
 pub fn generated(version: &str, scenario: &str) -> PathBuf {
+    generated_by(version, scenario, |table| {
+        run_sh(&["generate", version, scenario, table])
+    })
+}
+
+/// `tests/interop/spark-0.13/run.sh` with `args`: Hudi 0.13.1 through Spark, whose tables have a
+/// metadata table (tests/interop/README.md, "Hudi 0.13.1 through Spark").
+pub fn spark013_sh(args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg(workspace().join("tests/interop/spark-0.13/run.sh"))
+        .args(args)
+        .output()
+        .expect("run tests/interop/spark-0.13/run.sh")
+}
+
+/// [`generated`] for the `spark-0.13` harness: the table `scenario` and its reference
+/// `<scenario>-hudi-rollback` (Hudi 0.13.1's own rollback), under [`tables_root`]`/spark-0.13/`.
+pub fn spark013_generated(scenario: &str) -> PathBuf {
+    generated_by("spark-0.13", scenario, |table| {
+        spark013_sh(&["generate", scenario, table])
+    })
+}
+
+/// The table `scenario` under [`tables_root`]`/<key>/`, with its reference, reused when both are
+/// there, else made by `generate` (given the table's path). One generation at a time per key.
+fn generated_by(key: &str, scenario: &str, generate: impl FnOnce(&str) -> Output) -> PathBuf {
     type Slots = std::collections::BTreeMap<String, std::sync::Arc<std::sync::Mutex<()>>>;
     static GENERATE: std::sync::Mutex<Slots> = std::sync::Mutex::new(Slots::new());
     let slot = GENERATE
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .entry(version.to_string())
+        .entry(key.to_string())
         .or_default()
         .clone();
     let _one = slot.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tables_root().join(version);
+    let dir = tables_root().join(key);
     std::fs::create_dir_all(&dir).expect("mkdir");
     let lock = std::fs::File::create(dir.join(".generate.lock")).expect("the generate lock file");
     lock.lock().expect("lock the generate lock file");
@@ -218,15 +244,73 @@ pub fn generated(version: &str, scenario: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&table);
     let _ = std::fs::remove_dir_all(&reference);
     must(
-        run_sh(&[
-            "generate",
-            version,
-            scenario,
-            table.to_str().expect("utf-8"),
-        ]),
-        &format!("Hudi {version} generating {scenario}"),
+        generate(table.to_str().expect("utf-8")),
+        &format!("Hudi {key} generating {scenario}"),
     );
     table
+}
+
+/// A copy of `table` at `upgraded`, upgraded to version 6 by a Hudi 0.15 writer's commit (the
+/// Java harness's `run.sh commit 0.15`), then Hudi 0.15's validator on the records as of that
+/// commit: `None` when it passes, else the checks that failed.
+pub fn upgrade_with_hudi_0_15(
+    table: &Path,
+    upgraded: &Path,
+) -> Result<Option<Vec<String>>, String> {
+    copy_table(table, upgraded);
+    let upgraded_s = upgraded.to_str().expect("utf-8");
+    let commit = run_sh(&["commit", "0.15", upgraded_s]);
+    if !commit.status.success() {
+        return Err(format!(
+            "Hudi 0.15's commit failed: {}",
+            String::from_utf8_lossy(&commit.stderr)
+        ));
+    }
+    // The report is the JSON object the JVM prints last; a line another library printed to
+    // standard output before it (seen once: a line starting with a date) is shown, not parsed.
+    let out = String::from_utf8_lossy(&commit.stdout);
+    let start = out
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .chain([0])
+        .filter(|&i| out[i..].starts_with('{'))
+        .min()
+        .unwrap_or(0);
+    if start > 0 {
+        eprintln!(
+            "Hudi 0.15's commit printed before its report: {}",
+            &out[..start]
+        );
+    }
+    let summary: serde_json::Value = serde_json::from_str(&out[start..]).map_err(|e| {
+        let head: String = out.chars().take(400).collect();
+        format!(
+            "commit JSON: {e}: {head}\n{}",
+            String::from_utf8_lossy(&commit.stderr)
+        )
+    })?;
+    let expect = summary["expected_records_file"]
+        .as_str()
+        .ok_or("the commit wrote no expected-records file")?
+        .to_string();
+    let props = std::fs::read_to_string(upgraded.join(".hoodie/hoodie.properties"))
+        .map_err(|e| e.to_string())?;
+    if !props.contains("hoodie.table.version=6") {
+        return Err(format!("Hudi 0.15 did not upgrade the table: {props}"));
+    }
+    let verify = run_sh(&["verify", "0.15", upgraded_s, "--expect", &expect]);
+    if verify.status.success() {
+        return Ok(None);
+    }
+    let report = String::from_utf8_lossy(&verify.stdout).into_owned();
+    let failed = failed_checks(&report);
+    if failed.is_empty() {
+        return Err(format!(
+            "Hudi 0.15's validator failed after its upgrade: {report}{}",
+            String::from_utf8_lossy(&verify.stderr)
+        ));
+    }
+    Ok(Some(failed))
 }
 
 /// Every file below `dir`, as paths relative to it, sorted.

@@ -442,8 +442,13 @@ impl<'s> Walker<'s> {
             Schema::Duration => {
                 c.take(12, "a duration")?;
             }
-            Schema::Bytes | Schema::String | Schema::Uuid | Schema::BigDecimal => {
-                c.skip_bytes("a string or bytes value")?;
+            Schema::Bytes | Schema::BigDecimal => {
+                c.skip_bytes("a bytes value")?;
+            }
+            // A string must be UTF-8, as the Avro library reads it (which refuses the datum).
+            Schema::String | Schema::Uuid => {
+                std::str::from_utf8(c.skip_bytes("a string")?)
+                    .map_err(|_| AvroError::Shape("a string that is not UTF-8".into()))?;
             }
             Schema::Fixed(f) => {
                 c.take(f.size, "a fixed value")?;

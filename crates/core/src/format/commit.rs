@@ -108,6 +108,66 @@ pub fn json_write_stats(bytes: &[u8]) -> Result<Vec<JsonWriteStat>, String> {
     Ok(out)
 }
 
+/// One write stat of a pending deltacommit's JSON metadata (the workload profile Hudi writes
+/// into `<t>.deltacommit.inflight`), as Hudi 0.13's listing-based rollback reads it: a stat
+/// without a `path` counts (the profile of a metadata-table write has none), and `prevCommit`
+/// `"null"` is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadStat {
+    /// The partition (the map key it is listed under).
+    pub partition: String,
+    /// The file group (empty for the inserts' stat).
+    pub file_id: String,
+    /// The file written, relative to the base path, when the stat names one.
+    pub path: Option<String>,
+    /// The base instant of the file slice the write goes to.
+    pub prev_commit: Option<String>,
+    /// `totalWriteBytes`.
+    pub total_write_bytes: i64,
+}
+
+/// The write stats of a pending deltacommit's JSON metadata ([`WorkloadStat`]); none for an
+/// empty file (Hudi reads it as empty commit metadata). `Err` when it is not such JSON.
+pub fn json_workload_stats(bytes: &[u8]) -> Result<Vec<WorkloadStat>, String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let Some(stats) = v.get("partitionToWriteStats") else {
+        return Ok(Vec::new());
+    };
+    let stats = match stats {
+        serde_json::Value::Null => return Ok(Vec::new()),
+        serde_json::Value::Object(m) => m,
+        _ => return Err("partitionToWriteStats is not an object".into()),
+    };
+    let mut out = Vec::new();
+    for (partition, list) in stats {
+        let list = list
+            .as_array()
+            .ok_or_else(|| format!("the write stats of partition `{partition}` are not a list"))?;
+        for stat in list {
+            let text = |k: &str| {
+                stat.get(k)
+                    .and_then(|x| x.as_str())
+                    .filter(|s| !s.is_empty() && *s != "null")
+                    .map(str::to_string)
+            };
+            out.push(WorkloadStat {
+                partition: partition.clone(),
+                file_id: text("fileId").unwrap_or_default(),
+                path: text("path"),
+                prev_commit: text("prevCommit"),
+                total_write_bytes: stat
+                    .get("totalWriteBytes")
+                    .and_then(|x| x.as_i64())
+                    .unwrap_or(0),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The partitions the workload of an inflight commit or deltacommit names: the keys of the
 /// `partitionToWriteStats` Hudi writes into `<t>.inflight` / `<t>.deltacommit.inflight` (and
 /// their layout-2 names) when it profiles a write before writing, one per partition the write
@@ -352,5 +412,23 @@ mod tests {
         let empty = json_deltacommit_metadata(&[], "{}");
         assert_eq!(json_write_stats(&empty).unwrap(), vec![]);
         assert!(json_write_stats(b"{}").is_err());
+    }
+    #[test]
+    fn a_metadata_table_workload_profile_reads_with_its_path_less_stats() {
+        let inflight = br#"{"partitionToWriteStats":{"files":[
+            {"fileId":"","path":null,"prevCommit":"null","totalWriteBytes":0},
+            {"fileId":"files-0000","path":null,"prevCommit":"00000000000000","totalWriteBytes":0}
+        ]},"compacted":false,"extraMetadata":{},"operationType":"UPSERT_PREPPED"}"#;
+        let stats = json_workload_stats(inflight).unwrap();
+        assert_eq!(stats.len(), 2);
+        assert_eq!(stats[0].file_id, "");
+        assert_eq!(stats[0].prev_commit, None);
+        assert_eq!(stats[1].file_id, "files-0000");
+        assert_eq!(stats[1].prev_commit.as_deref(), Some("00000000000000"));
+        assert_eq!(stats[1].path, None);
+        assert_eq!(json_workload_stats(b"").unwrap(), vec![]);
+        assert_eq!(json_workload_stats(b"{}").unwrap(), vec![]);
+        assert!(json_workload_stats(b"{").is_err());
+        assert!(json_workload_stats(br#"{"partitionToWriteStats":{"files":{}}}"#).is_err());
     }
 }

@@ -11,12 +11,28 @@
 
 use std::collections::BTreeMap;
 
+use super::rollback::MetadataSchema;
+
+/// The schema of a metadata-table data block in the given table version's layout.
+pub fn log_block_schema(schema: MetadataSchema) -> &'static str {
+    match schema {
+        MetadataSchema::Hudi013 => LOG_BLOCK_SCHEMA_V5,
+        MetadataSchema::Current => LOG_BLOCK_SCHEMA_V6,
+    }
+}
+
 /// `HoodieMetadataRecord` as Hudi 0.15.0 defines it.
 pub const METADATA_RECORD_SCHEMA_V6: &str = include_str!("../../avro/HoodieMetadataRecord.v6.avsc");
 /// The schema of a v6 metadata-table data block: [`METADATA_RECORD_SCHEMA_V6`] with Hudi's meta
 /// fields. Goes in the block's `SCHEMA` header and the HFile's `schema` file info.
 pub const LOG_BLOCK_SCHEMA_V6: &str =
     include_str!("../../avro/HoodieMetadataRecord.v6.withMetaFields.avsc");
+/// The schema of a metadata-table data block on table version 5, as Hudi 0.13.1 writes it
+/// (byte for byte the `SCHEMA` header of a real 0.13.1 metadata-table log block, made by the
+/// `spark-0.13` interop harness): [`LOG_BLOCK_SCHEMA_V6`] without `recordIndexMetadata`,
+/// which Hudi 0.14 added.
+pub const LOG_BLOCK_SCHEMA_V5: &str =
+    include_str!("../../avro/HoodieMetadataRecord.v5.withMetaFields.avsc");
 /// The record type of a file listing (`MetadataPartitionType.FILES` record of one partition).
 pub const FILES_RECORD_TYPE: i32 = 2;
 /// The key of the record listing all partitions (type 1), for reference.
@@ -55,6 +71,18 @@ pub fn file_list_record<'a>(
     record_type: i32,
     entries: impl ExactSizeIterator<Item = (&'a str, i64, bool)>,
 ) -> (String, Vec<u8>) {
+    file_list_record_in(MetadataSchema::Current, key, record_type, entries)
+}
+
+/// [`file_list_record`] under the block schema of a table version: [`LOG_BLOCK_SCHEMA_V5`] for
+/// [`MetadataSchema::Hudi013`] (no `recordIndexMetadata` at the end), else
+/// [`LOG_BLOCK_SCHEMA_V6`].
+pub fn file_list_record_in<'a>(
+    schema: MetadataSchema,
+    key: &str,
+    record_type: i32,
+    entries: impl ExactSizeIterator<Item = (&'a str, i64, bool)>,
+) -> (String, Vec<u8>) {
     let mut v = Vec::with_capacity(16 + entries.len() * 64);
     // _hoodie_commit_time, _hoodie_commit_seqno, _hoodie_record_key, _hoodie_partition_path,
     // _hoodie_file_name: union branch 0 (null)
@@ -71,8 +99,12 @@ pub fn file_list_record<'a>(
         }
     }
     put_long(&mut v, 0); // end of map
-                         // BloomFilterMetadata, ColumnStatsMetadata, recordIndexMetadata: null
-    v.extend_from_slice(&[0; 3]);
+                         // BloomFilterMetadata, ColumnStatsMetadata (and recordIndexMetadata from Hudi 0.14): null
+    let trailing: &[u8] = match schema {
+        MetadataSchema::Hudi013 => &[0; 2],
+        MetadataSchema::Current => &[0; 3],
+    };
+    v.extend_from_slice(trailing);
     (key.to_string(), v)
 }
 
@@ -187,6 +219,39 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode_files_record(&schema, &longer).is_err());
+    }
+
+    #[test]
+    fn a_version_5_record_decodes_under_hudi_0_13s_block_schema() {
+        let schema = apache_avro::Schema::parse_str(LOG_BLOCK_SCHEMA_V5).unwrap();
+        let entries = [("a.parquet", 0i64, true), (".b.log.2_1-0-1", 105, false)];
+        let (key, bytes) =
+            file_list_record_in(MetadataSchema::Hudi013, "p0", 2, entries.iter().copied());
+        assert_eq!(key, "p0");
+        let mut r = bytes.as_slice();
+        apache_avro::from_avro_datum(&schema, &mut r, None).unwrap();
+        assert!(r.is_empty(), "bytes left after the record");
+        assert_eq!(
+            decode_files_record(&schema, &bytes).unwrap(),
+            (
+                2,
+                BTreeMap::from([
+                    ("a.parquet".to_string(), (0, true)),
+                    (".b.log.2_1-0-1".to_string(), (105, false))
+                ])
+            )
+        );
+        // The v6 encoding has one more field, so it does not read under the v5 schema.
+        let (_, v6) = file_list_record("p0", 2, entries.iter().copied());
+        assert!(decode_files_record(&schema, &v6).is_err());
+        // Hudi 0.13.1's fields are 0.15's first ten.
+        let v5: serde_json::Value = serde_json::from_str(LOG_BLOCK_SCHEMA_V5).unwrap();
+        let v6: serde_json::Value = serde_json::from_str(LOG_BLOCK_SCHEMA_V6).unwrap();
+        let fields = |v: &serde_json::Value| v["fields"].as_array().unwrap().clone();
+        assert_eq!(fields(&v5)[..], fields(&v6)[..10]);
+        assert_eq!(fields(&v6).len(), 11);
+        assert!(LOG_BLOCK_SCHEMA_V5.ends_with('}'));
+        assert_eq!(LOG_BLOCK_SCHEMA_V5.len(), 5225);
     }
 
     #[test]

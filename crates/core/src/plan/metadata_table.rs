@@ -13,6 +13,7 @@
 pub mod files_listing;
 pub mod files_slice;
 pub mod name_hash;
+pub mod v5;
 
 use std::collections::BTreeMap;
 

@@ -669,6 +669,12 @@ pub fn resolve_plan(plan: &RollbackPlan, base: &BasePath) -> Result<ResolvedPlan
                 let file_id = r.file_id.clone().unwrap_or_default();
                 let base_instant = r.latest_base_instant.clone().unwrap_or_default();
                 for name in logs.keys() {
+                    // Hudi 0.13's listing-based plan of a deltacommit whose write stat has no
+                    // path (a metadata-table workload profile) names the base path itself: the
+                    // block goes to the request's file slice, and nothing is deleted by it.
+                    if base.is_root(name) && !file_id.is_empty() && !base_instant.is_empty() {
+                        continue;
+                    }
                     // v6 plans name the log file bare; Hudi 0.13's (v5) by its qualified path,
                     // which must lie in the request's partition
                     if name.contains('/') {

@@ -579,6 +579,46 @@ fn a_java_plan_naming_a_qualified_log_file_outside_its_partition_is_refused() {
     assert_eq!(resolve_plan(&ok, &base).unwrap().log_blocks.len(), 1);
 }
 
+/// Hudi 0.13's listing-based plan of a metadata-table deltacommit names the metadata table's
+/// base path itself for a write stat without a path: the block goes to the request's slice. A
+/// root key without a file group or base instant, or another folder, is still refused.
+#[test]
+fn a_hudi_0_13_plan_naming_the_base_path_itself_appends_to_its_slice() {
+    let init = "00000000000000";
+    let mk = |key: &str, file_id: &str| RollbackPlan {
+        instant_to_rollback: Some(InstantInfo {
+            commit_time: T.into(),
+            action: "deltacommit".into(),
+        }),
+        requests: Some(vec![RollbackRequest {
+            partition_path: "files".into(),
+            file_id: Some(file_id.into()),
+            latest_base_instant: Some(init.into()),
+            files_to_be_deleted: vec![],
+            log_blocks_to_be_deleted: Some(BTreeMap::from([(key.to_string(), 0)])),
+        }]),
+        version: Some(1),
+    };
+    let base = BasePath::from_uri("file:///t/.hoodie/metadata");
+    for key in [
+        "file:/t/.hoodie/metadata",
+        "/t/.hoodie/metadata/",
+        "file:///t/.hoodie/metadata",
+    ] {
+        let r = resolve_plan(&mk(key, "files-0000"), &base).unwrap();
+        assert_eq!(r.log_blocks.len(), 1, "{key}");
+        assert_eq!(r.log_blocks[0].1, "files-0000");
+        assert!(r.deletes.is_empty());
+    }
+    assert!(resolve_plan(&mk("file:/t/.hoodie/metadata", ""), &base).is_err());
+    assert!(resolve_plan(&mk("file:/t/.hoodie", "files-0000"), &base).is_err());
+    assert!(resolve_plan(&mk("file:/t/.hoodie/metadata/files", "files-0000"), &base).is_err());
+    let s3 = BasePath::from_uri("s3://b/t/.hoodie/metadata");
+    assert!(resolve_plan(&mk("s3a://b/t/.hoodie/metadata", "files-0000"), &s3).is_ok());
+    assert!(resolve_plan(&mk("s3a://c/t/.hoodie/metadata", "files-0000"), &s3).is_err());
+    assert!(resolve_plan(&mk("gs://b/t/.hoodie/metadata", "files-0000"), &s3).is_err());
+}
+
 /// Version 5 merge-on-read: an APPEND marker names the slice's base file, which need not exist
 /// (a slice of log files only), so a missing base file is no "marker without a file"; a CREATE
 /// marker whose file is missing still is.

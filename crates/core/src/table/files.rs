@@ -190,6 +190,35 @@ impl BasePath {
         }
     }
 
+    /// The base path itself, qualified as [`Self::render_qualified`] renders a path (the key
+    /// Hudi 0.13's listing-based plan gives a write stat without a path).
+    pub fn qualified_root(&self) -> String {
+        match self.scheme {
+            None => format!("file:{}", self.path),
+            Some(_) => self.to_string(),
+        }
+    }
+
+    /// Whether an absolute path found in a plan names the base path itself (with or without
+    /// scheme or a trailing slash), which [`Self::resolve`] refuses.
+    pub fn is_root(&self, abs: &str) -> bool {
+        let abs = abs.trim_end_matches('/');
+        let (scheme, rest) = match abs.split_once(':') {
+            Some((s, r)) if !s.contains('/') => (Some(s), r),
+            _ => (None, abs),
+        };
+        match (scheme, &self.scheme) {
+            (None, None) => rest == self.path,
+            (Some("file"), None) => rest.strip_prefix("//").unwrap_or(rest) == self.path,
+            (Some(s), Some(own)) if same_scheme(s, own) => {
+                rest.strip_prefix("//")
+                    .and_then(|r| r.strip_prefix(self.authority.as_str()))
+                    == Some(self.path.as_str())
+            }
+            _ => false,
+        }
+    }
+
     /// The table-relative path of an absolute path found in a plan. Accepts the path with or
     /// without scheme (`file:/t/x`, `file:///t/x`, `/t/x`, `s3a://b/t/x` for `s3://b/t`), and
     /// refuses anything outside the base path.

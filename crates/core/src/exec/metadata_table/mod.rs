@@ -9,6 +9,9 @@
 //! - [`v6`]: the same on a table-version-6 table, as Hudi 0.15 does it: a metadata-table
 //!   deltacommit at R recording the rollback (an HFile data block of files-partition records
 //!   for merge-on-read), then the rollback of its deltacommit T at `R006`.
+//! - [`v5`]: the same on a table-version-5 table, as Hudi 0.13 does it: a pending deltacommit T
+//!   rolled back first at a fresh instant, then a deltacommit at R recording the rollback (the
+//!   deleted files marked deleted when T completed there); T itself stays.
 //! - [`restore`]: what a restore does to it: restore it to the same point (Hudi 1.x; on table
 //!   version 6 as Hudi 0.15 does, with [`v6_restore`]'s sync deltacommit), or delete it for the
 //!   next writer to rebuild.
@@ -22,6 +25,7 @@ pub(crate) mod files_partition;
 pub(crate) mod restore;
 pub(super) mod rollback;
 mod sync;
+pub(super) mod v5;
 pub(super) mod v6;
 pub(super) mod v6_restore;
 

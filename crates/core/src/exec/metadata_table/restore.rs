@@ -116,7 +116,7 @@ pub(in crate::exec) async fn metadata_table_plan(
     if config.version == TableVersion::V5 {
         // Whatever is there (a metadata table, or what one left behind): what Hudi 0.13's
         // restore does with it has not been checked, so nothing is deleted or restored.
-        let reason = super::rollback::v5_metadata_table_refusal(table)
+        let reason = super::rollback::v5_metadata_table_restore_refusal(table)
             .await?
             .unwrap_or_else(|| {
                 "this table version 5 (Hudi 0.12/0.13) table has what a metadata table left behind (.hoodie/metadata/ without its hoodie.properties, or .hoodie/hoodie.properties.backup); hudi-keeper does not restore such a table, since what Hudi 0.13 does with them has not been checked: restore it with Hudi 0.13, or remove them first".into()

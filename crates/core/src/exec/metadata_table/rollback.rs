@@ -1,6 +1,5 @@
 //! The metadata table's part of a data-table rollback.
 
-use std::collections::BTreeMap;
 use std::time::Instant as Clock;
 
 use tracing::{info_span, Instrument};
@@ -10,6 +9,7 @@ use crate::exec::steps::{
     avro_err, list_data_files, pending_rollbacks, plan_err, refused, RollbackOptions, Wanted,
 };
 use crate::exec::timeline_ops::{create_if_absent, timeline_file};
+use crate::format::rollback::RollbackMetadata;
 use crate::plan::rollback::{plan_rollback, PlanInput, PlanTarget};
 use crate::table::files::BasePath;
 use crate::table::{Table, TableType, TableVersion};
@@ -24,16 +24,21 @@ pub(in crate::exec) async fn metadata_table_refusal(
     t: &str,
     r: Option<&str>,
 ) -> Result<Option<String>, Error> {
-    if let Some(reason) = v5_metadata_table_refusal(table).await? {
-        return Ok(Some(reason));
-    }
     if !table.config().metadata_table_enabled() {
+        if table.config().version == TableVersion::V5 && table.metadata_table().await?.is_some() {
+            return Ok(Some(
+                "this table version 5 (Hudi 0.12/0.13) table has a metadata table (.hoodie/metadata) that its hoodie.properties lists no partition of; whether Hudi 0.13 keeps that one in step has not been checked, so hudi-keeper leaves the table to Hudi 0.13".into(),
+            ));
+        }
         return Ok(None);
     }
     let Some(mdt) = table.metadata_table().await? else {
         return Ok(None);
     };
     let timeline = mdt.timeline().await?;
+    if table.config().version == TableVersion::V5 {
+        return super::v5::refusal(table, &mdt, &timeline, t, r).await;
+    }
     if table.config().version.is_0x() {
         return super::v6::refusal(&mdt, &timeline, t, r).await;
     }
@@ -44,14 +49,10 @@ pub(in crate::exec) async fn metadata_table_refusal(
     Ok(compacted_after(&timeline, t))
 }
 
-/// Why a table-version-5 table with a metadata table is not rolled back or restored: Hudi 0.13
-/// records a rollback in its metadata table differently from 0.15 (files-partition records that
-/// mark the rolled-back files deleted when the failed write reached the metadata table, and no
-/// rollback of the metadata table's own deltacommit: `HoodieBackedTableMetadataWriter.update(
-/// HoodieRollbackMetadata)` and `HoodieTableMetadataUtil.processRollbackMetadata` in 0.13.1), and
-/// no 0.13 table with a metadata table was available to check hudi-keeper against: Hudi 0.13.1's
-/// Java client writes none (docs/compatibility.md). `None` on other versions and without one.
-pub(in crate::exec) async fn v5_metadata_table_refusal(
+/// Why a table-version-5 table with a metadata table (or what one left behind) is not
+/// restored: what Hudi 0.13's restore does to its metadata table has not been checked against
+/// Hudi 0.13 (its rollbacks have: [`super::v5`]). `None` on other versions and without one.
+pub(in crate::exec) async fn v5_metadata_table_restore_refusal(
     table: &Table,
 ) -> Result<Option<String>, Error> {
     if table.config().version != TableVersion::V5 {
@@ -62,7 +63,7 @@ pub(in crate::exec) async fn v5_metadata_table_refusal(
         return Ok(None);
     }
     Ok(Some(
-        "this table version 5 (Hudi 0.12/0.13) table has a metadata table; hudi-keeper does not roll back or restore those yet (Hudi 0.13 records a rollback there differently from 0.15, and that has not been checked against Hudi 0.13); roll it back with Hudi 0.13".into(),
+        "this table version 5 (Hudi 0.12/0.13) table has a metadata table; hudi-keeper rolls back its failed writes as Hudi 0.13 does, but does not restore it yet (what Hudi 0.13's restore does to the metadata table has not been checked against Hudi 0.13); restore it with Hudi 0.13".into(),
     ))
 }
 
@@ -119,12 +120,13 @@ pub(in crate::exec) fn compacted_after(timeline: &Timeline, t: &str) -> Option<S
 
 /// Roll back the metadata table's deltacommit of `t` with the same rollback instant `r`, as Hudi
 /// 1.x does (listing-based: its log files named with `t` are deleted); on table version 6 as
-/// Hudi 0.15 does ([`super::v6`], which writes `records` into the `files` partition).
+/// Hudi 0.15 does ([`super::v6`], which records the data table's rollback `metadata` in the
+/// `files` partition), on version 5 as Hudi 0.13 does ([`super::v5`]).
 pub(in crate::exec) async fn rollback_metadata_table(
     table: &Table,
     t: &str,
     r: &str,
-    records: &BTreeMap<String, BTreeMap<String, i64>>,
+    metadata: &RollbackMetadata,
     options: &RollbackOptions,
 ) -> Result<MetadataTableOutcome, Error> {
     if !table.config().metadata_table_enabled() {
@@ -133,11 +135,12 @@ pub(in crate::exec) async fn rollback_metadata_table(
     let Some(mdt) = table.metadata_table().await? else {
         return Ok(MetadataTableOutcome::NotInUse);
     };
-    if let Some(reason) = v5_metadata_table_refusal(table).await? {
-        return Err(refused(table, t, reason));
+    if table.config().version == TableVersion::V5 {
+        return super::v5::roll_back(table, &mdt, t, r, metadata, options).await;
     }
     if table.config().version.is_0x() {
-        return super::v6::roll_back(table, &mdt, t, r, records, options).await;
+        let records = crate::plan::metadata_table::rollback_file_records(metadata);
+        return super::v6::roll_back(table, &mdt, t, r, &records, options).await;
     }
     let timeline = mdt.timeline().await?;
     let (pending, _) = pending_rollbacks(&mdt, &timeline).await?;

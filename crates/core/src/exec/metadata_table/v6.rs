@@ -34,9 +34,7 @@ use crate::format::commit::{
     json_deltacommit_metadata, json_schema_of, json_write_stats, AppendedLog,
 };
 use crate::format::log_block::{hfile_data_block, read_block_headers, BLOCK_TYPE_HFILE_DATA};
-use crate::format::metadata_record::{
-    files_record, LOG_BLOCK_SCHEMA_V6, METADATA_RECORD_SCHEMA_V6,
-};
+use crate::format::metadata_record::{files_record, log_block_schema, METADATA_RECORD_SCHEMA_V6};
 use crate::format::rollback::RollbackPlan;
 use crate::plan::metadata_table::{plan_completed_deltacommit_rollback, ROLLBACK_SUFFIX};
 use crate::protocol::markers::marker_dir;
@@ -418,7 +416,8 @@ async fn record_deltacommit(
 }
 
 /// Complete the metadata-table deltacommit `s` (its requested and inflight files exist): `rows`
-/// (files-partition records by key), if any, as one HFile data block appended to the `files`
+/// (files-partition records by key, in the block schema of the metadata table's version), if
+/// any, as one HFile data block appended to the `files`
 /// slice as a new log version (an earlier attempt's block is found through its marker and
 /// reused), then the completed file with that log file's write stat (none without rows), then
 /// its marker folder removed. Errors name `t`, the instant the deltacommit is written for.
@@ -435,7 +434,8 @@ pub(super) async fn complete_files_deltacommit(
         let slice = files_slice(mdt)
             .await?
             .map_err(|why| refused(mdt, t, why))?;
-        let block = hfile_data_block(s, LOG_BLOCK_SCHEMA_V6, rows).map_err(|e| {
+        let schema = log_block_schema(mdt.config().version.metadata_schema());
+        let block = hfile_data_block(s, schema, rows).map_err(|e| {
             refused(
                 mdt,
                 t,

@@ -434,10 +434,10 @@ async fn finish(
             format!("{reason}; rollback {r} stays pending"),
         ));
     }
-    // The metadata table, before the data table's timeline changes.
-    // Table version 6 records the rollback's log files in the metadata table's `files`
-    // partition, from the rollback metadata (the same that is completed below).
-    let records = crate::plan::metadata_table::rollback_file_records(&rollback_metadata(
+    // The metadata table, before the data table's timeline changes. Table versions 5 and 6
+    // record the rollback in the metadata table's `files` partition, from the rollback
+    // metadata (the same that is completed below).
+    let recorded = rollback_metadata(
         r,
         t,
         action,
@@ -445,8 +445,8 @@ async fn finish(
         resolved,
         rollback_log_files,
         run.started,
-    ));
-    let mdt = rollback_metadata_table(table, t, r, &records, run.options).await?;
+    );
+    let mdt = rollback_metadata_table(table, t, r, &recorded, run.options).await?;
     table.stop_point("after the metadata table's rollback", None)?;
 
     // The target's own timeline files: inflight first, then requested.

@@ -1,0 +1,270 @@
+//! The metadata table of a table-version-5 table (Hudi 0.12/0.13) in a data-table rollback of
+//! instant T at rollback instant R, as Hudi 0.13.1 does it
+//! (`tests/interop/observations/spark-0.13.md`, checked against its own rollbacks by the
+//! `spark-0.13` interop harness):
+//!
+//! 1. when the writer died inside its metadata-table write (T pending there), the metadata
+//!    table's write client rolls that deltacommit back first, under its EAGER policy, at a fresh
+//!    instant R' after R: listing-based, a rollback command block appended to the `files` slice
+//!    the write went to (its workload profile names it), T's timeline files removed;
+//! 2. a metadata-table deltacommit at R (requested, inflight, completed) recording the
+//!    rollback ([`crate::plan::metadata_table::v5::rollback_file_entries`]): the rollback's
+//!    command-block log files, and the files it deleted marked deleted when T completed in the
+//!    metadata table (or a metadata-table compaction completed at or after T). With no record (copy-on-write, T never there) the deltacommit has no block
+//!    and no write stats. A completed metadata-table deltacommit T is *not* rolled back (Hudi
+//!    0.14+ does that at `R006`): the deleted-file records cancel it.
+//!
+//! Blocks are HFile data blocks under Hudi 0.13's record schema
+//! ([`crate::format::metadata_record::LOG_BLOCK_SCHEMA_V5`]). Every step is resumable: a
+//! pending R' is resumed with its own plan, a completed deltacommit R is skipped, a block an
+//! earlier attempt wrote is found through its marker and reused.
+//!
+//! Refused before anything changes: metadata-table partitions other than `files` (not checked
+//! against Hudi 0.13), another pending metadata-table instant (it may be a live writer's),
+//! T older than the metadata table's timeline (Hudi 0.13 fails such a rollback), no `files`
+//! slice to record in, an unreadable workload profile of a pending T.
+
+use std::collections::BTreeMap;
+use std::time::Instant as Clock;
+
+use tracing::{info, info_span, Instrument};
+
+use super::execute::{execute_mdt, MetadataTableOutcome};
+use super::v6::{complete_files_deltacommit, files_slice, FILES};
+use crate::exec::steps::{
+    avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
+};
+use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::format::commit::json_workload_stats;
+use crate::format::metadata_record::{file_list_record_in, FILES_RECORD_TYPE};
+use crate::format::rollback::{RollbackMetadata, RollbackPlan};
+use crate::plan::metadata_table::v5::{plan_pending_deltacommit_rollback, rollback_file_entries};
+use crate::protocol::markers::marker_dir;
+use crate::storage::RelPath;
+use crate::table::files::BasePath;
+use crate::table::Table;
+use crate::timeline::{Action, State, Timeline};
+use crate::Error;
+
+/// Why the metadata table of a version-5 table cannot take the rollback of `t` (at `r`, when it
+/// is known) now; read before anything changes, and again under the lock right before the
+/// metadata table changes. See the module docs.
+pub(in crate::exec) async fn refusal(
+    table: &Table,
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+    r: Option<&str>,
+) -> Result<Option<String>, Error> {
+    let others: Vec<&str> = table
+        .config()
+        .metadata_partitions
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != FILES)
+        .collect();
+    if !others.is_empty() {
+        return Ok(Some(format!(
+            "this table version 5 (Hudi 0.12/0.13) table's metadata table has partitions besides `files` ({}); what Hudi 0.13 records there on rollback has not been checked, so hudi-keeper leaves it to Hudi 0.13",
+            others.join(", ")
+        )));
+    }
+    let (pending_rbs, _) = pending_rollbacks(mdt, timeline).await?;
+    for i in timeline.pending() {
+        let x = i.requested_time.as_str();
+        if i.action == Action::DeltaCommit && (Some(x) == r || x == t) {
+            // ours from an earlier attempt, or the failed write's own (rolled back first)
+            continue;
+        }
+        if i.action == Action::Rollback && pending_rbs.get(t).is_some_and(|p| p.instant == x) {
+            continue; // the metadata table's own rollback of t, resumed
+        }
+        let what = match i.action {
+            Action::Commit | Action::Compaction => "compaction",
+            Action::DeltaCommit => "deltacommit",
+            other => other.as_str(),
+        };
+        return Ok(Some(format!(
+            "the metadata table has a pending {what} {x} (a writer stopped during its metadata-table write, or a table service is running). Hudi 0.13 rolls pending metadata-table deltacommits back before it records a rollback there; hudi-keeper leaves that to Hudi: the next Hudi write to this table does it, after which hudi-keeper can roll this instant back"
+        )));
+    }
+    let first = timeline
+        .instants()
+        .iter()
+        .filter(|i| matches!(i.action, Action::DeltaCommit | Action::Commit))
+        .map(|i| i.requested_time.as_str())
+        .min();
+    if let Some(first) = first.filter(|f| t < *f) {
+        return Ok(Some(format!(
+            "the metadata table's timeline starts at {first}, after this instant: its records of the instant were archived, and Hudi 0.13 fails such a rollback; roll it back with Hudi after rebuilding the metadata table"
+        )));
+    }
+    if let Err(why) = files_slice(mdt).await? {
+        return Ok(Some(why));
+    }
+    if !pending_rbs.contains_key(t) && pending_only(timeline, t) {
+        if let Err(why) = pending_plan(mdt, timeline, t).await? {
+            return Ok(Some(why));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether the metadata table counts `t` as synced, as Hudi 0.13's
+/// `HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)` decides (its `wasSynced`):
+/// its deltacommit of `t` completed, or a metadata-table compaction completed at or after `t`
+/// (which may hold its records even when the deltacommit itself was archived).
+fn synced(timeline: &Timeline, t: &str) -> bool {
+    let completed = timeline
+        .find(t)
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending());
+    let compacted = timeline
+        .completed()
+        .filter(|i| i.action == Action::Commit)
+        .map(|i| i.requested_time.as_str())
+        .max()
+        .is_some_and(|c| t <= c);
+    completed || compacted
+}
+
+/// Whether the metadata table has `t` only as a pending deltacommit.
+fn pending_only(timeline: &Timeline, t: &str) -> bool {
+    let mut found = timeline.find(t).peekable();
+    found.peek().is_some() && found.all(|i| i.is_pending() && i.action == Action::DeltaCommit)
+}
+
+/// The plan of the metadata table's rollback of its pending deltacommit `t` (Hudi 0.13's
+/// listing-based plan), or why it cannot be made.
+async fn pending_plan(
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+) -> Result<Result<RollbackPlan, String>, Error> {
+    let inflight = timeline
+        .find(t)
+        .filter(|i| i.action == Action::DeltaCommit)
+        .find_map(|i| i.file(State::Inflight));
+    let stats = match inflight {
+        None => Vec::new(),
+        Some(f) => match json_workload_stats(&mdt.storage().get(&f.path).await?) {
+            Ok(s) => s,
+            Err(why) => {
+                return Ok(Err(format!(
+                    "the metadata table's pending deltacommit `{}` is unreadable ({why}), so the block its writer appended cannot be found",
+                    f.path
+                )))
+            }
+        },
+    };
+    let slice = match files_slice(mdt).await? {
+        Ok(s) => s,
+        Err(why) => return Ok(Err(why)),
+    };
+    let named = list_data_files(mdt.storage(), &Wanted::of([t.to_string()], [])).await?;
+    let named: Vec<RelPath> = named.into_iter().map(|f| f.path).collect();
+    let latest = BTreeMap::from([((FILES.to_string(), slice.file_id), slice.base_instant)]);
+    let base = BasePath::from_uri(mdt.uri());
+    Ok(
+        plan_pending_deltacommit_rollback(t, &[FILES.to_string()], &stats, &named, &latest, &base)
+            .map_err(|e| e.to_string()),
+    )
+}
+
+/// The metadata table's part of rolling back `t` at `r` on table version 5 (see the module
+/// docs), with the data table's rollback `metadata` (the same that is completed after it).
+pub(in crate::exec) async fn roll_back(
+    table: &Table,
+    mdt: &Table,
+    t: &str,
+    r: &str,
+    metadata: &RollbackMetadata,
+    options: &RollbackOptions,
+) -> Result<MetadataTableOutcome, Error> {
+    let timeline = mdt.timeline().await?;
+    if let Some(reason) = refusal(table, mdt, &timeline, t, Some(r)).await? {
+        return Err(refused(table, t, reason));
+    }
+    let pre_step = roll_back_pending_deltacommit(table, mdt, t, options).await?;
+    mdt.stop_point(
+        "after the metadata table's pending deltacommit was rolled back",
+        None,
+    )?;
+    let timeline = mdt.timeline().await?;
+    if !timeline
+        .find(r)
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending())
+    {
+        let failed_in_mdt = synced(&timeline, t);
+        let schema = mdt.config().version.metadata_schema();
+        let rows: BTreeMap<String, Vec<u8>> = rollback_file_entries(metadata, failed_in_mdt)
+            .iter()
+            .map(|(key, files)| {
+                let entries = files.iter().map(|(n, s, d)| (n.as_str(), *s, *d));
+                file_list_record_in(schema, key, FILES_RECORD_TYPE, entries)
+            })
+            .collect();
+        for state in [State::Requested, State::Inflight] {
+            let path = timeline_file(mdt.config(), r, None, Action::DeltaCommit, state)?;
+            create_if_absent(mdt.storage(), &path, Vec::new()).await?;
+        }
+        complete_files_deltacommit(mdt, &timeline, t, r, &rows)
+            .instrument(info_span!("metadata_table", deltacommit = %r))
+            .await?;
+        info!(
+            records = rows.len(),
+            deleted_files_recorded = failed_in_mdt,
+            "rollback recorded in the metadata table"
+        );
+    }
+    mdt.stop_point("after the metadata table's deltacommit", None)?;
+    // The marker folders of the deltacommit at R and of the failed write's own metadata-table
+    // write (Hudi removes it with the pending deltacommit), also those a run stopped after
+    // completing left behind.
+    for instant in [r, t] {
+        delete_folder(mdt.storage(), &marker_dir(instant)?).await?;
+    }
+    Ok(if pre_step {
+        MetadataTableOutcome::RolledBack
+    } else {
+        MetadataTableOutcome::Recorded
+    })
+}
+
+/// Step 1 of the module docs: the metadata table's rollback of its pending deltacommit `t` at a
+/// fresh instant after every instant of both timelines (so after R), resumed when a run
+/// stopped inside it. Whether it did anything.
+async fn roll_back_pending_deltacommit(
+    table: &Table,
+    mdt: &Table,
+    t: &str,
+    options: &RollbackOptions,
+) -> Result<bool, Error> {
+    let timeline = mdt.timeline().await?;
+    let (pending, _) = pending_rollbacks(mdt, &timeline).await?;
+    let started = Clock::now();
+    if let Some(p) = pending.get(t) {
+        execute_mdt(mdt, t, &p.instant, &p.plan, p.state, options, started)
+            .instrument(info_span!("metadata_table", rollback_instant = %p.instant))
+            .await?;
+        return Ok(true);
+    }
+    if !pending_only(&timeline, t) {
+        return Ok(false);
+    }
+    let plan = pending_plan(mdt, &timeline, t)
+        .await?
+        .map_err(|why| refused(table, t, why))?;
+    let parent = table.timeline().await?;
+    let p = new_instant_time(&[&timeline, &parent], mdt.zone());
+    let path = timeline_file(mdt.config(), &p, None, Action::Rollback, State::Requested)?;
+    let bytes = plan.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
+    mdt.stop_point(
+        "before the metadata table's rollback of the pending deltacommit",
+        None,
+    )?;
+    create_if_absent(mdt.storage(), &path, bytes).await?;
+    execute_mdt(mdt, t, &p, &plan, State::Requested, options, started)
+        .instrument(info_span!("metadata_table", rollback_instant = %p))
+        .await?;
+    Ok(true)
+}
