@@ -126,6 +126,9 @@ impl Knowledge {
 
     /// The class of the file at `path` written by `instant`.
     pub fn classify(&self, path: &str, instant: &str) -> Verdict {
+        if let Some(v) = in_hoodie_like_folder(path) {
+            return v;
+        }
         if let Some(r) = self.rollback_files.get(path) {
             return verdict(
                 Class::Committed,
@@ -203,6 +206,9 @@ impl Knowledge {
         path: &str,
         instants: impl IntoIterator<Item = &'a str>,
     ) -> Verdict {
+        if let Some(v) = in_hoodie_like_folder(path) {
+            return v;
+        }
         if let Some(r) = self.rollback_files.get(path) {
             return verdict(
                 Class::Committed,
@@ -232,6 +238,19 @@ impl Knowledge {
             .min_by_key(|v| v.class)
             .unwrap_or_else(|| verdict(Class::Unknown, "a log file without readable blocks"))
     }
+}
+
+/// A file in a top-level folder named like Hudi's own (`.hoodie-old/`, `.hoodie.bak/`: a copy of
+/// `.hoodie` an operator keeps): never a partition of this table, and its metadata-table files
+/// carry this table's instants, so whatever they are named, they are unknown (never repaired).
+fn in_hoodie_like_folder(path: &str) -> Option<Verdict> {
+    let (top, _) = path.split_once('/')?;
+    (top.starts_with(".hoodie") && top != ".hoodie").then(|| {
+        verdict(
+            Class::Unknown,
+            format!("inside `{top}/`, a folder named like Hudi's `.hoodie` (a copy of it?), not a partition: left alone"),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -288,6 +307,32 @@ mod tests {
         assert_eq!(c("20240106000000000"), Class::Unknown);
         assert_eq!(c("00000000000001"), Class::Unknown);
         assert_eq!(c("00000000000000000"), Class::Unknown);
+    }
+
+    /// A copy of `.hoodie` an operator keeps beside it (`.hoodie-old/`, `.hoodie.bak/`) holds
+    /// metadata-table files named with instants of this table: never a partition, never repaired.
+    #[test]
+    fn files_in_a_folder_named_like_hoodie_are_unknown_whatever_their_instant() {
+        let k = knowledge();
+        for dir in [".hoodie-old", ".hoodie.bak", ".hoodie_backup"] {
+            let path = format!("{dir}/metadata/files/.files-0000_20240104000000000.log.1_0-0-0");
+            let v = k.classify(&path, "20240104000000000");
+            assert_eq!(v.class, Class::Unknown, "{path}: {}", v.reason);
+            assert!(v.reason.contains(dir), "{}", v.reason);
+            let v = k.classify_blocks(&path, ["20240104000000000"]);
+            assert_eq!(v.class, Class::Unknown, "{path}: {}", v.reason);
+        }
+        // A partition that merely starts with a dot, or contains `.hoodie` deeper, is classified.
+        for path in [
+            ".p/f_0-0-0_20240104000000000.parquet",
+            "p/.hoodie-x/f_0-0-0_20240104000000000.parquet",
+        ] {
+            assert_eq!(
+                k.classify(path, "20240104000000000").class,
+                Class::RollbackLeftover,
+                "{path}"
+            );
+        }
     }
 
     #[test]
