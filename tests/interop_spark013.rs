@@ -3,8 +3,9 @@
 //! writes the table and a SIGKILLed writer leaves a failed write; hudi-keeper rolls it back; the
 //! result must equal Hudi 0.13.1's own rollback of the same table (`diff.py --task-tokens`), Hudi
 //! 0.13.1's Spark validator must pass on it (metadata table against the disk, every block read,
-//! snapshot queries with and without the metadata table, a follow-up commit), and a Hudi 0.15
-//! writer must upgrade it, commit and pass its own validator.
+//! snapshot queries with and without the metadata table, a follow-up commit), hudi-keeper's audit
+//! must find the metadata table in step and nothing but committed files (on Hudi's own rollback
+//! too), and a Hudi 0.15 writer must upgrade it, commit and pass its own validator.
 //!
 //! CI runs [`CI_SET`]; [`FULL_SET`] adds the rest with HUDI_KEEPER_INTEROP_FULL=1
 //! (tests/interop/README.md, "Which cases run where").
@@ -72,6 +73,12 @@ fn roll_back_one(scenario: &str, work: &Path) -> Result<String, String> {
             stdout(&diff)
         ));
     }
+    // hudi-keeper's audit reads Hudi 0.13's metadata table as it reads its own: no drift, and
+    // every data file committed (the failed log files a MOR rollback voids in place included),
+    // on this table and on Hudi 0.13.1's own rollback.
+    for t in [&ours, &reference] {
+        audit_is_clean(t)?;
+    }
     let verify = spark013_sh(&["verify", ours.to_str().expect("utf-8")]);
     if !verify.status.success() {
         return Err(format!(
@@ -101,6 +108,34 @@ fn roll_back_one(scenario: &str, work: &Path) -> Result<String, String> {
             }
         }
     }
+}
+
+/// `hudi-keeper audit --json` of `table`: the metadata table checked and in step with the store,
+/// and no data file of any class but committed.
+fn audit_is_clean(table: &Path) -> Result<(), String> {
+    let out = common::run(&["audit", table.to_str().expect("utf-8"), "--json"]);
+    if !out.status.success() {
+        return Err(format!("audit failed: {}", stderr(&out)));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).map_err(|e| format!("audit JSON: {e}"))?;
+    let m = &v["metadata_table"];
+    let drift = ["missing_from_store", "not_listed", "listed_not_committed"]
+        .iter()
+        .any(|k| m[k].as_u64() != Some(0));
+    if m["checked"] != true || drift {
+        return Err(format!("audit of {}: metadata table {m}", table.display()));
+    }
+    for class in ["pending", "rollback_leftover", "orphan", "unknown"] {
+        if v["classes"][class]["files"].as_u64() != Some(0) {
+            return Err(format!(
+                "audit of {}: {class} files {}",
+                table.display(),
+                v["classes"]
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn roll_back_all(scenarios: &[&str]) {

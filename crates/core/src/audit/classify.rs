@@ -124,6 +124,15 @@ impl Knowledge {
                 .is_some_and(|k| self.command_blocked.contains_key(&k))
     }
 
+    /// [`Self::undone_in_place`] for a log file holding blocks of each of `instants` (table
+    /// version 5, where a rollback voids a failed write's blocks with a command block and keeps
+    /// the file): every one of them undone so. No instant: false.
+    pub fn blocks_all_undone_in_place(&self, path: &str, instants: &[String]) -> bool {
+        self.blocks_undone_in_place
+            && !instants.is_empty()
+            && instants.iter().all(|i| self.undone_in_place(path, i))
+    }
+
     /// The class of the file at `path` written by `instant`.
     pub fn classify(&self, path: &str, instant: &str) -> Verdict {
         if let Some(v) = in_hoodie_like_folder(path) {
@@ -333,6 +342,19 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    #[test]
+    fn a_version_5_log_file_is_undone_in_place_only_when_all_its_blocks_are() {
+        let mut k = knowledge();
+        let path = "p/.f1_20240101000000000.log.2_0-1-1";
+        let t = "20240104000000000".to_string();
+        assert!(!k.blocks_all_undone_in_place(path, std::slice::from_ref(&t)));
+        k.blocks_undone_in_place = true;
+        assert!(k.blocks_all_undone_in_place(path, std::slice::from_ref(&t)));
+        assert!(!k.blocks_all_undone_in_place(path, &[t.clone(), "20240105000000000".into()]));
+        assert!(!k.blocks_all_undone_in_place(path, &[]));
+        assert!(!k.blocks_all_undone_in_place("p/.f9_20240101000000000.log.2_0-1-1", &[t]));
     }
 
     #[test]

@@ -37,6 +37,12 @@ const BLOCK_TYPE_DELETE: i32 = 1;
 /// The content of a delete block with no keys (version 3, then an Avro array of 0 items), as
 /// Hudi 0.15 writes it into every new metadata-table file group.
 const EMPTY_DELETE_BLOCK: &[u8] = &[0, 0, 0, 3, 0, 0, 0, 1, 0];
+/// The same as Hudi 0.13 writes it (table version 5; seen in every `files` file group its Spark
+/// writer created): version 2, then 48 bytes of Kryo holding an empty
+/// `org.apache.hudi.common.model.DeleteRecord[]` (the class name, its last character `;` with
+/// the high bit set, then the array's length + 1 = 1).
+const EMPTY_DELETE_BLOCK_V2: &[u8] =
+    b"\0\0\0\x02\0\0\0\x30\x01\x00[Lorg.apache.hudi.common.model.DeleteRecord\xbb\x01\x01";
 
 /// How much of the `files` file slice is read into memory; past any of them the slice is not
 /// read (the caller learns why).
@@ -350,7 +356,9 @@ impl SliceReading {
                     blocks.push(LogBlock::Data { instant, records });
                 }
                 // The empty delete block Hudi writes when it creates a file group: no keys.
-                BLOCK_TYPE_DELETE if b.content == EMPTY_DELETE_BLOCK => {
+                BLOCK_TYPE_DELETE
+                    if b.content == EMPTY_DELETE_BLOCK || b.content == EMPTY_DELETE_BLOCK_V2 =>
+                {
                     blocks.push(LogBlock::Data {
                         instant,
                         records: Vec::new(),
