@@ -13,6 +13,11 @@
 #                                      JSON report; exit 1 on a failed check)
 #   run.sh mdt-dump <dir>              the metadata table's timeline and every block of its files
 #                                      partition (JSON; read-only)
+#   run.sh savepoint <dir> <instant>   Hudi 0.13.1's savepoint of a completed commit (in place; JSON)
+#   run.sh restore <dir> <instant> [--savepoint|--to-instant]
+#                                      Hudi 0.13.1's restoreToSavepoint (default) or
+#                                      restoreToInstant(<instant>, true) (in place; JSON; exit 1 and
+#                                      "restore to ... failed: <exception>" last on stderr when refused)
 #
 # scenarios (the harness grammar, ../README.md; short names in brackets):
 #   cow-mdt-direct [cow-mdt], mor-mdt-direct [mor-mdt]   killed after the write, before its commit: the
@@ -222,6 +227,30 @@ cmd_verify() {
   return $rc
 }
 
+cmd_savepoint() {
+  [[ $# == 2 ]] || die "usage: run.sh savepoint <dir> <instant>"
+  [[ -f "$1/scenario.json" ]] || die "$1/scenario.json missing (savepoint needs the scenario of the table)"
+  cmd_build
+  log "savepoint $2 of $1"
+  hj savepoint --dir "$1" --instant "$2"
+}
+
+# Hudi's own restore of <dir> to <instant>: restoreToSavepoint (default) or restoreToInstant.
+cmd_restore() {
+  local usage="usage: run.sh restore <dir> <instant> [--savepoint|--to-instant]"
+  [[ $# == 2 || $# == 3 ]] || die "$usage"
+  local dir="$1" instant="$2" mode
+  case "${3:---savepoint}" in
+    --savepoint) mode=savepoint ;;
+    --to-instant) mode=instant ;;
+    *) die "$usage" ;;
+  esac
+  [[ -f "$dir/scenario.json" ]] || die "$dir/scenario.json missing (restore needs the scenario of the table)"
+  cmd_build
+  log "restore $dir to $instant ($mode)"
+  hj restore --dir "$dir" --instant "$instant" --mode "$mode"
+}
+
 cmd_mdt_dump() {
   [[ $# == 1 ]] || die "usage: run.sh mdt-dump <dir>"
   cmd_build
@@ -237,5 +266,7 @@ case "$cmd" in
   rollback) cmd_rollback "$@" ;;
   verify) cmd_verify "$@" ;;
   mdt-dump) cmd_mdt_dump "$@" ;;
-  *) sed -n '2,25p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+  savepoint) cmd_savepoint "$@" ;;
+  restore) cmd_restore "$@" ;;
+  *) sed -n '2,30p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac

@@ -42,6 +42,11 @@ import java.util.TreeMap;
  *   verify   --dir D --expect F [--followup true|false]   read the table back with Hudi 0.13.1 (JSON report)
  *   mdt-dump --dir D                the metadata table: its timeline, and every log block of its files
  *                                   partition with the file entries each record holds (JSON)
+ *   savepoint --dir D --instant T   Hudi's own savepoint of completed commit T (user "interop", comment
+ *                                   "harness"; JSON summary)
+ *   restore  --dir D --instant T [--mode savepoint|instant]   Hudi's own restore: restoreToSavepoint(T)
+ *                                   (default) or restoreToInstant(T, true); JSON summary, exit 1 (and the
+ *                                   exception on stderr) when Hudi refuses or fails
  * </pre>
  * Scenarios use the harness grammar (Scenario); this module makes {@code (cow|mor)-(mdt|nomdt)-direct}
  * with an optional {@code -mdtdone}, {@code -mdtinflight} or {@code -requested}.
@@ -81,6 +86,9 @@ public final class Main {
       case "verify" -> rc = SparkVerify.run(new File(req(opts, "dir")), new File(req(opts, "expect")),
           Boolean.parseBoolean(opts.getOrDefault("followup", "true")));
       case "mdt-dump" -> rc = MdtDump.run(new File(req(opts, "dir")));
+      case "savepoint" -> rc = savepoint(new File(req(opts, "dir")), req(opts, "instant"));
+      case "restore" -> rc = restore(new File(req(opts, "dir")), req(opts, "instant"),
+          opts.getOrDefault("mode", "savepoint"));
       default -> {
         usage();
         rc = 2;
@@ -96,7 +104,8 @@ public final class Main {
 
   private static void usage() {
     System.err.println("usage: Main info | commits --dir D --scenario S | fail --dir D | rollback --dir D"
-        + " | scenario-set --dir D --json J | verify --dir D --expect F [--followup true|false] | mdt-dump --dir D");
+        + " | scenario-set --dir D --json J | verify --dir D --expect F [--followup true|false] | mdt-dump --dir D"
+        + " | savepoint --dir D --instant T | restore --dir D --instant T [--mode savepoint|instant]");
     System.exit(2);
   }
 
@@ -444,5 +453,156 @@ public final class Main {
         Thread.sleep(250);
       }
     }
+  }
+
+  /**
+   * Hudi's own savepoint of completed commit {@code instant} ({@code savepoint(instant, "interop",
+   * "harness")}), with the module's write config (metadata table on, OCC, the traced file-system lock).
+   * Prints a JSON summary: the savepoint instant, its files per partition (from its metadata), timing, and
+   * both timelines after.
+   */
+  @SuppressWarnings({"rawtypes"})
+  static int savepoint(File dir, String instant) throws Exception {
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    session(false);
+    ObjectNode n = JSON.createObjectNode();
+    n.put("hudi_version", hudiVersion());
+    n.put("spark_version", spark.version());
+    n.set("mdt_timeline_before", JSON.valueToTree(mdtInstants(base, dir)));
+    long t0 = System.currentTimeMillis();
+    try (SparkRDDWriteClient client = new SparkRDDWriteClient<>(engine(), writeConfig(s, base, null))) {
+      client.savepoint(instant, "interop", "harness");
+    } catch (Exception e) {
+      return failed("savepoint of " + instant, e);
+    }
+    n.put("savepoint_ms", System.currentTimeMillis() - t0);
+    n.put("savepoint", instant);
+    HoodieTableMetaClient mc = metaClient(base);
+    ObjectNode files = n.putObject("savepointed_files");
+    for (HoodieInstant i : mc.getActiveTimeline().getSavePointTimeline().getInstants()) {
+      if (i.getTimestamp().equals(instant) && i.isCompleted()) {
+        var md = TimelineMetadataUtils.deserializeHoodieSavepointMetadata(mc.getActiveTimeline().getInstantDetails(i).get());
+        n.put("savepointed_by", md.getSavepointedBy());
+        n.put("comments", md.getComments());
+        for (var e : new TreeMap<>(md.getPartitionMetadata()).entrySet()) {
+          List<String> names = new ArrayList<>(e.getValue().getSavepointDataFile());
+          java.util.Collections.sort(names);
+          files.set(e.getKey(), JSON.valueToTree(names));
+        }
+      }
+    }
+    n.set("active_timeline", JSON.valueToTree(instants(mc)));
+    n.set("mdt_timeline_after", JSON.valueToTree(mdtInstants(base, dir)));
+    OUT.println(JSON.writeValueAsString(n));
+    return 0;
+  }
+
+  /**
+   * Hudi's own restore with the module's write config (metadata table on, OCC, LAZY, the traced lock),
+   * through SparkRDDWriteClient: {@code mode} savepoint: {@code restoreToSavepoint(instant)}; instant:
+   * {@code restoreToInstant(instant, true)} (true = the write config's hoodie.metadata.enable). Waits for
+   * expired heartbeats first, as {@link #rollback} does. Prints a JSON summary (the fields of ../run.sh
+   * restore, plus both metadata-table timelines and the restore's metadata); on failure prints the
+   * exception with its causes to stderr and returns 1.
+   */
+  @SuppressWarnings({"rawtypes"})
+  static int restore(File dir, String instant, String mode) throws Exception {
+    if (!mode.equals("savepoint") && !mode.equals("instant")) {
+      throw new IllegalArgumentException("--mode must be savepoint or instant, got " + mode);
+    }
+    Scenario s = Scenario.load(dir);
+    String base = base(dir);
+    session(false);
+    waitForExpiredHeartbeats(new File(dir, ".hoodie/.heartbeat"));
+    HoodieWriteConfig cfg = writeConfig(s, base, null);
+    HoodieTableMetaClient mc = metaClient(base);
+    boolean mdtEnabled = cfg.isMetadataTableEnabled();
+    boolean mdtAvailable = !mc.getTableConfig().getMetadataPartitions().isEmpty();
+    List<String> restoresBefore = restoreInstants(mc);
+    List<String> timelineBefore = instants(mc);
+    List<String> mdtBefore = mdtInstants(base, dir);
+    long t0 = System.currentTimeMillis();
+    try (SparkRDDWriteClient client = new SparkRDDWriteClient<>(engine(), cfg)) {
+      if (mode.equals("savepoint")) {
+        client.restoreToSavepoint(instant);
+      } else {
+        client.restoreToInstant(instant, mdtEnabled);
+      }
+    } catch (Exception e) {
+      return failed("restore to " + instant + " (" + mode + ")", e);
+    }
+    long ms = System.currentTimeMillis() - t0;
+    mc = HoodieTableMetaClient.reload(mc);
+    List<String> restoresAfter = restoreInstants(mc);
+    List<String> newRestores = new ArrayList<>(restoresAfter);
+    newRestores.removeAll(restoresBefore);
+    ObjectNode n = JSON.createObjectNode();
+    n.put("hudi_version", hudiVersion());
+    n.put("spark_version", spark.version());
+    n.put("table_version", mc.getTableConfig().getTableVersion().versionCode());
+    n.put("mode", mode);
+    n.put("restored_to", instant);
+    n.put("metadata_table_enabled", mdtEnabled);
+    n.put("metadata_table_available_before", mdtAvailable);
+    n.set("restore_instants_new", JSON.valueToTree(newRestores));
+    n.set("restore_instants", JSON.valueToTree(restoresAfter));
+    n.put("restore_ms", ms);
+    ArrayNode rolledBack = n.putArray("instants_rolled_back");
+    ObjectNode childRollbacks = n.putObject("restore_metadata");
+    for (HoodieInstant i : mc.getActiveTimeline().getRestoreTimeline().filterCompletedInstants().getInstants()) {
+      if (!newRestores.contains(name(i))) {
+        continue;
+      }
+      var md = TimelineMetadataUtils.deserializeHoodieRestoreMetadata(mc.getActiveTimeline().getInstantDetails(i).get());
+      md.getInstantsToRollback().forEach(rolledBack::add);
+      ObjectNode o = childRollbacks.putObject(i.getTimestamp());
+      o.put("version", md.getVersion());
+      o.put("start_restore_time", md.getStartRestoreTime());
+      o.put("time_taken_ms", md.getTimeTakenInMillis());
+      o.set("instants_to_rollback", JSON.valueToTree(md.getInstantsToRollback()));
+      if (md.getRestoreInstantInfo() != null) {
+        ArrayNode info = o.putArray("restore_instant_info");
+        md.getRestoreInstantInfo().forEach(ii -> info.add(ii.getCommitTime() + "." + ii.getAction()));
+      }
+      ObjectNode per = o.putObject("rollbacks");
+      for (var e : new TreeMap<>(md.getHoodieRestoreMetadata()).entrySet()) {
+        ArrayNode a = per.putArray(e.getKey());
+        for (HoodieRollbackMetadata rm : e.getValue()) {
+          ObjectNode r = rollbackSummary(rm);
+          r.put("start_rollback_time", rm.getStartRollbackTime());
+          r.set("instants_rollback", JSON.valueToTree(rm.getInstantsRollback() == null ? List.of()
+              : rm.getInstantsRollback().stream().map(x -> x.getCommitTime() + "." + x.getAction()).toList()));
+          a.add(r);
+        }
+      }
+    }
+    n.set("active_timeline_before", JSON.valueToTree(timelineBefore));
+    n.set("active_timeline", JSON.valueToTree(instants(mc)));
+    n.set("pending", JSON.valueToTree(pending(mc)));
+    n.set("mdt_timeline_before", JSON.valueToTree(mdtBefore));
+    n.set("mdt_timeline_after", JSON.valueToTree(mdtInstants(base, dir)));
+    OUT.println(JSON.writeValueAsString(n));
+    return 0;
+  }
+
+  private static List<String> restoreInstants(HoodieTableMetaClient mc) {
+    List<String> out = new ArrayList<>();
+    for (HoodieInstant i : mc.reloadActiveTimeline().getRestoreTimeline().getInstants()) {
+      out.add(name(i));
+    }
+    return out;
+  }
+
+  /** Prints what failed, the stack and a last line "<what> failed: <exception>" plus its causes; returns 1. */
+  private static int failed(String what, Exception e) {
+    StringBuilder msg = new StringBuilder(what + " failed: " + e);
+    for (Throwable c = e.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+      msg.append("\n  caused by: ").append(c);
+    }
+    e.printStackTrace(System.err);
+    System.err.println(msg);
+    System.err.flush();
+    return 1;
   }
 }
