@@ -406,11 +406,12 @@ async fn v5_records_the_deleted_files_when_the_failed_write_completed_in_the_met
         .any(|k| k.starts_with(&format!("{m}/.hoodie/.temp"))));
 }
 
-/// Version 5: a metadata-table compaction completed at or after the failed instant counts it as
-/// synced, as Hudi 0.13 counts it (`wasSynced`), so the deleted files are recorded even without
-/// its completed deltacommit.
+/// Version 5: only a completed metadata-table deltacommit of the failed instant makes Hudi 0.13
+/// record the deleted files (`processRollbackMetadata`'s `containsInstant`); a metadata-table
+/// compaction at or after it does not (its writer's `wasSynced` can only drop them): the
+/// copy-on-write rollback's deltacommit at R stays empty.
 #[tokio::test]
-async fn v5_records_the_deleted_files_after_a_metadata_table_compaction_at_or_after_the_instant() {
+async fn v5_a_metadata_table_compaction_after_the_instant_does_not_make_it_synced() {
     let f = Fixture::build(Kind::CowV6, true).await;
     as_version_5(&f).await;
     let m = ".hoodie/metadata";
@@ -424,15 +425,12 @@ async fn v5_records_the_deleted_files_after_a_metadata_table_compaction_at_or_af
         .await
         .unwrap();
     assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
+    let r = &done[0].rollback_instant;
     let after = f.snapshot().await;
-    // (TF's own block stays in log version 3, never read: TF is not a completed instant.)
-    let log = format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0");
-    let records = v5_records(&after[&log]);
-    assert_eq!(
-        records["p1"][&format!("fg4-0_0-9-9_{TF}.parquet")],
-        (0, true),
-        "{records:?}"
-    );
+    let completed: serde_json::Value =
+        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
+    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    assert!(!after.contains_key(&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0")));
 }
 
 /// Version 5, the failed write never reached the metadata table (copy-on-write): an empty

@@ -10,7 +10,7 @@
 //! 2. a metadata-table deltacommit at R (requested, inflight, completed) recording the
 //!    rollback ([`crate::plan::metadata_table::v5::rollback_file_entries`]): the rollback's
 //!    command-block log files, and the files it deleted marked deleted when T completed in the
-//!    metadata table (or a metadata-table compaction completed at or after T). With no record (copy-on-write, T never there) the deltacommit has no block
+//!    metadata table. With no record (copy-on-write, T never there) the deltacommit has no block
 //!    and no write stats. A completed metadata-table deltacommit T is *not* rolled back (Hudi
 //!    0.14+ does that at `R006`): the deleted-file records cancel it.
 //!
@@ -110,21 +110,15 @@ pub(in crate::exec) async fn refusal(
     Ok(None)
 }
 
-/// Whether the metadata table counts `t` as synced, as Hudi 0.13's
-/// `HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)` decides (its `wasSynced`):
-/// its deltacommit of `t` completed, or a metadata-table compaction completed at or after `t`
-/// (which may hold its records even when the deltacommit itself was archived).
-fn synced(timeline: &Timeline, t: &str) -> bool {
-    let completed = timeline
+/// Whether Hudi 0.13 records the files a rollback of `t` deleted as deleted in the metadata
+/// table: when its active timeline holds `t` as a completed deltacommit
+/// (`HoodieTableMetadataUtil.processRollbackMetadata`, `containsInstant`). Its writer's
+/// `wasSynced` (that, or a metadata-table compaction at or after `t`) can only drop them again,
+/// never add them.
+pub(super) fn synced(timeline: &Timeline, t: &str) -> bool {
+    timeline
         .find(t)
-        .any(|i| i.action == Action::DeltaCommit && !i.is_pending());
-    let compacted = timeline
-        .completed()
-        .filter(|i| i.action == Action::Commit)
-        .map(|i| i.requested_time.as_str())
-        .max()
-        .is_some_and(|c| t <= c);
-    completed || compacted
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending())
 }
 
 /// Whether the metadata table has `t` only as a pending deltacommit.
