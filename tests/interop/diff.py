@@ -31,7 +31,7 @@ restoreToSavepoint/restoreToInstant), whose restore and child-rollback instant t
   restoreToSavepoint does when it cannot restore it): <ours> must have no .hoodie/metadata and no
   metadata partitions in hoodie.properties; the metadata tables are then not compared.
 
---task-tokens (rollback mode): metadata-table log files holding only HFile data blocks compare without
+--task-tokens: metadata-table log files holding only HFile data blocks compare without
 their write token: a Spark writer names them with its task's `<partition>-<stage>-<attempt>`, which
 hudi-keeper (like Hudi's Java client) writes as 0-0-0. Their log versions, blocks and the deltacommits
 naming them are still compared.
@@ -315,6 +315,24 @@ def log_blocks(path):
     return out
 
 
+def untokened_names(files, blocks):
+    """--task-tokens: basename -> basename without its write token, for the MDT log files that hold
+    only HFile data blocks (`blocks`: mdt_log_blocks of `files`)."""
+    out = {}
+    for f in files:
+        bl = blocks.get(f) or []
+        if bl and all(b.get("type") == "HFILE_DATA" for b in bl):
+            n = os.path.basename(f)
+            out[n] = re.sub(r"(\.log\.\d+)_\d+-\d+-\d+$", r"\1_<task>", n)
+    return out
+
+
+def renamed(ren, text):
+    for a, b in ren.items():
+        text = text.replace(a, b)
+    return text
+
+
 def side_times(names, known):
     """time -> placeholder for the 17-digit times in `names` that are not in `known`: R1, R2, ... in
     ascending order (a 20-digit suffixed time keeps its suffix: <R>006 -> R1006)."""
@@ -373,30 +391,13 @@ def diff_rollback_mdt(ours, hudis, known, report, diffs):
     mknown = (times_in(mo) & times_in(mh)) | known | \
         ({t for n in fo for t in TIME_RE.findall(n)} & {t for n in fh for t in TIME_RE.findall(n)})
     bo, bh = mdt_log_blocks(ours, fo), mdt_log_blocks(hudis, fh)
+    ren_o, ren_h = {}, {}
     if TASK_TOKENS:
-        def untokened(files, blocks):
-            """basename -> basename without its write token, for the files of data blocks only"""
-            out = {}
-            for f in files:
-                bl = blocks.get(f) or []
-                if bl and all(b.get("type") == "HFILE_DATA" for b in bl):
-                    n = os.path.basename(f)
-                    out[n] = re.sub(r"(\.log\.\d+)_\d+-\d+-\d+$", r"\1_<task>", n)
-            return out
-        ren_o, ren_h = untokened(fo, bo), untokened(fh, bh)
-
-        def rename(ren, text):
-            for a, b in ren.items():
-                text = text.replace(a, b)
-            return text
-        fo, fh = [rename(ren_o, n) for n in fo], [rename(ren_h, n) for n in fh]
-        bo = {rename(ren_o, f): b for f, b in bo.items()}
-        bh = {rename(ren_h, f): b for f, b in bh.items()}
-    else:
-        ren_o, ren_h = {}, {}
-
-        def rename(_ren, text):
-            return text
+        ren_o, ren_h = untokened_names(fo, bo), untokened_names(fh, bh)
+        fo, fh = [renamed(ren_o, n) for n in fo], [renamed(ren_h, n) for n in fh]
+        bo = {renamed(ren_o, f): b for f, b in bo.items()}
+        bh = {renamed(ren_h, f): b for f, b in bh.items()}
+    rename = renamed
 
     def header_times(blocks):
         return {v for bl in blocks.values() for blk in bl for k, v in blk.items()
@@ -496,6 +497,9 @@ def diff_restore(ours, hudis, restore_point, mdt_deleted=False):
     elif os.path.isdir(os.path.join(ours, mdt)) or os.path.isdir(os.path.join(hudis, mdt)):
         mo, mh = timeline_files(ours, mdt), timeline_files(hudis, mdt)
         fo, fh = mdt_data_files(ours), mdt_data_files(hudis)
+        if TASK_TOKENS:
+            fo = [renamed(untokened_names(fo, mdt_log_blocks(ours, fo)), n) for n in fo]
+            fh = [renamed(untokened_names(fh, mdt_log_blocks(hudis, fh)), n) for n in fh]
         mknown = (times_in(mo) & times_in(mh)) | known | \
             ({t for n in fo for t in TIME_RE.findall(n)} & {t for n in fh for t in TIME_RE.findall(n)})
         report["mdt_timeline"] = {"ours": normalize_times(mo, mknown), "hudis": normalize_times(mh, mknown)}

@@ -12,8 +12,8 @@ use hudi_keeper_core::Table;
 use hudi_keeper_test_support as common;
 use hudi_keeper_test_support::crash::Crash;
 use hudi_keeper_test_support::engine::{
-    assert_resumable, open, restore_instants, restore_options as opts, savepointed as fixture,
-    savepointed_with as build, tl,
+    as_version_5, assert_resumable, open, restore_instants, restore_options as opts,
+    savepointed as fixture, savepointed_with as build, tl,
 };
 use hudi_keeper_test_support::normalize::{normalize, Normalization};
 
@@ -87,6 +87,31 @@ async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_
 ) {
     let n = crash_at_every_call_after(Kind::MorV6, true, true, Some(T2)).await;
     eprintln!("mor v6 + metadata table, second restore: {n} injection points");
+}
+
+/// Table version 5 with a metadata table: the restore recorded there after its children, as
+/// Hudi 0.13 records it.
+#[tokio::test]
+async fn crash_at_any_storage_call_of_a_v5_restore_recorded_in_the_metadata_table_then_rerun_ends_alike(
+) {
+    let n = Crash {
+        build: async || {
+            let f = build(Kind::CowV6, true, false).await;
+            as_version_5(&f).await;
+            f
+        },
+        run: async |t: &Table| restore(t, T1, &opts(true), None).await.map(|_| ()),
+        how: Normalization::RESTORE,
+        count_files: true,
+    }
+    .at_every_call_checking(
+        async |f: &Fixture| (f.snapshot().await, restore_instants(&open(f).await).await),
+        async |f: &Fixture, (untouched, restores_before), failure: &str| {
+            assert_resumable(f, &untouched, &restores_before, failure).await
+        },
+    )
+    .await;
+    eprintln!("cow v5 + metadata table recorded: {n} injection points");
 }
 
 #[tokio::test]
@@ -321,4 +346,53 @@ async fn a_version_5_restore_of_a_failed_deltacommit_is_refused_fresh_or_resumed
         .unwrap_or_else(|e| e.to_string());
     assert!(err.contains("Hudi 0.13"), "{err}");
     assert_eq!(f.snapshot().await, before);
+}
+
+/// A restore stopped after one of its instants was entirely undone (its timeline files gone,
+/// its child rollback pending) and run again still records that instant: the completed restore
+/// names every instant of its plan with its child rollback's metadata, whichever storage call
+/// the first run failed at. (Before, a resumed restore recorded only the instants still on the
+/// timeline; on table version 5 its record in the metadata table then missed their deletions.)
+#[tokio::test]
+async fn a_resumed_restore_records_every_instant_it_undid_whenever_it_was_stopped() {
+    use hudi_keeper_core::format::restore::RestoreMetadata;
+    use hudi_keeper_core::storage::testing::FailMode;
+    let mut n = 1;
+    loop {
+        let f = build(Kind::CowV6, false, false).await;
+        let fail = Arc::new(FailNth::with_mode(&[], n, FailMode::After));
+        let first = match Table::open_storage(f.storage().with_interceptor(fail.clone())).await {
+            Ok(t) => restore(&t, T1, &opts(true), None).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if !fail.fired() {
+            assert!(first.is_ok());
+            break;
+        }
+        for k in f.snapshot().await.into_keys() {
+            if k.contains(".heartbeat/") {
+                f.delete(&k).await;
+            }
+        }
+        if first.is_err() {
+            restore(&open(&f).await, T1, &opts(true), None)
+                .await
+                .unwrap_or_else(|e| panic!("rerun after call {n}: {e}"));
+        }
+        let snap = f.snapshot().await;
+        let (_, bytes) = snap
+            .iter()
+            .find(|(k, _)| k.ends_with(".restore") && !k.contains("metadata/"))
+            .unwrap_or_else(|| panic!("no completed restore after call {n}"));
+        let md = RestoreMetadata::from_avro(bytes).unwrap();
+        let named: Vec<&String> = md.hoodie_restore_metadata.keys().collect();
+        assert_eq!(named.len(), 2, "after a failure at call {n}: {named:?}");
+        assert_eq!(
+            md.instants_to_rollback.len(),
+            2,
+            "after a failure at call {n}"
+        );
+        n += 1;
+    }
+    assert!(n > 20, "only {n} calls");
 }

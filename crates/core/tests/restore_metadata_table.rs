@@ -281,10 +281,117 @@ async fn a_restore_to_an_earlier_point_after_a_restore_restores_the_v6_metadata_
     restore_later_then_earlier_restores_the_metadata_table_twice(Kind::MorV6).await;
 }
 
-/// Table version 5 (Hudi 0.12/0.13): what Hudi 0.13's restore does with a metadata table, or
-/// with what one left behind (`.hoodie/metadata/` without its `hoodie.properties`), has not been
-/// checked against Hudi 0.13, so a restore that would delete or restore one is refused before
-/// anything changes, the preview too.
+/// Table version 5 (Hudi 0.12/0.13) with a metadata table: the restore is recorded in it as
+/// Hudi 0.13.1 records one (spark-0.13-restore observations): the child rollbacks write nothing
+/// there; one deltacommit at the restore instant marks the files of every undone instant whose
+/// metadata-table deltacommit completed deleted; nothing in the metadata table is rolled back or
+/// restored, and neither `hoodie.properties` changes.
+#[tokio::test]
+async fn a_version_5_restore_is_recorded_in_the_metadata_table_as_hudi_0_13_records_it() {
+    use hudi_keeper_core::format::hfile;
+    use hudi_keeper_core::format::log_block::read_blocks;
+    use hudi_keeper_core::format::metadata_record::{decode_files_record, LOG_BLOCK_SCHEMA_V5};
+    let f = fixture(Kind::CowV6, true).await;
+    as_version_5(&f).await;
+    let m = ".hoodie/metadata";
+    let before = f.snapshot().await;
+    let table = open(&f).await;
+    let preview = preview_restore(&table, T1, &opts(true)).await.unwrap();
+    assert_eq!(preview.metadata_table, MetadataTableAction::Recorded);
+    let done = restore(&table, T1, &opts(true), None).await.unwrap();
+    assert_eq!(done.metadata_table, MetadataTableAction::Recorded);
+    let s = done.restore_instant.clone();
+    let after = f.snapshot().await;
+    for p in [
+        ".hoodie/hoodie.properties",
+        &format!("{m}/.hoodie/hoodie.properties"),
+    ] {
+        assert_eq!(after[p], before[p], "{p}");
+    }
+    // The metadata table: its deltacommits of T2 and TF stay; one new completed deltacommit at
+    // the restore instant; no rollback or restore there.
+    let mtl = format!("{m}/.hoodie");
+    for t in [T2, TF] {
+        assert_eq!(
+            after[&format!("{mtl}/{t}.deltacommit")],
+            before[&format!("{mtl}/{t}.deltacommit")]
+        );
+    }
+    let new: Vec<&String> = after
+        .keys()
+        .filter(|k| k.starts_with(&format!("{mtl}/")) && !before.contains_key(*k))
+        .collect();
+    let want: Vec<String> = ["", ".inflight", ".requested"]
+        .iter()
+        .map(|x| format!("{mtl}/{s}.deltacommit{x}"))
+        .collect();
+    assert_eq!(new, want.iter().collect::<Vec<_>>());
+    // Its block: the undone instants' base files marked deleted, under Hudi 0.13's schema.
+    let log = &after[&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0")];
+    let blocks = read_blocks(log).unwrap();
+    assert_eq!(blocks.len(), 1);
+    let schema = apache_avro::Schema::parse_str(LOG_BLOCK_SCHEMA_V5).unwrap();
+    let hf = hfile::read(blocks[0].content).unwrap();
+    let mut deleted = Vec::new();
+    for c in &hf.cells {
+        let (_, files) = decode_files_record(&schema, &c.value).unwrap();
+        for (name, (_, d)) in files {
+            assert!(d, "{name} is not marked deleted");
+            deleted.push(name);
+        }
+    }
+    for t in [T2, TF] {
+        assert!(
+            deleted
+                .iter()
+                .any(|n| n.ends_with(&format!("_{t}.parquet"))),
+            "{t}: {deleted:?}"
+        );
+    }
+    assert!(!after.keys().any(|k| k.starts_with(&format!("{mtl}/.temp"))));
+}
+
+/// Version 5: a restore point older than the metadata table's timeline (Hudi 0.13's
+/// restoreToSavepoint deletes the metadata table then) and another pending metadata-table
+/// instant are refused before anything changes.
+#[tokio::test]
+async fn a_version_5_restore_the_metadata_table_cannot_record_is_refused_before_anything_changes() {
+    let m = ".hoodie/metadata/.hoodie";
+    for case in ["older", "pending"] {
+        let f = fixture(Kind::CowV6, true).await;
+        as_version_5(&f).await;
+        let needle = match case {
+            "older" => {
+                for x in [".requested", ".inflight", ""] {
+                    for t in [MDT_INIT, T1] {
+                        f.delete(&format!("{m}/{t}.deltacommit{x}")).await;
+                    }
+                }
+                "older than the metadata table's timeline"
+            }
+            _ => {
+                for x in ["requested", "inflight"] {
+                    f.put(&format!("{m}/20240101030000000.deltacommit.{x}"), b"")
+                        .await;
+                }
+                "pending deltacommit 20240101030000000"
+            }
+        };
+        let before = f.snapshot().await;
+        let table = open(&f).await;
+        let err = restore(&table, T1, &opts(true), None)
+            .await
+            .map(|d| format!("{d:?}"))
+            .unwrap_or_else(|e| e.to_string());
+        assert!(err.contains(needle), "{case}: {err}");
+        assert_eq!(f.snapshot().await, before, "{case}");
+    }
+}
+
+/// Table version 5 (Hudi 0.12/0.13): what Hudi 0.13's restore does with what a metadata table
+/// left behind (`.hoodie/metadata/` without its `hoodie.properties`) has not been checked
+/// against Hudi 0.13, so a restore that would delete it is refused before anything changes, the
+/// preview too.
 #[tokio::test]
 async fn a_version_5_restore_leaves_metadata_table_leftovers_alone_and_changes_nothing() {
     let f = fixture(Kind::CowV6, false).await;

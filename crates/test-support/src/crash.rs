@@ -105,10 +105,15 @@ where
                 .unwrap_or_else(|e| panic!("rerun after a failure {mode:?} call {n}: {e}"));
             let raw: Snapshot = f.snapshot().await;
             if self.count_files {
+                let only = |a: &Snapshot, b: &Snapshot| -> Vec<String> {
+                    a.keys().filter(|k| !b.contains_key(*k)).cloned().collect()
+                };
                 assert_eq!(
                     raw.len(),
                     reference_snapshot.len(),
-                    "file count after a failure {mode:?} call {n}"
+                    "file count after a failure {mode:?} call {n}: only after the rerun {:?}, only in the uninterrupted run {:?} (times differ between the runs)",
+                    only(&raw, &reference_snapshot),
+                    only(&reference_snapshot, &raw)
                 );
             }
             let got = normalize(&raw, self.how);

@@ -346,6 +346,15 @@ async fn run(
         delete_metadata_table_of(table, target, &r, &mdt).await?;
     }
     let undone = phases.undo(&r, children).await?;
+    if mdt.action == MetadataTableAction::Recorded {
+        table.stop_point(
+            &format!("restore {r}, before recording it in the metadata table"),
+            Some(target),
+        )?;
+        record_restore_in_metadata_table(table, target, &r, &undone)
+            .await
+            .map_err(|e| left_pending(e, target))?;
+    }
     let restored = mdt.action == MetadataTableAction::Restored;
     if restored {
         table.stop_point(
@@ -466,10 +475,12 @@ async fn new_restore_instant(
     options: &RestoreOptions,
 ) -> Result<String, Error> {
     let mdt_timeline = match (mdt.action, &planned.resumes) {
-        (MetadataTableAction::Restored, None) => match table.metadata_table().await? {
-            Some(m) => Some(m.timeline().await?),
-            None => None,
-        },
+        (MetadataTableAction::Restored | MetadataTableAction::Recorded, None) => {
+            match table.metadata_table().await? {
+                Some(m) => Some(m.timeline().await?),
+                None => None,
+            }
+        }
         _ => None,
     };
     let mut timelines = vec![timeline];
@@ -488,6 +499,26 @@ async fn new_restore_instant(
         .await?;
     }
     Ok(new_instant)
+}
+
+/// Table version 5: restore `r` recorded in the metadata table after its children
+/// ([`MetadataTableAction::Recorded`]), before it completes, as Hudi 0.13 records it.
+async fn record_restore_in_metadata_table(
+    table: &Table,
+    target: &str,
+    r: &str,
+    undone: &crate::exec::restore_steps::Undone,
+) -> Result<(), Error> {
+    let Some(mdt) = table.metadata_table().await? else {
+        return Err(refused(
+            table,
+            target,
+            format!("the metadata table is gone while restore {r} was running; the restore stays pending"),
+        ));
+    };
+    super::metadata_table::v5::record_restore(&mdt, target, r, undone.rollbacks())
+        .instrument(info_span!("metadata_table"))
+        .await
 }
 
 /// Delete the metadata table, once restore `r` is on the timeline: a run stopped during (or

@@ -129,6 +129,9 @@ fn metadata_line(m: MetadataTableAction) -> &'static str {
         MetadataTableAction::Deleted => {
             "deleted (as Hudi does when it cannot restore it); the next writer with the metadata table enabled rebuilds it"
         }
+        MetadataTableAction::Recorded => {
+            "the restore recorded in it, as Hudi 0.13 records one (a deltacommit at the restore instant)"
+        }
     }
 }
 

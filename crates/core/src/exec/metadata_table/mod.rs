@@ -25,7 +25,7 @@ pub(crate) mod files_partition;
 pub(crate) mod restore;
 pub(super) mod rollback;
 mod sync;
-pub(super) mod v5;
+pub(in crate::exec) mod v5;
 pub(super) mod v6;
 pub(super) mod v6_restore;
 

@@ -34,6 +34,9 @@ pub enum MetadataTableAction {
     /// It is deleted (and its partitions cleared in `hoodie.properties`); the next Hudi writer
     /// with the metadata table enabled rebuilds it from storage.
     Deleted,
+    /// Table version 5, as Hudi 0.13: the restore is recorded in it (one deltacommit at the
+    /// restore instant with the files-partition records of every child rollback).
+    Recorded,
 }
 
 /// A metadata table is in use, or left behind (a restore interrupted while deleting it, a
@@ -114,14 +117,27 @@ pub(in crate::exec) async fn metadata_table_plan(
         return Ok(MetadataTablePlan::not_in_use());
     }
     if config.version == TableVersion::V5 {
-        // Whatever is there (a metadata table, or what one left behind): what Hudi 0.13's
-        // restore does with it has not been checked, so nothing is deleted or restored.
-        let reason = super::rollback::v5_metadata_table_restore_refusal(table)
-            .await?
-            .unwrap_or_else(|| {
-                "this table version 5 (Hudi 0.12/0.13) table has what a metadata table left behind (.hoodie/metadata/ without its hoodie.properties, or .hoodie/hoodie.properties.backup); hudi-keeper does not restore such a table, since what Hudi 0.13 does with them has not been checked: restore it with Hudi 0.13, or remove them first".into()
-            });
-        return Err(refused(table, target, reason));
+        // A metadata table in use is recorded in as Hudi 0.13 records a restore. What one left
+        // behind (a folder without its hoodie.properties, a hoodie.properties backup, a metadata
+        // table hoodie.properties does not list) is not deleted or restored: what Hudi 0.13
+        // does with it has not been checked.
+        if config.metadata_table_enabled() {
+            if let Some(mdt) = table.metadata_table().await? {
+                if let Some(why) = super::v5::restore_refusal(table, &mdt, target, restore).await? {
+                    return Err(refused(table, target, why));
+                }
+                return Ok(MetadataTablePlan {
+                    action: MetadataTableAction::Recorded,
+                    why: None,
+                    keep: &[],
+                });
+            }
+        }
+        return Err(refused(
+            table,
+            target,
+            "this table version 5 (Hudi 0.12/0.13) table has what a metadata table left behind (.hoodie/metadata/ without its hoodie.properties, a metadata table hoodie.properties lists no partition of, or .hoodie/hoodie.properties.backup); hudi-keeper does not restore such a table, since what Hudi 0.13 does with them has not been checked: restore it with Hudi 0.13, or remove them first",
+        ));
     }
     if !config.metadata_table_enabled() {
         return Ok(MetadataTablePlan::delete(

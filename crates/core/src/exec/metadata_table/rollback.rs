@@ -49,24 +49,6 @@ pub(in crate::exec) async fn metadata_table_refusal(
     Ok(compacted_after(&timeline, t))
 }
 
-/// Why a table-version-5 table with a metadata table (or what one left behind) is not
-/// restored: what Hudi 0.13's restore does to its metadata table has not been checked against
-/// Hudi 0.13 (its rollbacks have: [`super::v5`]). `None` on other versions and without one.
-pub(in crate::exec) async fn v5_metadata_table_restore_refusal(
-    table: &Table,
-) -> Result<Option<String>, Error> {
-    if table.config().version != TableVersion::V5 {
-        return Ok(None);
-    }
-    let listed = table.config().metadata_table_enabled();
-    if !listed && table.metadata_table().await?.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(
-        "this table version 5 (Hudi 0.12/0.13) table has a metadata table; hudi-keeper rolls back its failed writes as Hudi 0.13 does, but does not restore it yet (what Hudi 0.13's restore does to the metadata table has not been checked against Hudi 0.13); restore it with Hudi 0.13".into(),
-    ))
-}
-
 /// The refusal when a metadata-table compaction may include the metadata table's completed
 /// deltacommit of `t` (table versions 8 and 9).
 ///

@@ -19,6 +19,10 @@
 //! pending R' is resumed with its own plan, a completed deltacommit R is skipped, a block an
 //! earlier attempt wrote is found through its marker and reused.
 //!
+//! A restore (table version 5) records itself the same way: its child rollbacks write nothing
+//! to the metadata table, then one deltacommit at the restore instant records them all
+//! ([`record_restore`]; `tests/interop/observations/spark-0.13-restore.md`).
+//!
 //! Refused before anything changes: metadata-table partitions other than `files` (not checked
 //! against Hudi 0.13), another pending metadata-table instant (it may be a live writer's),
 //! T older than the metadata table's timeline (Hudi 0.13 fails such a rollback), no `files`
@@ -38,7 +42,7 @@ use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_fil
 use crate::format::commit::json_workload_stats;
 use crate::format::metadata_record::{file_list_record_in, FILES_RECORD_TYPE};
 use crate::format::rollback::{RollbackMetadata, RollbackPlan};
-use crate::plan::metadata_table::v5::{plan_pending_deltacommit_rollback, rollback_file_entries};
+use crate::plan::metadata_table::v5::{plan_pending_deltacommit_rollback, FilesChanges};
 use crate::protocol::markers::marker_dir;
 use crate::storage::RelPath;
 use crate::table::files::BasePath;
@@ -56,18 +60,8 @@ pub(in crate::exec) async fn refusal(
     t: &str,
     r: Option<&str>,
 ) -> Result<Option<String>, Error> {
-    let others: Vec<&str> = table
-        .config()
-        .metadata_partitions
-        .iter()
-        .map(String::as_str)
-        .filter(|p| *p != FILES)
-        .collect();
-    if !others.is_empty() {
-        return Ok(Some(format!(
-            "this table version 5 (Hudi 0.12/0.13) table's metadata table has partitions besides `files` ({}); what Hudi 0.13 records there on rollback has not been checked, so hudi-keeper leaves it to Hudi 0.13",
-            others.join(", ")
-        )));
+    if let Some(why) = other_partitions(table) {
+        return Ok(Some(why));
     }
     let (pending_rbs, _) = pending_rollbacks(mdt, timeline).await?;
     for i in timeline.pending() {
@@ -88,13 +82,7 @@ pub(in crate::exec) async fn refusal(
             "the metadata table has a pending {what} {x} (a writer stopped during its metadata-table write, or a table service is running). Hudi 0.13 rolls pending metadata-table deltacommits back before it records a rollback there; hudi-keeper leaves that to Hudi: the next Hudi write to this table does it, after which hudi-keeper can roll this instant back"
         )));
     }
-    let first = timeline
-        .instants()
-        .iter()
-        .filter(|i| matches!(i.action, Action::DeltaCommit | Action::Commit))
-        .map(|i| i.requested_time.as_str())
-        .min();
-    if let Some(first) = first.filter(|f| t < *f) {
+    if let Some(first) = first_commit(timeline).filter(|f| t < *f) {
         return Ok(Some(format!(
             "the metadata table's timeline starts at {first}, after this instant: its records of the instant were archived, and Hudi 0.13 fails such a rollback; roll it back with Hudi after rebuilding the metadata table"
         )));
@@ -184,32 +172,11 @@ pub(in crate::exec) async fn roll_back(
         None,
     )?;
     let timeline = mdt.timeline().await?;
-    if !timeline
-        .find(r)
-        .any(|i| i.action == Action::DeltaCommit && !i.is_pending())
-    {
-        let failed_in_mdt = synced(&timeline, t);
-        let schema = mdt.config().version.metadata_schema();
-        let rows: BTreeMap<String, Vec<u8>> = rollback_file_entries(metadata, failed_in_mdt)
-            .iter()
-            .map(|(key, files)| {
-                let entries = files.iter().map(|(n, s, d)| (n.as_str(), *s, *d));
-                file_list_record_in(schema, key, FILES_RECORD_TYPE, entries)
-            })
-            .collect();
-        for state in [State::Requested, State::Inflight] {
-            let path = timeline_file(mdt.config(), r, None, Action::DeltaCommit, state)?;
-            create_if_absent(mdt.storage(), &path, Vec::new()).await?;
-        }
-        complete_files_deltacommit(mdt, &timeline, t, r, &rows)
-            .instrument(info_span!("metadata_table", deltacommit = %r))
-            .await?;
-        info!(
-            records = rows.len(),
-            deleted_files_recorded = failed_in_mdt,
-            "rollback recorded in the metadata table"
-        );
-    }
+    let mut changes = FilesChanges::default();
+    changes.add_rollback(metadata, synced(&timeline, t));
+    record(mdt, &timeline, t, r, &changes)
+        .instrument(info_span!("metadata_table", deltacommit = %r))
+        .await?;
     mdt.stop_point("after the metadata table's deltacommit", None)?;
     // The marker folders of the deltacommit at R and of the failed write's own metadata-table
     // write (Hudi removes it with the pending deltacommit), also those a run stopped after
@@ -222,6 +189,122 @@ pub(in crate::exec) async fn roll_back(
     } else {
         MetadataTableOutcome::Recorded
     })
+}
+
+/// The metadata-table deltacommit `s` (a rollback's or a restore's instant) recording
+/// `changes`, written for `t` (errors name it); skipped when it completed already.
+async fn record(
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+    s: &str,
+    changes: &FilesChanges,
+) -> Result<(), Error> {
+    if timeline
+        .find(s)
+        .any(|i| i.action == Action::DeltaCommit && !i.is_pending())
+    {
+        return Ok(());
+    }
+    let schema = mdt.config().version.metadata_schema();
+    let rows: BTreeMap<String, Vec<u8>> = changes
+        .entries()
+        .iter()
+        .map(|(key, files)| {
+            let entries = files.iter().map(|(n, size, d)| (n.as_str(), *size, *d));
+            file_list_record_in(schema, key, FILES_RECORD_TYPE, entries)
+        })
+        .collect();
+    for state in [State::Requested, State::Inflight] {
+        let path = timeline_file(mdt.config(), s, None, Action::DeltaCommit, state)?;
+        create_if_absent(mdt.storage(), &path, Vec::new()).await?;
+    }
+    complete_files_deltacommit(mdt, timeline, t, s, &rows).await?;
+    info!(records = rows.len(), "recorded in the metadata table");
+    Ok(())
+}
+
+/// Why a version-5 restore to `target` cannot be recorded in the metadata table `mdt` as Hudi
+/// 0.13 records it (read before anything changes; `resumes` is the pending restore continued):
+/// partitions besides `files`, a pending metadata-table instant other than the restore's own
+/// deltacommit, a restore point older than the metadata table's timeline (Hudi 0.13's
+/// `restoreToSavepoint` deletes the metadata table then), no `files` slice to record in.
+pub(in crate::exec) async fn restore_refusal(
+    table: &Table,
+    mdt: &Table,
+    target: &str,
+    resumes: Option<&str>,
+) -> Result<Option<String>, Error> {
+    if let Some(why) = other_partitions(table) {
+        return Ok(Some(why));
+    }
+    let timeline = mdt.timeline().await?;
+    if let Some(i) = timeline
+        .pending()
+        .find(|i| !(i.action == Action::DeltaCommit && Some(i.requested_time.as_str()) == resumes))
+    {
+        return Ok(Some(format!(
+            "the metadata table has a pending {} {} (a writer stopped during its metadata-table write, or a table service is running); Hudi 0.13's restore would roll it back first; hudi-keeper leaves that to Hudi: the next Hudi write does it, after which hudi-keeper can restore",
+            i.action.as_str(),
+            i.requested_time
+        )));
+    }
+    if let Some(first) = first_commit(&timeline).filter(|f| target < *f) {
+        return Ok(Some(format!(
+            "the restore point {target} is older than the metadata table's timeline (it starts at {first}): Hudi 0.13's restoreToSavepoint deletes the metadata table then, which hudi-keeper does not do on version 5; restore with Hudi 0.13"
+        )));
+    }
+    if let Err(why) = files_slice(mdt).await? {
+        return Ok(Some(why));
+    }
+    Ok(None)
+}
+
+/// Record restore `s` to `target` in the metadata table, as Hudi 0.13's restore does after its
+/// child rollbacks (`children`, which write nothing there themselves): one deltacommit at `s`
+/// with every child's records, each child's deleted files only when the metadata table holds a
+/// completed deltacommit of the instant it undid. Skipped when it completed already.
+pub(in crate::exec) async fn record_restore<'a>(
+    mdt: &Table,
+    target: &str,
+    s: &str,
+    children: impl IntoIterator<Item = &'a RollbackMetadata>,
+) -> Result<(), Error> {
+    let timeline = mdt.timeline().await?;
+    let mut changes = FilesChanges::default();
+    for child in children {
+        let undid = child.commits_rollback.first().map(String::as_str);
+        changes.add_rollback(child, undid.is_some_and(|t| synced(&timeline, t)));
+    }
+    record(mdt, &timeline, target, s, &changes)
+        .instrument(info_span!("metadata_table", deltacommit = %s))
+        .await?;
+    delete_folder(mdt.storage(), &marker_dir(s)?).await
+}
+
+/// The first commit or deltacommit on the metadata table's active timeline.
+fn first_commit(timeline: &Timeline) -> Option<&str> {
+    timeline
+        .instants()
+        .iter()
+        .filter(|i| matches!(i.action, Action::DeltaCommit | Action::Commit))
+        .map(|i| i.requested_time.as_str())
+        .min()
+}
+
+/// Why metadata-table partitions besides `files` are refused on version 5.
+fn other_partitions(table: &Table) -> Option<String> {
+    let others: Vec<&str> = table
+        .config()
+        .metadata_partitions
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != FILES)
+        .collect();
+    (!others.is_empty()).then(|| format!(
+        "this table version 5 (Hudi 0.12/0.13) table's metadata table has partitions besides `files` ({}); what Hudi 0.13 records there has not been checked, so hudi-keeper leaves it to Hudi 0.13",
+        others.join(", ")
+    ))
 }
 
 /// Step 1 of the module docs: the metadata table's rollback of its pending deltacommit `t` at a

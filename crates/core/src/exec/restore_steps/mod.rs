@@ -18,13 +18,14 @@ use tracing::{info, info_span, warn, Instrument};
 
 use self::children::undo_one;
 pub(in crate::exec) use self::children::{child_inputs, child_plan, prepare_children, Children};
+use crate::exec::steps::PendingRollback;
 use crate::exec::steps::{
     avro_err, delete_folder, delete_newest_first, left_pending, refused, Progress, RollbackOptions,
 };
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::restore::{RestoreMetadata, RestorePlan};
 use crate::format::rollback::{InstantInfo, RollbackMetadata};
-use crate::plan::restore::{rollbacks_to_remove, PlannedRestore, RestoreRefusal};
+use crate::plan::restore::{rollbacks_to_remove, PlannedRestore, RestoreRefusal, Undo};
 use crate::protocol::markers::marker_dir;
 use crate::table::Table;
 use crate::timeline::{Action, State, Timeline};
@@ -120,6 +121,13 @@ pub(in crate::exec) struct Undone {
     infos: Vec<InstantInfo>,
 }
 
+impl Undone {
+    /// The child rollbacks' metadata, in instant order.
+    pub(in crate::exec) fn rollbacks(&self) -> impl Iterator<Item = &RollbackMetadata> {
+        self.per_instant.values().flatten()
+    }
+}
+
 impl RestoreRun<'_> {
     /// Run a planned restore in a row (the metadata table's own restore): [`Self::schedule`],
     /// [`Self::undo`], [`Self::complete`]. Returns the restore instant.
@@ -178,7 +186,7 @@ impl RestoreRun<'_> {
             mut plans,
         } = children;
         let mut undone = Undone::default();
-        for u in &self.planned.undo {
+        for u in &self.with_finished_children(&pending_rb) {
             let span = info_span!("undo", instant = %u.instant);
             table.stop_point(
                 &format!("restore {r}, before undoing {}", u.instant),
@@ -213,6 +221,41 @@ impl RestoreRun<'_> {
             undone.per_instant.insert(u.instant.clone(), vec![metadata]);
         }
         Ok(undone)
+    }
+
+    /// The instants to undo, in the plan's order: those still on the timeline, and those an
+    /// earlier attempt removed entirely whose child rollback is pending (a restore completes its
+    /// children only with itself). Those children are run again, every step of which finds its
+    /// work done, so that the completed restore (and on table version 5 its record in the
+    /// metadata table) still has their metadata.
+    fn with_finished_children(&self, pending: &BTreeMap<String, PendingRollback>) -> Vec<Undo> {
+        let planned = &self.planned.undo;
+        let mut out: Vec<Undo> = Vec::with_capacity(planned.len());
+        for i in &self.planned.plan.instants_to_rollback {
+            let t = &i.commit_time;
+            if out.iter().any(|u| &u.instant == t) {
+                continue;
+            }
+            if let Some(u) = planned.iter().find(|u| &u.instant == t) {
+                out.push(u.clone());
+            } else if let (Some(p), Ok(action)) = (pending.get(t), i.action.parse::<Action>()) {
+                debug_assert_eq!(
+                    p.plan.instant_to_rollback.as_ref().map(|x| &x.commit_time),
+                    Some(t)
+                );
+                out.push(Undo {
+                    instant: t.clone(),
+                    action,
+                    state: State::Completed,
+                });
+            }
+        }
+        for u in planned {
+            if !out.iter().any(|x| x.instant == u.instant) {
+                out.push(u.clone());
+            }
+        }
+        out
     }
 
     /// The last phase, of restore `r`: the completed restore (in layout 2 its completion time

@@ -3,7 +3,8 @@
 //! `HoodieTableMetadataUtil.processRollbackMetadata` and `ListingBasedRollbackStrategy` of
 //! 0.13.1). Pure.
 //!
-//! - The records of the deltacommit at the rollback instant R ([`rollback_file_entries`]): per
+//! - The records of the deltacommit at the rollback instant R ([`rollback_file_entries`]), or at
+//!   the restore instant for all its child rollbacks together ([`FilesChanges`]): per
 //!   data partition, the rollback's command-block log files as added files, and, only when the
 //!   metadata table holds a *completed* deltacommit of the failed instant, the files the
 //!   rollback deleted, marked deleted. Hudi 0.13 does not roll that deltacommit back (0.14+
@@ -14,7 +15,7 @@
 //!   ([`plan_pending_deltacommit_rollback`]): listing-based, as the metadata table's write
 //!   config asks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::PlanError;
 use crate::format::commit::WorkloadStat;
@@ -27,51 +28,83 @@ use super::partition_key;
 /// One entry of a files-partition record: (file name, size, deleted).
 pub type FileEntry = (String, i64, bool);
 
-/// The files-partition records of a version-5 rollback, by record key: for each data partition,
-/// the rollback's log files (added, with their sizes; the larger of two sizes of one file) and,
-/// when `failed_in_metadata_table` (the metadata table holds a completed deltacommit of the
-/// failed instant), the files the rollback deleted or failed to delete (deleted, size 0). A
-/// partition whose rollback wrote no log file of a non-zero size is skipped when the failed
-/// instant never completed in the metadata table, as Hudi 0.13 skips it.
-pub fn rollback_file_entries(
-    metadata: &RollbackMetadata,
-    failed_in_metadata_table: bool,
-) -> BTreeMap<String, Vec<FileEntry>> {
-    let name = |path: &str| path.rsplit('/').next().unwrap_or(path).to_string();
-    let mut out: BTreeMap<String, BTreeMap<String, (i64, bool)>> = BTreeMap::new();
-    for pm in metadata.partition_metadata.values() {
-        let logs = pm.rollback_log_files.iter().flatten();
-        let non_zero = logs.clone().map(|(_, s)| *s).sum::<i64>() > 0;
-        if !non_zero && !failed_in_metadata_table {
-            continue;
-        }
-        // Added first, then deleted (a name in both counts as deleted), as Hudi fills the map.
-        let mut files = BTreeMap::new();
-        for (p, size) in logs {
-            let e = files.entry(name(p)).or_insert((*size, false));
-            e.0 = e.0.max(*size);
-        }
-        if failed_in_metadata_table {
-            for p in pm
-                .success_delete_files
-                .iter()
-                .chain(&pm.failed_delete_files)
-            {
-                files.insert(name(p), (0, true));
+/// The files-partition changes of version-5 rollbacks, gathered as Hudi 0.13's
+/// `processRollbackMetadata` gathers them (one rollback, or each child rollback of a restore):
+/// files added and files deleted per data partition.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FilesChanges {
+    added: BTreeMap<String, BTreeMap<String, i64>>,
+    deleted: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl FilesChanges {
+    /// Add one rollback: per data partition, its command-block log files (added, with their
+    /// sizes; the larger of two sizes of one file) and, when `synced` (the metadata table holds
+    /// a completed deltacommit of the instant it rolled back), the files it deleted or failed to
+    /// delete (deleted). A partition whose rollback wrote no log file of a non-zero size is
+    /// skipped when the instant is not synced, as Hudi 0.13 skips it.
+    pub fn add_rollback(&mut self, metadata: &RollbackMetadata, synced: bool) {
+        let name = |path: &str| path.rsplit('/').next().unwrap_or(path).to_string();
+        for pm in metadata.partition_metadata.values() {
+            let logs = pm.rollback_log_files.iter().flatten();
+            let non_zero = logs.clone().map(|(_, s)| *s).sum::<i64>() > 0;
+            if !non_zero && !synced {
+                continue;
+            }
+            let key = partition_key(&pm.partition_path);
+            if synced {
+                let gone = pm
+                    .success_delete_files
+                    .iter()
+                    .chain(&pm.failed_delete_files);
+                let names: Vec<String> = gone.map(|p| name(p)).collect();
+                if !names.is_empty() {
+                    self.deleted.entry(key.clone()).or_default().extend(names);
+                }
+            }
+            let mut logs = logs.peekable();
+            if logs.peek().is_some() {
+                let added = self.added.entry(key).or_default();
+                for (p, size) in logs {
+                    let e = added.entry(name(p)).or_insert(*size);
+                    *e = (*e).max(*size);
+                }
             }
         }
-        if !files.is_empty() {
-            out.entry(partition_key(&pm.partition_path))
-                .or_default()
-                .extend(files);
-        }
     }
-    out.into_iter()
-        .map(|(k, files)| {
-            let entries = files.into_iter().map(|(n, (s, d))| (n, s, d)).collect();
-            (k, entries)
-        })
-        .collect()
+
+    /// The records' entries by record key: the added files, then the deleted ones (size 0; a
+    /// name in both counts as deleted, as Hudi fills its map).
+    pub fn entries(&self) -> BTreeMap<String, Vec<FileEntry>> {
+        let keys: BTreeSet<&String> = self.added.keys().chain(self.deleted.keys()).collect();
+        keys.into_iter()
+            .map(|k| {
+                let deleted = self.deleted.get(k);
+                let gone = |n: &String| deleted.is_some_and(|d| d.contains(n));
+                let mut entries: Vec<FileEntry> = self
+                    .added
+                    .get(k)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(n, _)| !gone(n))
+                    .map(|(n, s)| (n.clone(), *s, false))
+                    .collect();
+                entries.extend(deleted.into_iter().flatten().map(|n| (n.clone(), 0, true)));
+                (k.clone(), entries)
+            })
+            .collect()
+    }
+}
+
+/// The files-partition records of one version-5 rollback, by record key
+/// ([`FilesChanges::add_rollback`], `synced` as there).
+pub fn rollback_file_entries(
+    metadata: &RollbackMetadata,
+    synced: bool,
+) -> BTreeMap<String, Vec<FileEntry>> {
+    let mut c = FilesChanges::default();
+    c.add_rollback(metadata, synced);
+    c.entries()
 }
 
 /// Hudi 0.13's listing-based plan of the metadata table's rollback of its *pending* deltacommit
@@ -318,5 +351,43 @@ mod tests {
             &base
         )
         .is_err());
+    }
+    /// A restore records all its child rollbacks in one deltacommit (spark-0.13-restore
+    /// observations): each child's command-block files added, and the files of each synced
+    /// child marked deleted; a name deleted by one child and added by another is deleted.
+    #[test]
+    fn a_restore_gathers_its_children_into_one_set_of_records() {
+        let c3 = metadata(vec![RollbackPartitionMetadata {
+            partition_path: "p0".into(),
+            success_delete_files: vec!["file:/t/p0/a-0_0-1-2_3.parquet".into()],
+            rollback_log_files: Some(BTreeMap::from([(
+                "file:/t/p0/.b-0_2.log.4_1-0-1".to_string(),
+                105,
+            )])),
+            ..Default::default()
+        }]);
+        let t = metadata(vec![RollbackPartitionMetadata {
+            partition_path: "p0".into(),
+            success_delete_files: vec!["file:/t/p0/c-0_0-1-2_9.parquet".into()],
+            rollback_log_files: Some(BTreeMap::from([
+                ("file:/t/p0/.b-0_2.log.4_1-0-1".to_string(), 90),
+                ("file:/t/p0/a-0_0-1-2_3.parquet".to_string(), 7),
+            ])),
+            ..Default::default()
+        }]);
+        let mut c = FilesChanges::default();
+        c.add_rollback(&c3, true);
+        c.add_rollback(&t, false);
+        assert_eq!(
+            c.entries(),
+            BTreeMap::from([(
+                "p0".to_string(),
+                vec![
+                    (".b-0_2.log.4_1-0-1".to_string(), 105, false),
+                    ("a-0_0-1-2_3.parquet".to_string(), 0, true),
+                ]
+            )])
+        );
+        assert!(FilesChanges::default().entries().is_empty());
     }
 }
