@@ -7,7 +7,11 @@
 //! must find the metadata table in step and nothing but committed files (on Hudi's own rollback
 //! too), and a Hudi 0.15 writer must upgrade it, commit and pass its own validator.
 //!
-//! CI runs [`CI_SET`]; [`FULL_SET`] adds the rest with HUDI_KEEPER_INTEROP_FULL=1
+//! Restores: Hudi 0.13.1's restore to a Hudi savepoint and hudi-keeper's, compared the same way
+//! ([`restore_one`]).
+//!
+//! CI runs [`CI_SET`] and [`RESTORE_CI_SET`]; [`FULL_SET`] and [`RESTORE_FULL_SET`] add the rest
+//! with HUDI_KEEPER_INTEROP_FULL=1
 //! (tests/interop/README.md, "Which cases run where").
 
 use hudi_keeper_test_support as common;
@@ -15,8 +19,8 @@ use hudi_keeper_test_support as common;
 use std::path::Path;
 
 use common::interop::{
-    copy_table, enabled, enabled_full, roll_back_like_the_harness_writers, spark013_generated,
-    spark013_sh, upgrade_with_hudi_0_15, workspace,
+    copy_table, enabled, enabled_full, failed_checks, roll_back_like_the_harness_writers,
+    spark013_generated, spark013_sh, upgrade_with_hudi_0_15, workspace,
 };
 use common::{stderr, stdout};
 
@@ -136,6 +140,150 @@ fn audit_is_clean(table: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The restores CI runs: a savepoint at the second commit of the reference (Hudi's rollback) of
+/// these tables, then Hudi's restore and hudi-keeper's of two copies.
+const RESTORE_CI_SET: &[&str] = &["cow-mdt-mdtinflight", "mor-mdt-mdtdone"];
+/// The others (HUDI_KEEPER_INTEROP_FULL=1).
+const RESTORE_FULL_SET: &[&str] = &["cow-mdt", "mor-mdt"];
+
+/// Hudi 0.13.1's restore and hudi-keeper's of one table with a metadata table, to a Hudi
+/// savepoint at its second commit: equal under `diff.py --restore --task-tokens`, both
+/// `hoodie.properties` unchanged, and Hudi 0.13.1's Spark validator on the savepoint's records
+/// passing, or failing the same checks as after Hudi's own restore (merge-on-read: Hudi 0.13's
+/// restore leaves the failed and the rollback's log files outside the metadata table).
+fn restore_one(scenario: &str, work: &Path) -> Result<String, String> {
+    let table = spark013_generated(scenario);
+    let clean = table.with_file_name(format!("{scenario}-hudi-rollback"));
+    let base = work.join(format!("{scenario}-savepoint"));
+    copy_table(&clean, &base);
+    let mut commits: Vec<String> = std::fs::read_dir(base.join(".hoodie"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter_map(|n| {
+            n.strip_suffix(".commit")
+                .or_else(|| n.strip_suffix(".deltacommit"))
+                .map(str::to_string)
+        })
+        .collect();
+    commits.sort();
+    let c2 = commits.get(1).ok_or("fewer than two commits")?.clone();
+    let base_s = base.to_str().expect("utf-8");
+    let sp = spark013_sh(&["savepoint", base_s, &c2]);
+    if !sp.status.success() {
+        return Err(format!("Hudi's savepoint failed: {}", stderr(&sp)));
+    }
+    let hudis = work.join(format!("{scenario}-hudi-restore"));
+    let ours = work.join(format!("{scenario}-restore"));
+    copy_table(&base, &hudis);
+    copy_table(&base, &ours);
+    let theirs = spark013_sh(&["restore", hudis.to_str().expect("utf-8"), &c2]);
+    if !theirs.status.success() {
+        return Err(format!("Hudi's restore failed: {}", stderr(&theirs)));
+    }
+    let props = |t: &Path| -> Vec<Vec<u8>> {
+        [
+            ".hoodie/hoodie.properties",
+            ".hoodie/metadata/.hoodie/hoodie.properties",
+        ]
+        .iter()
+        .map(|p| std::fs::read(t.join(p)).unwrap_or_default())
+        .collect()
+    };
+    let before = props(&ours);
+    let out = common::run(&[
+        "restore",
+        ours.to_str().expect("utf-8"),
+        "--savepoint",
+        &c2,
+        "--yes",
+        "--json",
+        "--lock",
+        "filesystem",
+        "--heartbeat-interval",
+        "1000ms",
+        "--clock-skew-margin",
+        "1s",
+    ]);
+    if !out.status.success() {
+        return Err(format!("hudi-keeper's restore failed: {}", stderr(&out)));
+    }
+    if !stdout(&out).contains("\"recorded\"") {
+        return Err(format!(
+            "the metadata table was not recorded in: {}",
+            stdout(&out)
+        ));
+    }
+    if props(&ours) != before {
+        return Err("hudi-keeper's restore changed a hoodie.properties".into());
+    }
+    let diff = std::process::Command::new("python3")
+        .arg(workspace().join("tests/interop/diff.py"))
+        .args(["--restore", "--task-tokens"])
+        .args([&ours, &hudis])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !diff.status.success() {
+        return Err(format!(
+            "differs from Hudi 0.13.1's restore: {}",
+            stdout(&diff)
+        ));
+    }
+    let expect = format!("expected-records-{c2}.json");
+    let verify = |t: &Path| {
+        let e = t.join(&expect);
+        let out = spark013_sh(&[
+            "verify",
+            t.to_str().expect("utf-8"),
+            "--expect",
+            e.to_str().expect("utf-8"),
+        ]);
+        (out.status.success(), failed_checks(&stdout(&out)))
+    };
+    match verify(&ours) {
+        (true, _) => Ok("same as Hudi 0.13.1's restore; Hudi 0.13.1's Spark validator passed".into()),
+        (false, ours_failed) => match verify(&hudis) {
+            (false, theirs) if theirs == ours_failed && !theirs.is_empty() => Ok(format!(
+                "same as Hudi 0.13.1's restore; its Spark validator fails {ours_failed:?} here and after Hudi 0.13.1's own restore alike"
+            )),
+            other => Err(format!(
+                "Hudi 0.13.1's Spark validator failed {ours_failed:?} on ours, {other:?} on Hudi's own restore"
+            )),
+        },
+    }
+}
+
+fn restore_all(scenarios: &[&str]) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut failed = 0;
+    for s in scenarios {
+        match restore_one(s, work.path()) {
+            Ok(msg) => eprintln!("Hudi 0.13 (Spark) restore of {s}: ok ({msg})"),
+            Err(msg) => {
+                failed += 1;
+                eprintln!("Hudi 0.13 (Spark) restore of {s}: FAILED: {msg}");
+            }
+        }
+    }
+    assert_eq!(failed, 0, "{failed} of {} restores failed", scenarios.len());
+}
+
+#[test]
+fn hudi_0_13_through_spark_restores_tables_with_a_metadata_table_as_we_do() {
+    if !enabled() {
+        return;
+    }
+    restore_all(RESTORE_CI_SET);
+}
+
+#[test]
+fn hudi_0_13_through_spark_restores_the_other_tables_as_we_do() {
+    if !enabled_full("Hudi 0.13 through Spark: restores of the other tables") {
+        return;
+    }
+    restore_all(RESTORE_FULL_SET);
 }
 
 fn roll_back_all(scenarios: &[&str]) {
