@@ -8,7 +8,8 @@
 //! too), and a Hudi 0.15 writer must upgrade it, commit and pass its own validator.
 //!
 //! Restores: Hudi 0.13.1's restore to a Hudi savepoint and hudi-keeper's, compared the same way
-//! ([`restore_one`]).
+//! ([`restore_one`]). The daemon: its automatic rollback of a killed writer's table
+//! ([`daemon_rolls_back`]).
 //!
 //! CI runs [`CI_SET`] and [`RESTORE_CI_SET`]; [`FULL_SET`] and [`RESTORE_FULL_SET`] add the rest
 //! with HUDI_KEEPER_INTEROP_FULL=1
@@ -284,6 +285,81 @@ fn hudi_0_13_through_spark_restores_the_other_tables_as_we_do() {
         return;
     }
     restore_all(RESTORE_FULL_SET);
+}
+
+/// The daemon on a copy of `scenario`'s failed table: its automatic rollback (the leftover guard
+/// after it included) equals Hudi 0.13.1's own rollback, Hudi 0.13.1's Spark validator passes,
+/// and the audit finds the metadata table in step.
+fn daemon_rolls_back(scenario: &str, work: &Path) -> Result<String, String> {
+    let table = spark013_generated(scenario);
+    let reference = table.with_file_name(format!("{scenario}-hudi-rollback"));
+    let ours = work.join(format!("{scenario}-daemon"));
+    copy_table(&table, &ours);
+    let _ = std::fs::remove_file(ours.join(".hoodie/lock"));
+    let _ = std::fs::remove_file(ours.join(".hoodie/.lock.crc"));
+    let scenario_json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(ours.join("scenario.json")).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let failed = scenario_json["failed_instant"]
+        .as_str()
+        .ok_or("no failed_instant in scenario.json")?
+        .to_string();
+    let state = work.join(format!("{scenario}-daemon-state"));
+    std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
+    let d = common::daemon::Daemon::start(
+        &state,
+        &format!(
+            "[server]\nstate_dir = \"state\"\n[defaults]\npoll_interval = \"500ms\"\nheartbeat_interval = \"1s\"\nheartbeat_tolerable_misses = 2\nclock_skew_margin = \"500ms\"\n[defaults.lock]\nprovider = \"filesystem\"\ntimeout = \"10s\"\n[[tables]]\nname = \"hudi\"\nuri = \"{}\"\n",
+            ours.display()
+        ),
+    );
+    let status = d.wait_for(
+        "the automatic rollback",
+        std::time::Duration::from_secs(60),
+        || {
+            let s = d.table("hudi");
+            (s["status"]["rollbacks"] == 1).then_some(s)
+        },
+    );
+    d.terminate_cleanly(std::time::Duration::from_secs(30));
+    if status["status"]["last_rollback"]["instant"] != failed.as_str() {
+        return Err(format!("the daemon rolled back something else: {status}"));
+    }
+    let diff = std::process::Command::new("python3")
+        .arg(workspace().join("tests/interop/diff.py"))
+        .arg("--task-tokens")
+        .args([&ours, &reference])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !diff.status.success() {
+        return Err(format!(
+            "the daemon's rollback differs from Hudi 0.13.1's: {}",
+            stdout(&diff)
+        ));
+    }
+    audit_is_clean(&ours)?;
+    let verify = spark013_sh(&["verify", ours.to_str().expect("utf-8")]);
+    if !verify.status.success() {
+        return Err(format!(
+            "Hudi 0.13.1's Spark validator failed: {}{}",
+            stdout(&verify),
+            stderr(&verify)
+        ));
+    }
+    Ok("the daemon's rollback equals Hudi 0.13.1's; its Spark validator passed".into())
+}
+
+#[test]
+fn hudi_0_13_through_spark_accepts_the_daemons_rollback_of_a_table_with_a_metadata_table() {
+    if !enabled() {
+        return;
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    match daemon_rolls_back("mor-mdt-mdtdone", work.path()) {
+        Ok(msg) => eprintln!("Hudi 0.13 (Spark) daemon on mor-mdt-mdtdone: ok ({msg})"),
+        Err(msg) => panic!("Hudi 0.13 (Spark) daemon on mor-mdt-mdtdone: {msg}"),
+    }
 }
 
 fn roll_back_all(scenarios: &[&str]) {
