@@ -10,7 +10,9 @@
 //! 2. a metadata-table deltacommit at R (requested, inflight, completed) recording the
 //!    rollback ([`crate::plan::metadata_table::v5::rollback_file_entries`]): the rollback's
 //!    command-block log files, and the files it deleted marked deleted when T completed in the
-//!    metadata table. With no record (copy-on-write, T never there) the deltacommit has no block
+//!    metadata table. Unlike Hudi 0.13, and as Hudi 0.14+ does, the failed write's log files a
+//!    merge-on-read rollback keeps are added too (with their sizes on the store): 0.13 leaves
+//!    them out, so the metadata table lacks files on disk that its cleaner then never reclaims. With no record (copy-on-write, T never there) the deltacommit has no block
 //!    and no write stats. A completed metadata-table deltacommit T is *not* rolled back (Hudi
 //!    0.14+ does that at `R006`): the deleted-file records cancel it.
 //!
@@ -174,6 +176,7 @@ pub(in crate::exec) async fn roll_back(
     let timeline = mdt.timeline().await?;
     let mut changes = FilesChanges::default();
     changes.add_rollback(metadata, synced(&timeline, t));
+    add_failed_logs(table, metadata, &mut changes).await?;
     record(mdt, &timeline, t, r, &changes)
         .instrument(info_span!("metadata_table", deltacommit = %r))
         .await?;
@@ -189,6 +192,38 @@ pub(in crate::exec) async fn roll_back(
     } else {
         MetadataTableOutcome::Recorded
     })
+}
+
+/// The failed write's log files a merge-on-read rollback kept for its command blocks (named by
+/// the plan's APPEND requests, which Hudi 0.13 sizes -1), with their sizes on the store, added
+/// to `changes` (Hudi 0.14+'s rule, [`FilesChanges::add_failed_log`]). A file that is not there
+/// is not added; a read error fails the rollback before the metadata table changes.
+async fn add_failed_logs(
+    table: &Table,
+    metadata: &RollbackMetadata,
+    changes: &mut FilesChanges,
+) -> Result<(), Error> {
+    let base = BasePath::from_uri(table.uri());
+    for pm in metadata.partition_metadata.values() {
+        if pm.rollback_log_files.as_ref().is_none_or(|m| m.is_empty()) {
+            continue;
+        }
+        for path in pm
+            .log_files_from_failed_commit
+            .iter()
+            .flatten()
+            .map(|(p, _)| p)
+        {
+            let Ok(rel) = base.resolve(path) else {
+                continue;
+            };
+            if let Some(meta) = table.storage().head(&rel).await? {
+                let size = i64::try_from(meta.size).unwrap_or(i64::MAX);
+                changes.add_failed_log(&pm.partition_path, rel.file_name(), size);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The metadata-table deltacommit `s` (a rollback's or a restore's instant) recording

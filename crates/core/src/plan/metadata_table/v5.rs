@@ -73,6 +73,22 @@ impl FilesChanges {
         }
     }
 
+    /// Add the failed write's own log files of a merge-on-read rollback (`partition`, file name,
+    /// its size on the store), which Hudi 0.13's rollback metadata does not name and so never
+    /// records: hudi-keeper records them as Hudi 0.14+ does (`logFilesFromFailedCommit`), so
+    /// that the metadata table lists what is on disk (their blocks are voided by the command
+    /// block; a reader merges them as the listing-based view does, and the cleaner can reclaim
+    /// them with their slice). The larger of two sizes of one file counts.
+    pub fn add_failed_log(&mut self, partition: &str, name: &str, size: i64) {
+        let e = self
+            .added
+            .entry(partition_key(partition))
+            .or_default()
+            .entry(name.to_string())
+            .or_insert(size);
+        *e = (*e).max(size);
+    }
+
     /// The records' entries by record key: the added files, then the deleted ones (size 0; a
     /// name in both counts as deleted, as Hudi fills its map).
     pub fn entries(&self) -> BTreeMap<String, Vec<FileEntry>> {
@@ -389,5 +405,21 @@ mod tests {
             )])
         );
         assert!(FilesChanges::default().entries().is_empty());
+    }
+    #[test]
+    fn failed_log_files_are_added_with_their_sizes() {
+        let mut c = FilesChanges::default();
+        c.add_rollback(&mor(), false);
+        c.add_failed_log("p0", ".a-0_2.log.2_0-14-24", 11000);
+        c.add_failed_log("", ".c-0_2.log.2_0-14-24", 5);
+        let e = c.entries();
+        assert_eq!(
+            e["p0"],
+            vec![
+                (".a-0_2.log.2_0-14-24".to_string(), 11000, false),
+                (".a-0_2.log.3_1-0-1".to_string(), 105, false),
+            ]
+        );
+        assert_eq!(e["."], vec![(".c-0_2.log.2_0-14-24".to_string(), 5, false)]);
     }
 }
