@@ -135,19 +135,30 @@ fn audit_is_clean(table: &Path) -> Result<(), String> {
 /// The restores CI runs: a savepoint at the second commit of the reference (Hudi's rollback) of
 /// these tables, then Hudi's restore and hudi-keeper's of two copies.
 const RESTORE_CI_SET: &[&str] = &["cow-mdt-mdtinflight", "mor-mdt-mdtdone"];
-/// The others (HUDI_KEEPER_INTEROP_FULL=1).
-const RESTORE_FULL_SET: &[&str] = &["cow-mdt", "mor-mdt"];
+/// The others (HUDI_KEEPER_INTEROP_FULL=1); `cow-mdt!` is the failed table itself, whose
+/// pending failed write the restore undoes too (a merge-on-read one is refused: roll it back
+/// first).
+const RESTORE_FULL_SET: &[&str] = &["cow-mdt", "mor-mdt", "cow-mdt!"];
 
 /// Hudi 0.13.1's restore and hudi-keeper's of one table with a metadata table, to a Hudi
 /// savepoint at its second commit: equal under `diff.py --restore --task-tokens`, both
 /// `hoodie.properties` unchanged, and Hudi 0.13.1's Spark validator on the savepoint's records
 /// passing, or failing the same checks as after Hudi's own restore (merge-on-read: Hudi 0.13's
 /// restore leaves the failed and the rollback's log files outside the metadata table).
-fn restore_one(scenario: &str, work: &Path) -> Result<String, String> {
+fn restore_one(case: &str, work: &Path) -> Result<String, String> {
+    let (scenario, with_failed_write) = match case.strip_suffix('!') {
+        Some(s) => (s, true),
+        None => (case, false),
+    };
     let table = spark013_generated(scenario);
-    let clean = table.with_file_name(format!("{scenario}-hudi-rollback"));
-    let base = work.join(format!("{scenario}-savepoint"));
-    copy_table(&clean, &base);
+    let from = match with_failed_write {
+        true => table.clone(),
+        false => table.with_file_name(format!("{scenario}-hudi-rollback")),
+    };
+    let name = case.replace('!', "-failed");
+    let base = work.join(format!("{name}-savepoint"));
+    copy_table(&from, &base);
+    let _ = std::fs::remove_file(base.join(".hoodie/lock"));
     let mut commits: Vec<String> = std::fs::read_dir(base.join(".hoodie"))
         .map_err(|e| e.to_string())?
         .flatten()
@@ -165,8 +176,8 @@ fn restore_one(scenario: &str, work: &Path) -> Result<String, String> {
     if !sp.status.success() {
         return Err(format!("Hudi's savepoint failed: {}", stderr(&sp)));
     }
-    let hudis = work.join(format!("{scenario}-hudi-restore"));
-    let ours = work.join(format!("{scenario}-restore"));
+    let hudis = work.join(format!("{name}-hudi-restore"));
+    let ours = work.join(format!("{name}-restore"));
     copy_table(&base, &hudis);
     copy_table(&base, &ours);
     let theirs = spark013_sh(&["restore", hudis.to_str().expect("utf-8"), &c2]);
