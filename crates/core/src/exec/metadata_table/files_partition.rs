@@ -1,5 +1,5 @@
 //! The metadata table's `files` partition read as Hudi's reader merges it: the latest file slice
-//! (table version 6: [`super::v6::files_slice`]; 8 and 9:
+//! (table version 6: [`super::files_log::files_slice`]; 8 and 9:
 //! [`crate::plan::metadata_table::files_slice`]), its base HFile and every block of its log
 //! files, merged by [`merge_files_partition`] with the blocks Hudi's scanner of that version
 //! counts. One home for the table-version-6 restore (its refusal and its sync deltacommit) and
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use apache_avro::Schema;
 use bytes::Bytes;
 
-use super::v6::{files_slice, FILES};
+use super::files_log::{files_slice, FILES};
 use crate::format::hfile;
 use crate::format::log_block::{read_blocks, BLOCK_TYPE_HFILE_DATA};
 use crate::format::metadata_record::visit_files_record;

@@ -17,10 +17,14 @@
 //!   next writer to rebuild.
 //! - [`files_partition`]: the `files` partition read as Hudi's reader merges it (table versions
 //!   6, 8 and 9), for [`v6_restore`] and for the audit's check of the metadata table.
+//! - [`files_log`]: the `files` partition's latest file slice and a deltacommit completed with one
+//!   HFile data block appended there, shared by [`v5`], [`v6`], [`v6_restore`] and
+//!   [`files_partition`].
 //! - [`sync`]: the start of the deltacommit Hudi writes after the metadata table's own restore,
 //!   which [`restore`] (1.x) and [`v6_restore`] (version 6) both finish their way.
 
 pub(super) mod execute;
+mod files_log;
 pub(crate) mod files_partition;
 pub(crate) mod restore;
 pub(super) mod rollback;

@@ -36,7 +36,7 @@ use std::time::Instant as Clock;
 use tracing::{info, info_span, Instrument};
 
 use super::execute::{execute_mdt, MetadataTableOutcome};
-use super::v6::{complete_files_deltacommit, files_slice, FILES};
+use super::files_log::{complete_files_deltacommit, files_slice, FILES};
 use crate::exec::steps::{
     avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
 };

@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
+use super::files_log::{complete_files_deltacommit, FILES};
 use super::files_partition::{read_files_partition, ByName, ReadLimits};
 use super::sync::{start_sync_deltacommit, SyncDeltacommit};
-use super::v6::{complete_files_deltacommit, FILES};
 use crate::exec::steps::{delete_folder, list_data_files, refused, Wanted};
 use crate::format::metadata_record::file_list_record;
 use crate::plan::metadata_table::files_listing::{out_of_sync_records, partitions_on_storage};
