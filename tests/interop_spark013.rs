@@ -38,16 +38,31 @@ const FULL_SET: &[&str] = &[
     "mor-mdt-mdtinflight",
 ];
 
+/// A copy of `from` at `to` without the file-system lock a writer killed inside its commit
+/// leaves, which never expires (Hudi's default): the references had it removed before Hudi's
+/// own rollback too.
+fn copy_without_lock(from: &Path, to: &Path) {
+    copy_table(from, to);
+    let _ = std::fs::remove_file(to.join(".hoodie/lock"));
+    let _ = std::fs::remove_file(to.join(".hoodie/.lock.crc"));
+}
+
+/// `tests/interop/diff.py` with `flags` on `ours` against `hudis`.
+fn diff_py(flags: &[&str], ours: &Path, hudis: &Path) -> Result<std::process::Output, String> {
+    std::process::Command::new("python3")
+        .arg(workspace().join("tests/interop/diff.py"))
+        .args(flags)
+        .args([ours, hudis])
+        .output()
+        .map_err(|e| e.to_string())
+}
+
 /// One table rolled back by hudi-keeper and judged as the module docs say; what was checked.
 fn roll_back_one(scenario: &str, work: &Path) -> Result<String, String> {
     let table = spark013_generated(scenario);
     let reference = table.with_file_name(format!("{scenario}-hudi-rollback"));
     let ours = work.join(scenario);
-    copy_table(&table, &ours);
-    // A writer killed inside its commit leaves the file-system lock, which never expires
-    // (Hudi's default): the reference had it removed before Hudi's own rollback too.
-    let _ = std::fs::remove_file(ours.join(".hoodie/lock"));
-    let _ = std::fs::remove_file(ours.join(".hoodie/.lock.crc"));
+    copy_without_lock(&table, &ours);
     let props = |t: &Path| -> Result<[Vec<u8>; 2], String> {
         let read = |p: &str| std::fs::read(t.join(p)).map_err(|e| format!("{p}: {e}"));
         Ok([
@@ -66,12 +81,7 @@ fn roll_back_one(scenario: &str, work: &Path) -> Result<String, String> {
     if props(&ours)? != before {
         return Err("hudi-keeper changed a hoodie.properties".into());
     }
-    let diff = std::process::Command::new("python3")
-        .arg(workspace().join("tests/interop/diff.py"))
-        .arg("--task-tokens")
-        .args([&ours, &reference])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let diff = diff_py(&["--task-tokens"], &ours, &reference)?;
     if !diff.status.success() {
         return Err(format!(
             "differs from Hudi 0.13.1's rollback: {}",
@@ -157,8 +167,7 @@ fn restore_one(case: &str, work: &Path) -> Result<String, String> {
     };
     let name = case.replace('!', "-failed");
     let base = work.join(format!("{name}-savepoint"));
-    copy_table(&from, &base);
-    let _ = std::fs::remove_file(base.join(".hoodie/lock"));
+    copy_without_lock(&from, &base);
     let mut commits: Vec<String> = std::fs::read_dir(base.join(".hoodie"))
         .map_err(|e| e.to_string())?
         .flatten()
@@ -220,12 +229,7 @@ fn restore_one(case: &str, work: &Path) -> Result<String, String> {
     if props(&ours) != before {
         return Err("hudi-keeper's restore changed a hoodie.properties".into());
     }
-    let diff = std::process::Command::new("python3")
-        .arg(workspace().join("tests/interop/diff.py"))
-        .args(["--restore", "--task-tokens"])
-        .args([&ours, &hudis])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let diff = diff_py(&["--restore", "--task-tokens"], &ours, &hudis)?;
     if !diff.status.success() {
         return Err(format!(
             "differs from Hudi 0.13.1's restore: {}",
@@ -256,27 +260,12 @@ fn restore_one(case: &str, work: &Path) -> Result<String, String> {
     }
 }
 
-fn restore_all(scenarios: &[&str]) {
-    let work = tempfile::tempdir().expect("tempdir");
-    let mut failed = 0;
-    for s in scenarios {
-        match restore_one(s, work.path()) {
-            Ok(msg) => eprintln!("Hudi 0.13 (Spark) restore of {s}: ok ({msg})"),
-            Err(msg) => {
-                failed += 1;
-                eprintln!("Hudi 0.13 (Spark) restore of {s}: FAILED: {msg}");
-            }
-        }
-    }
-    assert_eq!(failed, 0, "{failed} of {} restores failed", scenarios.len());
-}
-
 #[test]
 fn hudi_0_13_through_spark_restores_tables_with_a_metadata_table_as_we_do() {
     if !enabled() {
         return;
     }
-    restore_all(RESTORE_CI_SET);
+    run_all("restore of", RESTORE_CI_SET, restore_one);
 }
 
 #[test]
@@ -284,7 +273,7 @@ fn hudi_0_13_through_spark_restores_the_other_tables_as_we_do() {
     if !enabled_full("Hudi 0.13 through Spark: restores of the other tables") {
         return;
     }
-    restore_all(RESTORE_FULL_SET);
+    run_all("restore of", RESTORE_FULL_SET, restore_one);
 }
 
 /// The daemon on a copy of `scenario`'s failed table: its automatic rollback (the leftover guard
@@ -294,9 +283,7 @@ fn daemon_rolls_back(scenario: &str, work: &Path) -> Result<String, String> {
     let table = spark013_generated(scenario);
     let reference = table.with_file_name(format!("{scenario}-hudi-rollback"));
     let ours = work.join(format!("{scenario}-daemon"));
-    copy_table(&table, &ours);
-    let _ = std::fs::remove_file(ours.join(".hoodie/lock"));
-    let _ = std::fs::remove_file(ours.join(".hoodie/.lock.crc"));
+    copy_without_lock(&table, &ours);
     let scenario_json: serde_json::Value = serde_json::from_slice(
         &std::fs::read(ours.join("scenario.json")).map_err(|e| e.to_string())?,
     )
@@ -326,12 +313,7 @@ fn daemon_rolls_back(scenario: &str, work: &Path) -> Result<String, String> {
     if status["status"]["last_rollback"]["instant"] != failed.as_str() {
         return Err(format!("the daemon rolled back something else: {status}"));
     }
-    let diff = std::process::Command::new("python3")
-        .arg(workspace().join("tests/interop/diff.py"))
-        .arg("--task-tokens")
-        .args([&ours, &reference])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let diff = diff_py(&["--task-tokens"], &ours, &reference)?;
     if !diff.status.success() {
         return Err(format!(
             "the daemon's rollback differs from Hudi 0.13.1's: {}",
@@ -362,22 +344,24 @@ fn hudi_0_13_through_spark_accepts_the_daemons_rollback_of_a_table_with_a_metada
     }
 }
 
-fn roll_back_all(scenarios: &[&str]) {
+/// Run `one` on each of `scenarios` in a scratch folder, print what each found, and fail
+/// when any failed (`what` names the kind of case in the output).
+fn run_all(what: &str, scenarios: &[&str], one: fn(&str, &Path) -> Result<String, String>) {
     let work = tempfile::tempdir().expect("tempdir");
     let mut failed = 0;
     for s in scenarios {
-        match roll_back_one(s, work.path()) {
-            Ok(msg) => eprintln!("Hudi 0.13 (Spark) {s}: ok ({msg})"),
+        match one(s, work.path()) {
+            Ok(msg) => eprintln!("Hudi 0.13 (Spark) {what} {s}: ok ({msg})"),
             Err(msg) => {
                 failed += 1;
-                eprintln!("Hudi 0.13 (Spark) {s}: FAILED: {msg}");
+                eprintln!("Hudi 0.13 (Spark) {what} {s}: FAILED: {msg}");
             }
         }
     }
     assert_eq!(
         failed,
         0,
-        "{failed} of {} scenarios failed",
+        "{failed} of {} {what} cases failed",
         scenarios.len()
     );
 }
@@ -387,7 +371,7 @@ fn hudi_0_13_through_spark_accepts_our_rollbacks_of_tables_with_a_metadata_table
     if !enabled() {
         return;
     }
-    roll_back_all(CI_SET);
+    run_all("rollback of", CI_SET, roll_back_one);
 }
 
 #[test]
@@ -395,5 +379,5 @@ fn hudi_0_13_through_spark_accepts_our_rollbacks_of_every_other_scenario() {
     if !enabled_full("Hudi 0.13 through Spark: the other metadata-table variants") {
         return;
     }
-    roll_back_all(FULL_SET);
+    run_all("rollback of", FULL_SET, roll_back_one);
 }

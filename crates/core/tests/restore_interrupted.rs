@@ -24,12 +24,22 @@ async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
 }
 
 async fn crash_at_every_call_with(kind: Kind, mdt: bool, real_mdt: bool) -> usize {
-    crash_at_every_call_after(kind, mdt, real_mdt, None).await
+    crash_at_every_call_after(kind, mdt, real_mdt, None, false).await
 }
 
-/// The fixture, restored to `first` if given (so the restore to T1 under test is a second one).
-async fn prepared(kind: Kind, mdt: bool, real_mdt: bool, first: Option<&str>) -> Fixture {
+/// The fixture (made a table-version-5 one when `version_5`), restored to `first` if given (so
+/// the restore to T1 under test is a second one).
+async fn prepared(
+    kind: Kind,
+    mdt: bool,
+    real_mdt: bool,
+    first: Option<&str>,
+    version_5: bool,
+) -> Fixture {
     let f = build(kind, mdt, real_mdt).await;
+    if version_5 {
+        as_version_5(&f).await;
+    }
     if let Some(t) = first {
         restore(&open(&f).await, t, &opts(false), None)
             .await
@@ -45,9 +55,10 @@ async fn crash_at_every_call_after(
     mdt: bool,
     real_mdt: bool,
     first: Option<&str>,
+    version_5: bool,
 ) -> usize {
     Crash {
-        build: async || prepared(kind, mdt, real_mdt, first).await,
+        build: async || prepared(kind, mdt, real_mdt, first, version_5).await,
         run: async |t: &Table| restore(t, T1, &opts(true), None).await.map(|_| ()),
         how: Normalization::RESTORE,
         count_files: true,
@@ -78,14 +89,14 @@ async fn crash_at_any_storage_call_of_a_restore_that_restores_a_v6_metadata_tabl
 #[tokio::test]
 async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_rerun_ends_alike_v9(
 ) {
-    let n = crash_at_every_call_after(Kind::MorV9, true, true, Some(T2)).await;
+    let n = crash_at_every_call_after(Kind::MorV9, true, true, Some(T2), false).await;
     eprintln!("mor v9 + metadata table, second restore: {n} injection points");
 }
 
 #[tokio::test]
 async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_rerun_ends_alike_v6(
 ) {
-    let n = crash_at_every_call_after(Kind::MorV6, true, true, Some(T2)).await;
+    let n = crash_at_every_call_after(Kind::MorV6, true, true, Some(T2), false).await;
     eprintln!("mor v6 + metadata table, second restore: {n} injection points");
 }
 
@@ -94,23 +105,7 @@ async fn crash_at_any_storage_call_of_a_second_restore_to_an_earlier_point_then_
 #[tokio::test]
 async fn crash_at_any_storage_call_of_a_v5_restore_recorded_in_the_metadata_table_then_rerun_ends_alike(
 ) {
-    let n = Crash {
-        build: async || {
-            let f = build(Kind::CowV6, true, false).await;
-            as_version_5(&f).await;
-            f
-        },
-        run: async |t: &Table| restore(t, T1, &opts(true), None).await.map(|_| ()),
-        how: Normalization::RESTORE,
-        count_files: true,
-    }
-    .at_every_call_checking(
-        async |f: &Fixture| (f.snapshot().await, restore_instants(&open(f).await).await),
-        async |f: &Fixture, (untouched, restores_before), failure: &str| {
-            assert_resumable(f, &untouched, &restores_before, failure).await
-        },
-    )
-    .await;
+    let n = crash_at_every_call_after(Kind::CowV6, true, false, None, true).await;
     eprintln!("cow v5 + metadata table recorded: {n} injection points");
 }
 

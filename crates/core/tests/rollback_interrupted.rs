@@ -24,9 +24,18 @@ async fn crash_at_every_call(kind: Kind, mdt: bool) -> usize {
 
 /// [`crash_at_every_call`] on the fixture with `drop` deleted after it is built.
 async fn crash_at_every_call_without(kind: Kind, mdt: bool, drop: &[&str]) -> usize {
+    crash_at_every_call_of(kind, mdt, drop, false).await
+}
+
+/// [`crash_at_every_call_without`], the fixture made a table-version-5 one first when
+/// `version_5`.
+async fn crash_at_every_call_of(kind: Kind, mdt: bool, drop: &[&str], version_5: bool) -> usize {
     Crash {
         build: async || {
             let f = Fixture::build(kind, mdt).await;
+            if version_5 {
+                as_version_5(&f).await;
+            }
             for p in drop {
                 f.delete(p).await;
             }
@@ -88,25 +97,7 @@ async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollbac
 async fn crash_at_any_storage_call_then_rerun_ends_like_an_uninterrupted_rollback_v5_cow_mdt() {
     let pending = format!(".hoodie/metadata/.hoodie/{TF}.deltacommit");
     for drop in [vec![], vec![pending.as_str()]] {
-        let n = Crash {
-            build: async || {
-                let f = Fixture::build(Kind::CowV6, true).await;
-                as_version_5(&f).await;
-                for p in &drop {
-                    f.delete(p).await;
-                }
-                f
-            },
-            run: async |t: &Table| {
-                rollback(t, &Selection::AllFailed, &opts(), None)
-                    .await
-                    .map(|_| ())
-            },
-            how: Normalization::ROLLBACK,
-            count_files: false,
-        }
-        .at_every_call()
-        .await;
+        let n = crash_at_every_call_of(Kind::CowV6, true, &drop, true).await;
         eprintln!("v5 cow + metadata table {drop:?}: {n} injection points");
     }
 }

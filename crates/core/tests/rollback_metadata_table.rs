@@ -103,9 +103,9 @@ async fn v6_cow_rollback_is_recorded_in_the_metadata_table_without_a_block() {
     assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
     let r = &done[0].rollback_instant;
     let after = f.snapshot().await;
+    assert_no_write_stats(&after, &format!("{m}/.hoodie/{r}.deltacommit"));
     let completed: serde_json::Value =
         serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
-    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
     assert_eq!(completed["operationType"], "UPSERT_PREPPED");
     let logs_after: Vec<String> = after
         .into_keys()
@@ -328,6 +328,16 @@ async fn a_metadata_table_compaction_requested_before_the_deltacommit_completed_
     assert!(after.contains_key(&format!("{m}/.hoodie/timeline/{tc}_{}.commit", bump(tc))));
 }
 
+/// The completed metadata-table deltacommit at `path` records no write stats (no block).
+fn assert_no_write_stats(after: &std::collections::BTreeMap<String, Vec<u8>>, path: &str) {
+    let completed: serde_json::Value = serde_json::from_slice(&after[path]).unwrap();
+    assert_eq!(
+        completed["partitionToWriteStats"],
+        serde_json::json!({}),
+        "{path}"
+    );
+}
+
 /// The files-partition records of the HFile data block in the metadata-table log file `log`:
 /// key -> file name -> (size, deleted), decoded under Hudi 0.13's block schema.
 fn v5_records(
@@ -427,9 +437,7 @@ async fn v5_a_metadata_table_compaction_after_the_instant_does_not_make_it_synce
     assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
     let r = &done[0].rollback_instant;
     let after = f.snapshot().await;
-    let completed: serde_json::Value =
-        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
-    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    assert_no_write_stats(&after, &format!("{m}/.hoodie/{r}.deltacommit"));
     assert!(!after.contains_key(&format!("{m}/files/.files-0000-0_{MDT_INIT}.log.4_0-0-0")));
 }
 
@@ -455,9 +463,7 @@ async fn v5_without_the_failed_write_in_the_metadata_table_writes_an_empty_delta
     assert_eq!(done[0].metadata_table, MetadataTableOutcome::Recorded);
     let r = &done[0].rollback_instant;
     let after = f.snapshot().await;
-    let completed: serde_json::Value =
-        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
-    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    assert_no_write_stats(&after, &format!("{m}/.hoodie/{r}.deltacommit"));
     let files_after: Vec<String> = after
         .into_keys()
         .filter(|k| k.starts_with(&format!("{m}/files/")))
@@ -538,9 +544,7 @@ async fn v5_the_failed_writes_pending_metadata_table_deltacommit_is_rolled_back_
     assert!(!after
         .keys()
         .any(|k| k.starts_with(&format!("{slice}.log.5"))));
-    let completed: serde_json::Value =
-        serde_json::from_slice(&after[&format!("{m}/.hoodie/{r}.deltacommit")]).unwrap();
-    assert_eq!(completed["partitionToWriteStats"], serde_json::json!({}));
+    assert_no_write_stats(&after, &format!("{m}/.hoodie/{r}.deltacommit"));
     assert!(!after
         .keys()
         .any(|k| k.starts_with(&format!("{m}/.hoodie/.temp"))));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hudi 0.13.1 through Spark: table-version-5 tables WITH a metadata table (the 0.13.1 Java client of
-# ../run.sh writes none). See ../README.md, "Hudi 0.13.1 through Spark (spark-0.13)". Not wired into CI
-# or the Rust tests.
+# ../run.sh writes none). See ../README.md, "Hudi 0.13.1 through Spark (spark-0.13)". scripts/test
+# builds it; tests/interop_spark013.rs drives it (a subset in CI, the rest with HUDI_KEEPER_INTEROP_FULL=1).
 #
 #   run.sh build                       idempotent (offline first; target/classpath.txt, no fat jar)
 #   run.sh info                        Hudi, Spark and Java versions (starts Spark once)

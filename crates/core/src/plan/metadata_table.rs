@@ -124,14 +124,19 @@ pub fn plan_completed_deltacommit_rollback(
             log_blocks_to_be_deleted: Some(logs),
         });
     }
-    Ok(RollbackPlan {
+    Ok(deltacommit_plan(t, requests))
+}
+
+/// A rollback plan (version 1) of the metadata table's deltacommit `t` with `requests`.
+pub(crate) fn deltacommit_plan(t: &str, requests: Vec<RollbackRequest>) -> RollbackPlan {
+    RollbackPlan {
         instant_to_rollback: Some(InstantInfo {
             commit_time: t.to_string(),
             action: "deltacommit".to_string(),
         }),
         requests: Some(requests),
         version: Some(1),
-    })
+    }
 }
 
 fn partition_of(rel: &RelPath) -> String {

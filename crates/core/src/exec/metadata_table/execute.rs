@@ -8,14 +8,16 @@ use std::time::Instant as Clock;
 use serde::Serialize;
 
 use crate::exec::steps::apply::{apply_plan, rollback_metadata, write_completed_rollback};
-use crate::exec::steps::{delete_folder, delete_newest_first, plan_err, RollbackOptions};
+use tracing::{info_span, Instrument};
+
+use crate::exec::steps::{avro_err, delete_folder, delete_newest_first, plan_err, RollbackOptions};
 use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
 use crate::format::rollback::RollbackPlan;
 use crate::plan::rollback::resolve_plan;
 use crate::protocol::markers::marker_dir;
 use crate::table::files::BasePath;
 use crate::table::{Table, TimelineLayout};
-use crate::timeline::{Action, Instant, State};
+use crate::timeline::{Action, Instant, State, Timeline};
 use crate::Error;
 
 /// What a rollback did to the metadata table.
@@ -121,4 +123,31 @@ pub(in crate::exec) async fn execute_mdt(
         delete_folder(storage, &marker_dir(r)?).await?;
     }
     Ok(())
+}
+
+/// Hudi's EAGER pre-step for the failed write's own pending metadata-table deltacommit `t`
+/// (table versions 5 and 6): `plan` scheduled as a metadata-table rollback at a fresh instant
+/// after every instant of the metadata table's `timeline` and of the data table's, then run to
+/// its completion.
+pub(in crate::exec) async fn schedule_and_execute_mdt(
+    table: &Table,
+    mdt: &Table,
+    timeline: &Timeline,
+    t: &str,
+    plan: &RollbackPlan,
+    options: &RollbackOptions,
+    started: Clock,
+) -> Result<(), Error> {
+    let parent = table.timeline().await?;
+    let p = new_instant_time(&[timeline, &parent], mdt.zone());
+    let path = timeline_file(mdt.config(), &p, None, Action::Rollback, State::Requested)?;
+    let bytes = plan.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
+    mdt.stop_point(
+        "before the metadata table's rollback of the pending deltacommit",
+        None,
+    )?;
+    create_if_absent(mdt.storage(), &path, bytes).await?;
+    execute_mdt(mdt, t, &p, plan, State::Requested, options, started)
+        .instrument(info_span!("metadata_table", rollback_instant = %p))
+        .await
 }

@@ -35,12 +35,12 @@ use std::time::Instant as Clock;
 
 use tracing::{info, info_span, Instrument};
 
-use super::execute::{execute_mdt, MetadataTableOutcome};
+use super::execute::{execute_mdt, schedule_and_execute_mdt, MetadataTableOutcome};
 use super::files_log::{complete_files_deltacommit, files_slice, FILES};
 use crate::exec::steps::{
-    avro_err, delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
+    delete_folder, list_data_files, pending_rollbacks, refused, RollbackOptions, Wanted,
 };
-use crate::exec::timeline_ops::{create_if_absent, new_instant_time, timeline_file};
+use crate::exec::timeline_ops::{create_if_absent, timeline_file};
 use crate::format::commit::json_workload_stats;
 use crate::format::metadata_record::{file_list_record_in, FILES_RECORD_TYPE};
 use crate::format::rollback::{RollbackMetadata, RollbackPlan};
@@ -366,17 +366,6 @@ async fn roll_back_pending_deltacommit(
     let plan = pending_plan(mdt, &timeline, t)
         .await?
         .map_err(|why| refused(table, t, why))?;
-    let parent = table.timeline().await?;
-    let p = new_instant_time(&[&timeline, &parent], mdt.zone());
-    let path = timeline_file(mdt.config(), &p, None, Action::Rollback, State::Requested)?;
-    let bytes = plan.to_avro().map_err(|e| avro_err(mdt, t, &path, e))?;
-    mdt.stop_point(
-        "before the metadata table's rollback of the pending deltacommit",
-        None,
-    )?;
-    create_if_absent(mdt.storage(), &path, bytes).await?;
-    execute_mdt(mdt, t, &p, &plan, State::Requested, options, started)
-        .instrument(info_span!("metadata_table", rollback_instant = %p))
-        .await?;
+    schedule_and_execute_mdt(table, mdt, &timeline, t, &plan, options, started).await?;
     Ok(true)
 }

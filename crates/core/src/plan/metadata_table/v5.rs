@@ -19,11 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::PlanError;
 use crate::format::commit::WorkloadStat;
-use crate::format::rollback::{InstantInfo, RollbackMetadata, RollbackPlan, RollbackRequest};
+use crate::format::rollback::{RollbackMetadata, RollbackPlan, RollbackRequest};
 use crate::storage::RelPath;
 use crate::table::files::{BasePath, DataFile};
 
-use super::partition_key;
+use super::{deltacommit_plan, partition_key};
 
 /// One entry of a files-partition record: (file name, size, deleted).
 pub type FileEntry = (String, i64, bool);
@@ -200,14 +200,7 @@ pub fn plan_pending_deltacommit_rollback(
             });
         }
     }
-    Ok(RollbackPlan {
-        instant_to_rollback: Some(InstantInfo {
-            commit_time: t.to_string(),
-            action: "deltacommit".to_string(),
-        }),
-        requests: Some(requests),
-        version: Some(1),
-    })
+    Ok(deltacommit_plan(t, requests))
 }
 
 #[cfg(test)]
